@@ -1,0 +1,39 @@
+// swift-tools-version:6.0
+// swift-capture: the AVFoundation capture model on Linux (V4L2, TurboJPEG, ALSA).
+import PackageDescription
+
+let package = Package(
+    name: "swift-capture",
+    products: [
+        .library(name: "Capture", targets: ["Capture"]),
+        .executable(name: "capture", targets: ["CaptureTool"]),
+        .executable(name: "capture-bench", targets: ["CaptureBench"]),
+        .executable(name: "still-camera", targets: ["StillCamera"]),
+        .executable(name: "camera-check", targets: ["CameraCheck"]),
+        .executable(name: "live-capture", targets: ["LiveCapture"]),
+    ],
+    targets: [
+        // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
+        // libjpeg62-turbo-dev, libasound2-dev).
+        .systemLibrary(name: "CLibV4L2", path: "Sources/CSystem/libv4l2", pkgConfig: "libv4l2",
+                       providers: [.apt(["libv4l-dev"])]),
+        .systemLibrary(name: "CTurboJPEG", path: "Sources/CSystem/turbojpeg", pkgConfig: "libturbojpeg",
+                       providers: [.apt(["libturbojpeg0-dev"])]),
+        .systemLibrary(name: "CLibJPEG", path: "Sources/CSystem/libjpeg", pkgConfig: "libjpeg",
+                       providers: [.apt(["libjpeg62-turbo-dev"])]),
+        .systemLibrary(name: "CALSA", path: "Sources/CSystem/alsa", pkgConfig: "alsa",
+                       providers: [.apt(["libasound2-dev"])]),
+        // Only what Swift cannot import: ioctl request codes, variadic calls, packed structs.
+        .target(name: "CV4L2Shim", dependencies: ["CLibV4L2", "CTurboJPEG", "CLibJPEG", "CALSA"],
+                cSettings: [.unsafeFlags(["-O3"])]),
+        .target(name: "Capture", dependencies: ["CV4L2Shim"]),
+        .executableTarget(name: "CaptureTool", dependencies: ["Capture"], path: "Sources/CaptureTool"),
+        .executableTarget(name: "StillCamera", dependencies: ["Capture"], path: "Examples/StillCamera"),
+        .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
+        .executableTarget(name: "LiveCapture", dependencies: ["Capture"], path: "Examples/LiveCapture"),
+        .executableTarget(name: "CaptureBench", dependencies: ["Capture", "CV4L2Shim"],
+                          path: "Benchmarks/CaptureBench"),
+        .testTarget(name: "CaptureTests", dependencies: ["Capture", "CV4L2Shim"]),
+        .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CV4L2Shim"]),
+    ]
+)

@@ -1,0 +1,1 @@
+#include <libv4l2.h>

@@ -1,0 +1,206 @@
+// The internal contract between the object model (CaptureDevice, CaptureSession, outputs) and the
+// backends that produce frames: V4L2 (`V4L2/`) and the virtual camera (`Virtual/`).
+// Nothing here is public; the public model never sees V4L2.
+
+/// One plane of an image in memory. Borrowed: valid only while its `FrameBuffer` lives.
+struct PlaneView: @unchecked Sendable {
+    var base: UnsafeRawPointer?
+    /// Bytes of valid data (V4L2 `bytesused` minus `data_offset`).
+    var count: Int
+    /// Bytes from one row to the next (0 for compressed data).
+    var bytesPerLine: Int
+    static let empty = PlaneView(base: nil, count: 0, bytesPerLine: 0)
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+}
+
+/// An image laid out in one to three planes, as a driver delivers it. For single-planar V4L2
+/// formats that hold several colour planes (NV12, YU12...) all data is in `plane0` and the
+/// sub-planes follow V4L2's layout rules (the imaging layer derives them).
+struct ImageBuffer: @unchecked Sendable {
+    var pixelFormat: PixelFormat
+    var width: Int
+    var height: Int
+    var colorRange: ColorRange
+    var planeCount: Int
+    var plane0: PlaneView
+    var plane1: PlaneView = .empty
+    var plane2: PlaneView = .empty
+
+    init(pixelFormat: PixelFormat, width: Int, height: Int, colorRange: ColorRange, plane0: PlaneView) {
+        self.pixelFormat = pixelFormat
+        self.width = width
+        self.height = height
+        self.colorRange = colorRange
+        self.planeCount = 1
+        self.plane0 = plane0
+    }
+
+    func plane(_ i: Int) -> PlaneView { i == 0 ? plane0 : (i == 1 ? plane1 : plane2) }
+}
+
+/// What the device will really deliver after a format was set (the driver may adjust a request).
+struct ActiveFormat: Sendable, Hashable {
+    var pixelFormat: PixelFormat
+    var width: Int
+    var height: Int
+    /// Per plane: bytes per line and image size as the driver reports them. One entry for
+    /// single-planar formats.
+    var planes: [PlaneFormat]
+    var colorRange: ColorRange
+    var dimensions: VideoDimensions { VideoDimensions(width: width, height: height) }
+    /// Total `sizeimage` over all planes.
+    var sizeImage: Int { planes.reduce(0) { $0 + $1.sizeImage } }
+}
+
+struct PlaneFormat: Sendable, Hashable {
+    var bytesPerLine: Int
+    var sizeImage: Int
+}
+
+/// Per-frame facts, apart from the pixels.
+struct FrameMetadata: Sendable, Hashable {
+    /// The driver's sequence counter (wraps at 2^32).
+    var sequence: UInt32
+    /// When the first byte was captured, on the monotonic clock.
+    var timestamp: CaptureTime
+    /// Driver buffer index (for diagnostics).
+    var bufferIndex: Int
+}
+
+/// A source's pool of buffers. A `FrameBuffer` hands its buffer back here exactly once.
+protocol BufferPool: AnyObject, Sendable {
+    /// Gives buffer `index` back to the device (V4L2: `QBUF`). Called exactly once per frame,
+    /// from any thread. After the stream stopped, the pool just marks the buffer free.
+    func recycle(index: Int)
+}
+
+/// A frame borrowed from a source's buffer pool. The buffer goes back to the device when the
+/// last reference goes away (deinit), exactly once. Holding it keeps the pool's memory mapped.
+final class FrameBuffer: @unchecked Sendable {
+    let image: ImageBuffer
+    let metadata: FrameMetadata
+    // Strong: keeps the mapping alive as long as anybody can read `image`.
+    private let pool: BufferPool
+
+    init(image: ImageBuffer, metadata: FrameMetadata, pool: BufferPool) {
+        self.image = image
+        self.metadata = metadata
+        self.pool = pool
+    }
+
+    deinit { pool.recycle(index: metadata.bufferIndex) }
+}
+
+/// What one wait for a frame produced.
+enum FrameEvent: Sendable {
+    /// A good frame.
+    case frame(FrameBuffer)
+    /// The driver flagged a buffer as damaged (`V4L2_BUF_FLAG_ERROR`, bad `bytesused`, truncated
+    /// compressed data). The buffer was already requeued; its pixels are not delivered.
+    case corrupt(sequence: UInt32, reason: String)
+    /// Nothing arrived within the timeout.
+    case timeout
+    /// `wakeUp()` was called.
+    case interrupted
+}
+
+/// A frame rate range as the device states it.
+struct FrameIntervalSet: Sendable, Hashable {
+    enum Kind: Sendable, Hashable {
+        case discrete([FrameInterval])
+        case stepwise(min: FrameInterval, max: FrameInterval, step: FrameInterval)
+        case continuous(min: FrameInterval, max: FrameInterval)
+    }
+    var kind: Kind
+}
+
+/// One (pixel format, size) pair a device offers, with its frame intervals.
+struct SourceFormat: Sendable, Hashable {
+    var pixelFormat: PixelFormat
+    var description: String
+    var width: Int
+    var height: Int
+    var intervals: FrameIntervalSet
+    var isCompressed: Bool
+    var isEmulated: Bool
+}
+
+/// A control a device offers (V4L2 control or a virtual camera's).
+struct SourceControl: Sendable, Hashable {
+    enum Kind: Sendable, Hashable {
+        case integer, boolean, menu, integerMenu, button, integer64, string, other(UInt32)
+    }
+    var id: UInt32
+    var name: String
+    var kind: Kind
+    var minimum: Int64
+    var maximum: Int64
+    var step: UInt64
+    var defaultValue: Int64
+    /// Menu items by value (menus only).
+    var menu: [(value: Int64, name: String)]
+    var isReadOnly: Bool
+    var isInactive: Bool
+
+    static func == (a: SourceControl, b: SourceControl) -> Bool {
+        a.id == b.id && a.name == b.name && a.kind == b.kind && a.minimum == b.minimum && a.maximum == b.maximum
+            && a.step == b.step && a.defaultValue == b.defaultValue && a.isReadOnly == b.isReadOnly
+            && a.isInactive == b.isInactive && a.menu.map(\.value) == b.menu.map(\.value)
+            && a.menu.map(\.name) == b.menu.map(\.name)
+    }
+    func hash(into h: inout Hasher) { h.combine(id); h.combine(name) }
+}
+
+/// Identity of a device, for discovery and the public `CaptureDevice`.
+struct SourceInfo: Sendable, Hashable {
+    /// Stable across reboots where the bus allows (V4L2: driver + bus info + card).
+    var uniqueID: String
+    var name: String
+    var driver: String
+    var busInfo: String
+    /// `/dev/videoN`, or `virtual:NAME` for the virtual camera.
+    var path: String
+    var position: DevicePosition
+}
+
+/// Where a camera faces.
+public enum DevicePosition: String, Sendable, Hashable, CaseIterable {
+    case unspecified
+    /// Faces the user.
+    case front
+    /// Faces away from the user.
+    case back
+    /// A camera outside the device (USB webcam...).
+    case external
+}
+
+/// An opened video device that can stream. Implementations: `V4L2VideoSource`, `VirtualVideoSource`.
+///
+/// Threading: configuration calls come from the session's configuration lock; `nextFrame` from
+/// the one capture thread; `wakeUp` and `FrameBuffer` recycling from any thread.
+protocol VideoSource: AnyObject, Sendable {
+    var info: SourceInfo { get }
+    /// Every (format, size, intervals) the device offers.
+    func formats() throws(CaptureError) -> [SourceFormat]
+    /// Sets the format; returns what the driver applied (may differ from the request).
+    func setFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat
+    /// What `setFormat` would apply, without applying it.
+    func tryFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat
+    func currentFormat() throws(CaptureError) -> ActiveFormat
+    /// Sets the frame interval; returns the one the driver applied.
+    func setFrameInterval(_ interval: FrameInterval) throws(CaptureError) -> FrameInterval
+    func frameInterval() throws(CaptureError) -> FrameInterval
+    func controls() throws(CaptureError) -> [SourceControl]
+    func controlValue(_ id: UInt32) throws(CaptureError) -> Int64
+    func setControlValue(_ id: UInt32, _ value: Int64) throws(CaptureError)
+    /// Allocates `bufferCount` buffers (the driver may give more or fewer), queues them and starts.
+    /// On failure nothing stays allocated and a later call may succeed.
+    func startStreaming(bufferCount: Int) throws(CaptureError)
+    /// Waits up to `timeout` for the next frame. Throws `.disconnected` when the device is gone,
+    /// `.driverError` on a fatal stream error (the stream must be stopped and restarted).
+    func nextFrame(timeout: Duration) throws(CaptureError) -> FrameEvent
+    /// Makes a waiting `nextFrame` return `.interrupted` soon. Any thread.
+    func wakeUp()
+    /// Stops streaming. Frames still held stay readable; their buffers are freed when released.
+    func stopStreaming()
+}
