@@ -203,4 +203,9 @@ protocol VideoSource: AnyObject, Sendable {
     func wakeUp()
     /// Stops streaming. Frames still held stay readable; their buffers are freed when released.
     func stopStreaming()
+    /// Buffers allocated for the running stream (0 when not streaming).
+    var bufferCount: Int { get }
+    /// Buffers currently handed out as `FrameBuffer`s and not yet recycled. When this equals
+    /// `bufferCount` the device has nowhere to write: the session reports "out of buffers".
+    var buffersHeldByClients: Int { get }
 }
