@@ -8,7 +8,7 @@ import Glibc
 /// Video frames (V4L2 `TIMESTAMP_MONOTONIC`) and audio buffers carry times on this one clock, so
 /// they can be lined up. Drivers may wrap the value; `-` uses wrapping arithmetic so that a wrap
 /// reads as a small step, not a trap.
-public struct CaptureTime: Sendable, Hashable, CustomStringConvertible {
+public struct CaptureTime: Sendable, Hashable, Comparable, CustomStringConvertible {
     public var nanoseconds: UInt64
     public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
 
@@ -26,6 +26,10 @@ public struct CaptureTime: Sendable, Hashable, CustomStringConvertible {
     public static func - (lhs: CaptureTime, rhs: CaptureTime) -> Int64 {
         Int64(bitPattern: lhs.nanoseconds &- rhs.nanoseconds)
     }
+
+    /// Ordered by wrapping distance, so times on either side of a wrap still compare right
+    /// (as long as they are less than 2^63 ns, about 292 years, apart).
+    public static func < (lhs: CaptureTime, rhs: CaptureTime) -> Bool { lhs - rhs < 0 }
 
     public var description: String { String(format: "%.6f s", seconds) }
 }
