@@ -1,0 +1,81 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A C `errno` value with Swift names for the ones the V4L2 layer meets.
+///
+/// An open set: any value the kernel returns is representable.
+struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringConvertible {
+    var rawValue: Int32
+    init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// The calling thread's current `errno`.
+    static var current: Errno { Errno(rawValue: Glibc.errno) }
+
+    /// The call was interrupted by a signal; retry it. (`EINTR`)
+    static let interrupted = Errno(rawValue: EINTR)
+    /// A non-blocking call has nothing to do yet. (`EAGAIN`)
+    static let wouldBlock = Errno(rawValue: EAGAIN)
+    /// No such file or directory. (`ENOENT`)
+    static let noSuchFileOrDirectory = Errno(rawValue: ENOENT)
+    /// The device is gone or was never there. (`ENODEV`)
+    static let noSuchDevice = Errno(rawValue: ENODEV)
+    /// No such device or address. (`ENXIO`)
+    static let noSuchDeviceOrAddress = Errno(rawValue: ENXIO)
+    /// The device or resource is in use. (`EBUSY`)
+    static let resourceBusy = Errno(rawValue: EBUSY)
+    /// Access denied by file permissions. (`EACCES`)
+    static let permissionDenied = Errno(rawValue: EACCES)
+    /// The operation is not permitted. (`EPERM`)
+    static let notPermitted = Errno(rawValue: EPERM)
+    /// An argument is invalid, or the driver refused the request. (`EINVAL`)
+    static let invalidArgument = Errno(rawValue: EINVAL)
+    /// The descriptor does not support this ioctl. (`ENOTTY`)
+    static let inappropriateIoctl = Errno(rawValue: ENOTTY)
+    /// A hardware or driver I/O error. (`EIO`)
+    static let ioError = Errno(rawValue: EIO)
+    /// No space left (for V4L2 `STREAMON`: not enough USB bandwidth). (`ENOSPC`)
+    static let noSpace = Errno(rawValue: ENOSPC)
+    /// A value is out of range. (`ERANGE`)
+    static let outOfRange = Errno(rawValue: ERANGE)
+    /// Out of memory. (`ENOMEM`)
+    static let noMemory = Errno(rawValue: ENOMEM)
+    /// Not a valid descriptor: a programming error. (`EBADF`)
+    static let badFileDescriptor = Errno(rawValue: EBADF)
+    /// A bad address was passed: a programming error. (`EFAULT`)
+    static let badAddress = Errno(rawValue: EFAULT)
+    /// The ioctl exists but the device has no such feature or value. (`ENODATA`)
+    static let noData = Errno(rawValue: ENODATA)
+    /// Too many open files. (`EMFILE`)
+    static let tooManyOpenFiles = Errno(rawValue: EMFILE)
+    /// Is a directory. (`EISDIR`)
+    static let isDirectory = Errno(rawValue: EISDIR)
+
+    /// The C name of the value, e.g. `EINVAL`, or `errno N` for values without a name here.
+    var name: String {
+        switch rawValue {
+        case EINTR: "EINTR"
+        case EAGAIN: "EAGAIN"
+        case ENOENT: "ENOENT"
+        case ENODEV: "ENODEV"
+        case ENXIO: "ENXIO"
+        case EBUSY: "EBUSY"
+        case EACCES: "EACCES"
+        case EPERM: "EPERM"
+        case EINVAL: "EINVAL"
+        case ENOTTY: "ENOTTY"
+        case EIO: "EIO"
+        case ENOSPC: "ENOSPC"
+        case ERANGE: "ERANGE"
+        case ENOMEM: "ENOMEM"
+        case EBADF: "EBADF"
+        case EFAULT: "EFAULT"
+        case ENODATA: "ENODATA"
+        case EMFILE: "EMFILE"
+        case EISDIR: "EISDIR"
+        default: "errno \(rawValue)"
+        }
+    }
+
+    var description: String { "\(name) (\(String(cString: strerror(rawValue))))" }
+}

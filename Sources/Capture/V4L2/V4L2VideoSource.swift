@@ -1,0 +1,139 @@
+// A V4L2 camera as a `VideoSource`: the object model's view of one open node.
+#if canImport(Glibc)
+import Glibc
+#endif
+internal import CV4L2Shim
+import Synchronization
+
+/// An open V4L2 capture node that streams through an mmap buffer pool.
+///
+/// Threading: configuration from the session's lock; `nextFrame` from one capture thread;
+/// `wakeUp` and frame recycling from any thread.
+final class V4L2VideoSource: VideoSource {
+    let info: SourceInfo
+    let device: V4L2Device
+    private let queue: V4L2Queue
+    private let wake: FileDescriptor
+    private let pool = Mutex<V4L2BufferPool?>(nil)
+
+    init(device: V4L2Device, info: SourceInfo) throws(CaptureError) {
+        guard let type = device.bufferType else {
+            throw CaptureError(.notACaptureDevice, "\(device.path) is not a camera.", operation: "VIDIOC_QUERYCAP")
+        }
+        self.device = device
+        self.info = info
+        self.queue = V4L2Queue(fd: device.fd, type: type)
+        self.wake = try FileDescriptor.eventFD()
+    }
+
+    deinit { stopStreaming() }
+
+    func formats() throws(CaptureError) -> [SourceFormat] { try device.sourceFormats() }
+
+    func setFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat {
+        try device.setFormat(pixelFormat, width: width, height: height)
+    }
+
+    func tryFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat {
+        try device.tryFormat(pixelFormat, width: width, height: height)
+    }
+
+    func currentFormat() throws(CaptureError) -> ActiveFormat { try device.format() }
+
+    func setFrameInterval(_ interval: FrameInterval) throws(CaptureError) -> FrameInterval {
+        try device.setFrameInterval(interval)
+    }
+
+    func frameInterval() throws(CaptureError) -> FrameInterval {
+        guard let i = try device.frameInterval() else {
+            throw CaptureError(.unsupportedFormat, "\(device.path) does not report a frame interval.", operation: "VIDIOC_G_PARM")
+        }
+        return i
+    }
+
+    func controls() throws(CaptureError) -> [SourceControl] { try device.controls() }
+    func controlValue(_ id: UInt32) throws(CaptureError) -> Int64 { try device.controlValue(id) }
+    func setControlValue(_ id: UInt32, _ value: Int64) throws(CaptureError) { try device.setControlValue(id, value) }
+
+    func startStreaming(bufferCount: Int) throws(CaptureError) {
+        try pool.withLock { p throws(CaptureError) in
+            guard p == nil else {
+                throw CaptureError(.invalidState, "\(device.path) is already streaming.", operation: "VIDIOC_STREAMON")
+            }
+            let format = try device.format()
+            p = try V4L2BufferPool.start(queue: queue, requestedCount: bufferCount, format: format)
+        }
+    }
+
+    func nextFrame(timeout: Duration) throws(CaptureError) -> FrameEvent {
+        guard let pool = pool.withLock({ $0 }) else {
+            throw CaptureError(.invalidState, "\(device.path) is not streaming.", operation: "VIDIOC_DQBUF")
+        }
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        var errorWithoutFrame = false
+        while true {
+            pool.requeuePending()
+            if let buffer = try pool.dequeue() { return Self.event(buffer) }
+            let now = clock.now
+            if now >= deadline { return .timeout }
+            let remaining = Self.milliseconds(now.duration(to: deadline))
+            if pool.queuedCount == 0 || errorWithoutFrame {
+                // Nothing queued: poll on the device would answer POLLERR at once. Wait on the
+                // wake-up descriptor in short slices until a recycled buffer is queued again.
+                errorWithoutFrame = false
+                if try wake.poll(events: Int16(POLLIN), other: -1, timeoutMilliseconds: min(remaining, 10)).0 != 0 {
+                    wake.drain()
+                    return .interrupted
+                }
+                continue
+            }
+            let (events, woke) = try device.fd.poll(events: Int16(POLLIN | POLLPRI), other: wake.rawValue,
+                                                    timeoutMilliseconds: remaining)
+            if woke & Int16(POLLIN) != 0 {
+                wake.drain()
+                return .interrupted
+            }
+            if events & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 {
+                // POLLERR alone is ambiguous: the next DQBUF's errno decides (ENODEV: gone,
+                // EIO: fatal stream error); both throw from `dequeue`.
+                if let buffer = try pool.dequeue() { return Self.event(buffer) }
+                errorWithoutFrame = true
+            }
+        }
+    }
+
+    private static func event(_ buffer: consuming DequeuedBuffer) -> FrameEvent {
+        if buffer.defect != .none {
+            let sequence = buffer.sequence
+            let reason = buffer.defect.reason
+            buffer.requeue()
+            return .corrupt(sequence: sequence, reason: reason)
+        }
+        return .frame(buffer.frameBuffer())
+    }
+
+    private static func milliseconds(_ d: Duration) -> Int32 {
+        let (s, atto) = d.components
+        let ms = s * 1000 + (atto + 999_999_999_999_999) / 1_000_000_000_000_000  // round up
+        return Int32(clamping: max(0, ms))
+    }
+
+    func wakeUp() { wake.signal() }
+
+    func stopStreaming() {
+        let p = pool.withLock { p in
+            defer { p = nil }
+            return p
+        }
+        p?.stop()
+    }
+
+    func checkAvailable() throws(CaptureError) { try queue.checkAvailable() }
+
+    var bufferCount: Int { pool.withLock { $0?.count ?? 0 } }
+    var buffersHeldByClients: Int { pool.withLock { $0?.heldCount ?? 0 } }
+
+    /// The running stream's pool (tests and diagnostics).
+    var activePool: V4L2BufferPool? { pool.withLock { $0 } }
+}
