@@ -33,7 +33,9 @@ let package = Package(
         .executableTarget(name: "LiveCapture", dependencies: ["Capture"], path: "Examples/LiveCapture"),
         .executableTarget(name: "CaptureBench", dependencies: ["Capture", "CV4L2Shim"],
                           path: "Benchmarks/CaptureBench"),
-        .testTarget(name: "CaptureTests", dependencies: ["Capture", "CV4L2Shim"]),
-        .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CV4L2Shim"]),
+        // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.
+        .target(name: "CaptureTestSupport", dependencies: ["Capture", "CV4L2Shim"], path: "Tests/CaptureTestSupport"),
+        .testTarget(name: "CaptureTests", dependencies: ["Capture", "CV4L2Shim", "CaptureTestSupport"]),
+        .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CV4L2Shim", "CaptureTestSupport"]),
     ]
 )

@@ -203,6 +203,9 @@ protocol VideoSource: AnyObject, Sendable {
     func wakeUp()
     /// Stops streaming. Frames still held stay readable; their buffers are freed when released.
     func stopStreaming()
+    /// Throws `.deviceBusy` when another process owns the device's stream (V4L2: `REQBUFS` with
+    /// count 0 fails with `EBUSY`), without claiming the stream.
+    func checkAvailable() throws(CaptureError)
     /// Buffers allocated for the running stream (0 when not streaming).
     var bufferCount: Int { get }
     /// Buffers currently handed out as `FrameBuffer`s and not yet recycled. When this equals

@@ -9,6 +9,7 @@ public final class SampleBuffer: @unchecked Sendable {
     enum Content {
         case video(FrameBuffer, ActiveFormat)
         case audio(AudioPCMBuffer)
+        case jpeg(Data, VideoDimensions)
     }
     let content: Content
 
@@ -27,6 +28,13 @@ public final class SampleBuffer: @unchecked Sendable {
         sequenceNumber = UInt64(frame.metadata.sequence)
     }
 
+    init(jpeg: Data, dimensions: VideoDimensions, metadata: FrameMetadata) {
+        content = .jpeg(jpeg, dimensions)
+        mediaType = .video
+        presentationTimeStamp = metadata.timestamp
+        sequenceNumber = UInt64(metadata.sequence)
+    }
+
     init(audio: AudioPCMBuffer, timestamp: CaptureTime, firstFrame: UInt64) {
         content = .audio(audio)
         mediaType = .audio
@@ -38,18 +46,27 @@ public final class SampleBuffer: @unchecked Sendable {
 
     /// Pixel format of a video sample; nil for audio.
     public var pixelFormat: PixelFormat? {
-        if case .video(let f, _) = content { return f.image.pixelFormat }
-        return nil
+        switch content {
+        case .video(let f, _): return f.image.pixelFormat
+        case .jpeg: return .jpeg
+        case .audio: return nil
+        }
     }
     /// Dimensions of a video sample; nil for audio.
     public var dimensions: VideoDimensions? {
-        if case .video(let f, _) = content { return VideoDimensions(width: f.image.width, height: f.image.height) }
-        return nil
+        switch content {
+        case .video(let f, _): return VideoDimensions(width: f.image.width, height: f.image.height)
+        case .jpeg(_, let d): return d
+        case .audio: return nil
+        }
     }
     /// Number of planes (1 for packed and single-buffer formats).
     public var planeCount: Int {
-        if case .video(let f, _) = content { return f.image.planeCount }
-        return 0
+        switch content {
+        case .video(let f, _): return f.image.planeCount
+        case .jpeg: return 1
+        case .audio: return 0
+        }
     }
     /// Bytes per row of a plane (0 for compressed formats).
     public func bytesPerRow(plane: Int = 0) -> Int {
@@ -72,11 +89,19 @@ public final class SampleBuffer: @unchecked Sendable {
             }
         case .audio(let a):
             return try a.data.withUnsafeBytes(body)
+        case .jpeg(let d, _):
+            return try d.withUnsafeBytes(body)
         }
     }
 
     /// A copy of the bytes of one plane (video) or of the samples (audio).
     public func data(plane: Int = 0) -> Data { withUnsafeBytes(plane: plane) { Data($0) } }
+
+    /// The JPEG bytes of a still taken by `CaptureStillImageOutput`; nil for other samples.
+    public var jpegData: Data? {
+        if case .jpeg(let d, _) = content { return d }
+        return nil
+    }
 
     // MARK: Audio
 

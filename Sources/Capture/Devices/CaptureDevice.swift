@@ -1,0 +1,329 @@
+import Foundation
+import Synchronization
+
+/// A camera or microphone, as AVFoundation's `AVCaptureDevice`.
+///
+/// Find devices with `devices(for:)`, `default(for:)`, `default(_:for:position:)` or a
+/// `DiscoverySession`. The same physical device is always the same object. Thread-safe: any
+/// thread may read properties; configuration needs `lockForConfiguration()`.
+public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
+    public typealias Position = DevicePosition
+
+    /// The kind of device, as `AVCaptureDevice.DeviceType`.
+    public enum DeviceType: String, Sendable, Hashable, CaseIterable {
+        /// A camera built into the machine (a platform or CSI camera, or any camera with a
+        /// known front/back orientation).
+        case builtInWideAngleCamera
+        /// A camera on an external bus (USB webcams).
+        case external
+        /// The library's in-process virtual camera.
+        case virtual
+        /// A microphone or other audio capture device.
+        case microphone
+    }
+
+    let info: SourceInfo
+    /// What the device captures.
+    public let mediaType: MediaType
+    /// The kind of device.
+    public let deviceType: DeviceType
+    private let opener: @Sendable () throws(CaptureError) -> any VideoSource
+    let virtualCamera: VirtualCamera?
+    /// Backend data for non-video devices (the audio layer keeps its ALSA descriptor here).
+    let payload: (any Sendable)?
+
+    struct State {
+        var source: (any VideoSource)?
+        var formats: [Format]?
+        var lockCount = 0
+        var activeFormat: Format?
+        var minFrameDuration: FrameInterval?
+        weak var owner: CaptureSession?
+    }
+    let state = Mutex(State())
+
+    init(info: SourceInfo, mediaType: MediaType, deviceType: DeviceType, virtualCamera: VirtualCamera? = nil,
+         payload: (any Sendable)? = nil,
+         opener: @escaping @Sendable () throws(CaptureError) -> any VideoSource) {
+        self.info = info
+        self.mediaType = mediaType
+        self.deviceType = deviceType
+        self.virtualCamera = virtualCamera
+        self.payload = payload
+        self.opener = opener
+    }
+
+    /// Makes an audio device; `payload` is what the audio layer needs to open it.
+    convenience init(audioInfo: SourceInfo, payload: any Sendable) {
+        self.init(info: audioInfo, mediaType: .audio, deviceType: .microphone, payload: payload,
+                  opener: { () throws(CaptureError) -> any VideoSource in
+                      throw CaptureError(.notACaptureDevice, "\(audioInfo.name) is an audio device: it has no video")
+                  })
+    }
+
+    /// A stable identifier: the same camera on the same port has the same ID across runs.
+    public var uniqueID: String { info.uniqueID }
+    /// A name for people, from the driver (V4L2 `card`).
+    public var localizedName: String { info.name }
+    /// Which way the camera faces.
+    public var position: Position { info.position }
+    /// The driver's name (V4L2 `driver`), or `virtual`.
+    public var modelID: String { info.driver }
+    /// Where the device lives: `/dev/videoN`, an ALSA name, or `virtual:NAME`.
+    public var path: String { info.path }
+    /// The bus the device is on (V4L2 `bus_info`).
+    public var busInfo: String { info.busInfo }
+    /// Whether the device is the library's virtual camera.
+    public var isVirtual: Bool { virtualCamera != nil }
+
+    /// Whether the device captures `mediaType`.
+    public func hasMediaType(_ mediaType: MediaType) -> Bool { self.mediaType == mediaType }
+
+    public var description: String { "\(localizedName) (\(path), \(position.rawValue))" }
+    public static func == (a: CaptureDevice, b: CaptureDevice) -> Bool { a === b }
+    public func hash(into h: inout Hasher) { h.combine(uniqueID) }
+
+    // MARK: Opened source
+
+    /// The device's opened source, opening it on first use.
+    func source() throws(CaptureError) -> any VideoSource {
+        if let s = state.withLock({ $0.source }) { return s }
+        let s = try opener()
+        return state.withLock { st in
+            if let existing = st.source { return existing }
+            st.source = s
+            return s
+        }
+    }
+
+    var owner: CaptureSession? {
+        get { state.withLock { $0.owner } }
+    }
+    func setOwner(_ s: CaptureSession?) { state.withLock { $0.owner = s } }
+
+    // MARK: Formats
+
+    /// Every format the device offers, largest first. Empty when the device cannot be opened.
+    public var formats: [Format] {
+        (try? loadFormats()) ?? []
+    }
+
+    func loadFormats() throws(CaptureError) -> [Format] {
+        if let f = state.withLock({ $0.formats }) { return f }
+        let list = try source().formats().map(Format.init).sorted { a, b in
+            let pa = a.dimensions.width * a.dimensions.height, pb = b.dimensions.width * b.dimensions.height
+            if pa != pb { return pa > pb }
+            if a.pixelFormat != b.pixelFormat { return a.pixelFormat.rawValue < b.pixelFormat.rawValue }
+            return a.maxFrameRate > b.maxFrameRate
+        }
+        state.withLock { $0.formats = list }
+        return list
+    }
+
+    /// The format the device uses now.
+    public var activeFormat: Format? {
+        if let f = state.withLock({ $0.activeFormat }) { return f }
+        guard let src = try? source(), let cur = try? src.currentFormat() else { return nil }
+        return formats.first { $0.pixelFormat == cur.pixelFormat && $0.dimensions == cur.dimensions }
+    }
+
+    /// The shortest frame duration in use (the inverse of the frame rate).
+    public var activeVideoMinFrameDuration: FrameInterval? {
+        if let d = state.withLock({ $0.minFrameDuration }) { return d }
+        return try? source().frameInterval()
+    }
+
+    // MARK: Configuration
+
+    /// Takes the configuration lock. Needed before `setActiveFormat`, `setActiveVideoMinFrameDuration`
+    /// and `setValue(_:for:)`. Throws when the device is gone.
+    public func lockForConfiguration() throws(CaptureError) {
+        _ = try source()
+        state.withLock { $0.lockCount += 1 }
+    }
+
+    /// Gives the configuration lock back.
+    public func unlockForConfiguration() {
+        state.withLock { $0.lockCount = max(0, $0.lockCount - 1) }
+    }
+
+    private func requireLock(_ what: String) throws(CaptureError) {
+        guard state.withLock({ $0.lockCount > 0 }) else {
+            throw CaptureError(.invalidState, "\(what) needs the configuration lock: call lockForConfiguration() first")
+        }
+    }
+
+    /// Makes `format` the active format. A running session restarts the stream in the new
+    /// format; if the device refuses, the previous format stays and the error is thrown.
+    public func setActiveFormat(_ format: Format) throws(CaptureError) {
+        try requireLock("setActiveFormat")
+        guard try loadFormats().contains(format) else {
+            throw CaptureError(.unsupportedFormat, "\(format) is not one of \(localizedName)'s formats: pick one from `formats`")
+        }
+        if let session = owner {
+            try session.deviceWantsFormat(self, format: format, interval: nil)
+        } else {
+            _ = try applyFormat(format)
+        }
+    }
+
+    /// Sets the frame duration (e.g. `FrameInterval(framesPerSecond: 30)`). It must be within one
+    /// of the active format's ranges.
+    public func setActiveVideoMinFrameDuration(_ interval: FrameInterval) throws(CaptureError) {
+        try requireLock("setActiveVideoMinFrameDuration")
+        if let f = activeFormat, !f.supports(interval) {
+            throw CaptureError(.unsupportedFormat,
+                               "\(interval) is outside \(f)'s frame rates: choose from videoSupportedFrameRateRanges")
+        }
+        if let session = owner {
+            try session.deviceWantsFormat(self, format: nil, interval: interval)
+        } else {
+            _ = try applyInterval(interval)
+        }
+    }
+
+    /// Sets the format on the source; returns what the driver applied. Throws when the driver
+    /// picked another pixel format or size.
+    @discardableResult
+    func applyFormat(_ format: Format) throws(CaptureError) -> ActiveFormat {
+        let src = try source()
+        let applied = try src.setFormat(pixelFormat: format.pixelFormat, width: format.dimensions.width,
+                                        height: format.dimensions.height)
+        guard applied.pixelFormat == format.pixelFormat, applied.dimensions == format.dimensions else {
+            throw CaptureError(.unsupportedFormat,
+                               "\(localizedName) cannot capture \(format.pixelFormat) \(format.dimensions); the driver offered \(applied.pixelFormat) \(applied.dimensions)")
+        }
+        state.withLock { $0.activeFormat = format }
+        return applied
+    }
+
+    @discardableResult
+    func applyInterval(_ interval: FrameInterval) throws(CaptureError) -> FrameInterval {
+        let applied = try source().setFrameInterval(interval)
+        state.withLock { $0.minFrameDuration = applied }
+        return applied
+    }
+
+    // MARK: Controls
+
+    /// The device's controls (brightness, exposure, white balance, focus, zoom... as the driver offers).
+    public func controls() throws(CaptureError) -> [Control] {
+        try source().controls().map(Control.init)
+    }
+
+    /// The control with `id`, if the device has it.
+    public func control(_ id: ControlID) -> Control? {
+        (try? controls())?.first { $0.id == id }
+    }
+
+    /// The current value of a control.
+    public func value(of id: ControlID) throws(CaptureError) -> Int64 {
+        try source().controlValue(id.rawValue)
+    }
+
+    /// Sets a control. Needs the configuration lock.
+    public func setValue(_ value: Int64, for id: ControlID) throws(CaptureError) {
+        try requireLock("setValue(_:for:)")
+        try source().setControlValue(id.rawValue, value)
+    }
+
+    // MARK: Discovery
+
+    private static let registry = Mutex([String: CaptureDevice]())
+
+    /// Returns the registered object for `info`, so one device is always one object.
+    static func canonical(_ make: () -> CaptureDevice) -> CaptureDevice {
+        let fresh = make()
+        return registry.withLock { reg in
+            if let old = reg[fresh.uniqueID], old.path == fresh.path, old.localizedName == fresh.localizedName,
+               old.isVirtual == fresh.isVirtual {
+                return old
+            }
+            reg[fresh.uniqueID] = fresh
+            return fresh
+        }
+    }
+
+    /// Every device that captures `mediaType`: V4L2 cameras (by node number), then installed
+    /// virtual cameras; for audio, ALSA capture devices with the default first.
+    public static func devices(for mediaType: MediaType) -> [CaptureDevice] {
+        switch mediaType {
+        case .video:
+            let v4l2 = V4L2Discovery.captureDevices().map { info in
+                canonical {
+                    CaptureDevice(info: info, mediaType: .video,
+                                  deviceType: info.position == DevicePosition.front || info.position == DevicePosition.back ? .builtInWideAngleCamera : .external,
+                                  opener: { () throws(CaptureError) -> any VideoSource in try V4L2Discovery.open(info) })
+                }
+            }
+            let virtual = VirtualCamera.installed.map { cam in
+                canonical {
+                    CaptureDevice(info: cam.info, mediaType: .video, deviceType: .virtual, virtualCamera: cam,
+                                  opener: { () throws(CaptureError) -> any VideoSource in try cam.makeSource() })
+                }
+            }
+            return v4l2 + virtual
+        case .audio:
+            return audioDevices()
+        }
+    }
+
+    /// The first device for `mediaType` (for video: a back camera first, then any).
+    public static func `default`(for mediaType: MediaType) -> CaptureDevice? {
+        let all = devices(for: mediaType)
+        if mediaType == .video { return all.first { $0.position == .back } ?? all.first }
+        return all.first
+    }
+
+    /// The first device of `deviceType` for `mediaType` at `position` (`.unspecified` matches any).
+    public static func `default`(_ deviceType: DeviceType, for mediaType: MediaType?, position: Position) -> CaptureDevice? {
+        DiscoverySession(deviceTypes: [deviceType], mediaType: mediaType, position: position).devices.first
+    }
+
+    /// The device with `uniqueID` or path, if present.
+    public static func device(withUniqueID id: String) -> CaptureDevice? {
+        (devices(for: .video) + devices(for: .audio)).first { $0.uniqueID == id || $0.path == id }
+    }
+
+    /// Finds devices by type, media type and position, as `AVCaptureDevice.DiscoverySession`.
+    public struct DiscoverySession: Sendable {
+        public var deviceTypes: [DeviceType]
+        public var mediaType: MediaType?
+        public var position: Position
+        public init(deviceTypes: [DeviceType] = DeviceType.allCases, mediaType: MediaType?, position: Position = .unspecified) {
+            self.deviceTypes = deviceTypes
+            self.mediaType = mediaType
+            self.position = position
+        }
+        /// The matching devices, found now.
+        public var devices: [CaptureDevice] {
+            let media = mediaType.map { [$0] } ?? MediaType.allCases
+            return media.flatMap { CaptureDevice.devices(for: $0) }.filter {
+                deviceTypes.contains($0.deviceType) && (position == .unspecified || $0.position == position)
+            }
+        }
+    }
+
+    // MARK: Availability (seed 003)
+
+    /// Whether any camera is present.
+    public static var isCameraAvailable: Bool { !devices(for: .video).isEmpty }
+    /// Whether a camera facing `position` is present.
+    public static func isCameraAvailable(position: Position) -> Bool {
+        devices(for: .video).contains { $0.position == position }
+    }
+    /// Whether a front camera is present.
+    public static var isFrontCameraAvailable: Bool { isCameraAvailable(position: .front) }
+    /// Whether a back (rear) camera is present.
+    public static var isRearCameraAvailable: Bool { isCameraAvailable(position: .back) }
+    /// Whether more than one camera is present (so toggling makes sense).
+    public static var hasMultipleCameras: Bool { devices(for: .video).count > 1 }
+}
+
+extension CaptureDevice {
+    /// Forgets the opened source (after a disconnect), so the descriptor closes once the last
+    /// frame is released and a reconnected device is opened afresh.
+    func dropSource() {
+        state.withLock { $0.source = nil; $0.formats = nil }
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import Synchronization
+
+/// Why frames did not reach a video data output.
+public enum DropReason: String, Sendable, Hashable, CaseIterable {
+    /// The delegate was still busy with an earlier frame (`alwaysDiscardsLateVideoFrames`).
+    case frameWasLate
+    /// Every driver buffer was held by the app, so the device had nowhere to write.
+    case outOfBuffers
+    /// The device skipped frames (a gap in its sequence numbers).
+    case discontinuity
+    /// The device delivered a damaged frame (driver error flag, bad size, truncated JPEG).
+    case corrupt
+}
+
+/// Frames that were not delivered, as `captureOutput(_:didDrop:from:)` reports them.
+public struct DroppedFrames: Sendable, Hashable, CustomStringConvertible {
+    public var reason: DropReason
+    /// How many frames were lost.
+    public var count: Int
+    /// The sequence number of the first lost frame, where known.
+    public var sequenceNumber: UInt64?
+    /// When the drop was noticed, on the monotonic clock.
+    public var time: CaptureTime
+    public init(reason: DropReason, count: Int, sequenceNumber: UInt64?, time: CaptureTime = .now()) {
+        self.reason = reason
+        self.count = count
+        self.sequenceNumber = sequenceNumber
+        self.time = time
+    }
+    public var description: String { "\(count) dropped (\(reason.rawValue))" }
+}
+
+/// A destination for captured media, as `AVCaptureOutput`. Use one of its subclasses.
+///
+/// Thread-safe. Connections are made by the session when a matching input is present.
+public class CaptureOutput: @unchecked Sendable {
+    private let outputState = Mutex(OutputState())
+    struct OutputState {
+        weak var session: CaptureSession?
+        var connections: [CaptureConnection] = []
+    }
+
+    init() {}
+
+    /// The session the output belongs to.
+    public var session: CaptureSession? { outputState.withLock { $0.session } }
+    /// The output's connections, one per connected input.
+    public var connections: [CaptureConnection] { outputState.withLock { $0.connections } }
+    /// The first connection carrying `mediaType`, or nil (e.g. before an input is added).
+    public func connection(with mediaType: MediaType) -> CaptureConnection? {
+        connections.first { $0.mediaType == mediaType }
+    }
+
+    func attach(to session: CaptureSession?) { outputState.withLock { $0.session = session } }
+    func setConnections(_ list: [CaptureConnection]) { outputState.withLock { $0.connections = list } }
+
+    // MARK: Hooks for subclasses (called by the session's capture threads)
+
+    /// Media types the output accepts.
+    var acceptedMediaTypes: Set<MediaType> { [] }
+    /// Whether connections to this output apply orientation and mirroring.
+    var supportsOrientation: Bool { false }
+    /// Pixel format the output would like the device to deliver, if any.
+    var preferredPixelFormat: PixelFormat? { nil }
+    /// Whether the output waits for the newest frame (a pending still): the capture thread then
+    /// skips frames already queued behind it before calling `handleFrame`.
+    var wantsNewestFrame: Bool { false }
+
+    /// A good frame from `connection`'s input. Must return quickly: it runs on the capture thread.
+    func handleFrame(_ frame: FrameBuffer, format: ActiveFormat, connection: CaptureConnection) {}
+    /// Frames lost on `connection`'s input.
+    func handleDrop(_ drop: DroppedFrames, connection: CaptureConnection) {}
+    /// An audio buffer from `connection`'s input.
+    func handleAudio(_ sample: SampleBuffer, connection: CaptureConnection) {}
+    /// The input failed (disconnect, fatal driver error) or the session stopped.
+    func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {}
+    /// The session started running with this output connected.
+    func sessionDidStart() {}
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Synchronization
+
+/// Receives live video frames from a `CaptureVideoDataOutput`, on the queue given with the
+/// delegate, as `AVCaptureVideoDataOutputSampleBufferDelegate`.
+public protocol CaptureVideoDataOutputSampleBufferDelegate: AnyObject, Sendable {
+    /// A new frame. Holding `sampleBuffer` keeps its driver buffer; let go promptly.
+    func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection)
+    /// Frames that were lost, and why.
+    func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection)
+}
+
+extension CaptureVideoDataOutputSampleBufferDelegate {
+    public func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {}
+}
+
+/// Delivers every frame of the session's camera to a delegate on a serial queue, or as an
+/// `AsyncSequence`, as `AVCaptureVideoDataOutput`. Frames are zero-copy views of the driver's
+/// buffers. Thread-safe.
+public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
+    /// What the app asks of the frames.
+    public struct VideoSettings: Sendable, Hashable {
+        /// The pixel format wanted; nil takes what the device delivers. The session chooses a
+        /// device format with this pixel format where the device has one.
+        public var pixelFormat: PixelFormat?
+        public init(pixelFormat: PixelFormat? = nil) { self.pixelFormat = pixelFormat }
+    }
+
+    private struct State {
+        var delegate: (any CaptureVideoDataOutputSampleBufferDelegate)?
+        var queue: DispatchQueue?
+        var discardsLate = true
+        var settings = VideoSettings()
+        var busy = false
+        var backlog: [(SampleBuffer, CaptureConnection)] = []
+        var streams: [UUID: AsyncStream<SampleBuffer>.Continuation] = [:]
+        var delivered = 0
+        var dropped: [DropReason: Int] = [:]
+    }
+    private let state = Mutex(State())
+
+    public override init() { super.init() }
+
+    /// Sets the delegate and the serial queue its methods run on (nil removes the delegate).
+    public func setSampleBufferDelegate(_ delegate: (any CaptureVideoDataOutputSampleBufferDelegate)?, queue: DispatchQueue?) {
+        state.withLock {
+            $0.delegate = delegate
+            $0.queue = delegate == nil ? nil : (queue ?? DispatchQueue(label: "swift-capture.video-data"))
+        }
+    }
+    /// The delegate, if set.
+    public var sampleBufferDelegate: (any CaptureVideoDataOutputSampleBufferDelegate)? { state.withLock { $0.delegate } }
+    /// The queue the delegate runs on.
+    public var sampleBufferCallbackQueue: DispatchQueue? { state.withLock { $0.queue } }
+
+    /// When true (the default), a frame that arrives while the delegate is busy replaces any
+    /// frame waiting for it, so a slow delegate sees the newest frames; replaced frames are
+    /// reported as `.frameWasLate`. When false, frames queue up (holding driver buffers, so the
+    /// device eventually reports `.outOfBuffers`).
+    public var alwaysDiscardsLateVideoFrames: Bool {
+        get { state.withLock { $0.discardsLate } }
+        set { state.withLock { $0.discardsLate = newValue } }
+    }
+
+    /// The frame format wanted.
+    public var videoSettings: VideoSettings {
+        get { state.withLock { $0.settings } }
+        set { state.withLock { $0.settings = newValue } }
+    }
+
+    /// Frames delivered so far and frames lost by reason.
+    public var statistics: (delivered: Int, dropped: [DropReason: Int]) {
+        state.withLock { ($0.delivered, $0.dropped) }
+    }
+
+    /// The frames as an async sequence. `bufferingNewest` frames wait for a slow consumer; older
+    /// ones are discarded (and their buffers freed).
+    public func sampleBuffers(bufferingNewest limit: Int = 1) -> AsyncStream<SampleBuffer> {
+        let id = UUID()
+        let (stream, cont) = AsyncStream<SampleBuffer>.makeStream(bufferingPolicy: .bufferingNewest(max(1, limit)))
+        state.withLock { $0.streams[id] = cont }
+        cont.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.streams.removeValue(forKey: id) } }
+        return stream
+    }
+
+    override var acceptedMediaTypes: Set<MediaType> { [.video] }
+    override var preferredPixelFormat: PixelFormat? { state.withLock { $0.settings.pixelFormat } }
+
+    override func handleFrame(_ frame: FrameBuffer, format: ActiveFormat, connection: CaptureConnection) {
+        let sample = SampleBuffer(frame: frame, format: format)
+        var late: DroppedFrames?
+        let job: (any CaptureVideoDataOutputSampleBufferDelegate, DispatchQueue)? = state.withLock { st in
+            for s in st.streams.values { s.yield(sample) }
+            guard let d = st.delegate, let q = st.queue else {
+                if !st.streams.isEmpty { st.delivered += 1 }
+                return nil
+            }
+            if st.busy {
+                if st.discardsLate, !st.backlog.isEmpty {
+                    st.backlog.removeAll()
+                    late = DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: UInt64(frame.metadata.sequence &- 1))
+                    st.dropped[.frameWasLate, default: 0] += 1
+                }
+                st.backlog.append((sample, connection))
+                return nil
+            }
+            st.busy = true
+            st.backlog.append((sample, connection))
+            return (d, q)
+        }
+        if let late, let (d, q) = state.withLock({ st in st.delegate.flatMap { d in st.queue.map { (d, $0) } } }) {
+            q.async { d.captureOutput(self, didDrop: late, from: connection) }
+        }
+        if let (d, q) = job { q.async { self.drain(d) } }
+    }
+
+    /// Runs on the delegate's queue: delivers queued frames until none is left.
+    private func drain(_ delegate: any CaptureVideoDataOutputSampleBufferDelegate) {
+        while true {
+            let next: (SampleBuffer, CaptureConnection)? = state.withLock { st in
+                guard !st.backlog.isEmpty else { st.busy = false; return nil }
+                st.delivered += 1
+                return st.backlog.removeFirst()
+            }
+            guard let (sample, connection) = next else { return }
+            delegate.captureOutput(self, didOutput: sample, from: connection)
+        }
+    }
+
+    override func handleDrop(_ drop: DroppedFrames, connection: CaptureConnection) {
+        let target: (any CaptureVideoDataOutputSampleBufferDelegate, DispatchQueue)? = state.withLock { st in
+            st.dropped[drop.reason, default: 0] += drop.count
+            return st.delegate.flatMap { d in st.queue.map { (d, $0) } }
+        }
+        if let (d, q) = target { q.async { d.captureOutput(self, didDrop: drop, from: connection) } }
+    }
+
+    override func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {
+        // Frames waiting for the delegate are still delivered; async sequences end here.
+        let streams = state.withLock { st in
+            defer { st.streams.removeAll() }
+            return Array(st.streams.values)
+        }
+        for s in streams { s.finish() }
+    }
+}

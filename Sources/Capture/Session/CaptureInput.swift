@@ -1,0 +1,38 @@
+import Foundation
+
+/// A source of media for a session, as `AVCaptureInput`. Use `CaptureDeviceInput`.
+public class CaptureInput: @unchecked Sendable {
+    /// The media types this input provides.
+    public var mediaTypes: [MediaType] { [] }
+    init() {}
+}
+
+/// Feeds a session from a camera or microphone, as `AVCaptureDeviceInput`.
+///
+/// Creating it opens the device, so errors show up here: no such device, not a capture device,
+/// busy (another process streams it), permission denied, disconnected.
+public final class CaptureDeviceInput: CaptureInput, @unchecked Sendable, CustomStringConvertible {
+    /// The device this input reads.
+    public let device: CaptureDevice
+
+    /// Opens `device` for capture.
+    public init(device: CaptureDevice) throws(CaptureError) {
+        self.device = device
+        super.init()
+        if device.mediaType == .video {
+            let source = try device.source()
+            // Fails with .deviceBusy when another process owns the stream.
+            try source.checkAvailable()
+        } else {
+            try CaptureDeviceInput.checkAudioDevice(device)
+        }
+    }
+
+    /// The Objective-C spelling: `[AVCaptureDeviceInput deviceInputWithDevice:error:]`.
+    public static func deviceInput(with device: CaptureDevice) throws(CaptureError) -> CaptureDeviceInput {
+        try CaptureDeviceInput(device: device)
+    }
+
+    public override var mediaTypes: [MediaType] { [device.mediaType] }
+    public var description: String { "CaptureDeviceInput(\(device))" }
+}

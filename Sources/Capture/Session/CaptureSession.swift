@@ -1,0 +1,406 @@
+import Foundation
+import Synchronization
+
+/// Runs one input while the session runs (a video pipeline or an audio reader).
+protocol InputRunner: AnyObject, Sendable {
+    var input: CaptureDeviceInput { get }
+    /// Starts capturing; on failure nothing stays started.
+    func start() throws(CaptureError)
+    /// Stops and waits until the runner's thread has ended. Idempotent.
+    func stop()
+    /// The connections frames go to (replaced when the session's graph changes).
+    func setConnections(_ connections: [CaptureConnection])
+}
+
+/// Coordinates the flow from inputs to outputs, as `AVCaptureSession`.
+///
+/// Add inputs and outputs (inside `beginConfiguration()`/`commitConfiguration()` to change
+/// several at once), then `startRunning()`. Thread-safe: configuration, start and stop may be
+/// called from any thread (they block while the devices change); they must not be called from
+/// inside a delegate callback that the same call would wait for.
+public final class CaptureSession: @unchecked Sendable {
+    private let lock = NSRecursiveLock()
+    // Guarded by `lock`:
+    private var stagedInputs: [CaptureInput] = []
+    private var stagedOutputs: [CaptureOutput] = []
+    private var stagedPreset: Preset = .high
+    private var appliedInputs: [CaptureInput] = []
+    private var appliedOutputs: [CaptureOutput] = []
+    private var appliedPreset: Preset = .high
+    private var allConnections: [CaptureConnection] = []
+    private var configurationDepth = 0
+    private var runners: [ObjectIdentifier: any InputRunner] = [:]
+    /// Format and interval each video input runs (or will run) with.
+    private var plans: [ObjectIdentifier: VideoPlan] = [:]
+
+    private let running = Atomic<Bool>(false)
+    let hub = EventHub()
+    /// Serialises reactions to failures reported from capture threads.
+    private let controlQueue = DispatchQueue(label: "swift-capture.session-control")
+
+    struct VideoPlan: Equatable {
+        var format: CaptureDevice.Format
+        var interval: FrameInterval?
+    }
+
+    public init() {}
+
+    deinit {
+        for r in runners.values { r.stop() }
+        for case let i as CaptureDeviceInput in appliedInputs { i.device.setOwner(nil) }
+    }
+
+    // MARK: Graph
+
+    /// The inputs, including changes not yet committed.
+    public var inputs: [CaptureInput] { lock.withLock { stagedInputs } }
+    /// The outputs, including changes not yet committed.
+    public var outputs: [CaptureOutput] { lock.withLock { stagedOutputs } }
+    /// Every connection between the session's inputs and outputs.
+    public var connections: [CaptureConnection] { lock.withLock { allConnections } }
+
+    /// Whether `input` can be added: it is not in a session already, its device is not used by
+    /// another session, and the session has no other input of the same media type.
+    public func canAddInput(_ input: CaptureInput) -> Bool {
+        lock.withLock {
+            guard let di = input as? CaptureDeviceInput else { return false }
+            if stagedInputs.contains(where: { $0 === input }) { return false }
+            if let owner = di.device.owner, owner !== self { return false }
+            if stagedInputs.contains(where: { ($0 as? CaptureDeviceInput)?.device === di.device }) { return false }
+            return !stagedInputs.contains { $0.mediaTypes.contains(di.device.mediaType) }
+        }
+    }
+
+    /// Adds `input`; does nothing if `canAddInput` says no.
+    public func addInput(_ input: CaptureInput) {
+        change { guard canAddInput(input) else { return }; stagedInputs.append(input) }
+    }
+
+    /// Removes `input`.
+    public func removeInput(_ input: CaptureInput) {
+        change { stagedInputs.removeAll { $0 === input } }
+    }
+
+    /// Whether `output` can be added: not in a session yet, and no output of its kind present.
+    public func canAddOutput(_ output: CaptureOutput) -> Bool {
+        lock.withLock {
+            if output.session != nil && output.session !== self { return false }
+            return !stagedOutputs.contains { $0 === output || type(of: $0) == type(of: output) }
+        }
+    }
+
+    /// Adds `output`; does nothing if `canAddOutput` says no.
+    public func addOutput(_ output: CaptureOutput) {
+        change {
+            guard canAddOutput(output) else { return }
+            stagedOutputs.append(output)
+            output.attach(to: self)
+        }
+    }
+
+    /// Removes `output`.
+    public func removeOutput(_ output: CaptureOutput) {
+        change {
+            stagedOutputs.removeAll { $0 === output }
+        }
+    }
+
+    // MARK: Presets
+
+    /// The quality preset, applied to every video input at the next commit.
+    public var sessionPreset: Preset {
+        get { lock.withLock { stagedPreset } }
+        set { change { stagedPreset = newValue } }
+    }
+
+    /// Whether every video input (or, with none, any camera) can run at `preset`.
+    public func canSetSessionPreset(_ preset: Preset) -> Bool {
+        lock.withLock {
+            let devices = stagedInputs.compactMap { ($0 as? CaptureDeviceInput)?.device }.filter { $0.mediaType == .video }
+            if preset == .inputPriority { return true }
+            return devices.allSatisfy { d in
+                PresetResolver.format(for: preset, in: d.formats, preferred: preferredPixelFormat(stagedOutputs)) != nil
+            }
+        }
+    }
+
+    // MARK: Configuration transactions
+
+    /// Starts a set of changes that take effect together at the outermost `commitConfiguration()`.
+    public func beginConfiguration() {
+        lock.lock()
+        configurationDepth += 1
+        lock.unlock()
+    }
+
+    /// Applies the changes made since the outermost `beginConfiguration()`. If a device rejects
+    /// them, the previous configuration stays in effect (inputs, outputs, preset and formats),
+    /// a `.runtimeError` event is posted, and the result says why.
+    @discardableResult
+    public func commitConfiguration() -> ConfigurationResult {
+        lock.withLock {
+            guard configurationDepth > 0 else { return .applied }
+            configurationDepth -= 1
+            return configurationDepth == 0 ? apply() : .applied
+        }
+    }
+
+    private func change(_ body: () -> Void) {
+        lock.withLock {
+            configurationDepth += 1
+            body()
+            rebuildConnections(inputs: stagedInputs, outputs: stagedOutputs)
+            configurationDepth -= 1
+            if configurationDepth == 0 { _ = apply() }
+        }
+    }
+
+    private func rebuildConnections(inputs: [CaptureInput], outputs: [CaptureOutput]) {
+        var list: [CaptureConnection] = []
+        for o in outputs {
+            var mine: [CaptureConnection] = []
+            for i in inputs {
+                for m in i.mediaTypes where o.acceptedMediaTypes.contains(m) {
+                    // Keep existing connection objects so their settings (orientation...) survive.
+                    if let old = o.connections.first(where: { $0.input === i && $0.mediaType == m }) {
+                        mine.append(old)
+                    } else {
+                        mine.append(CaptureConnection(input: i, output: o, mediaType: m))
+                    }
+                }
+            }
+            o.setConnections(mine)
+            list += mine
+        }
+        allConnections = list
+    }
+
+    private func preferredPixelFormat(_ outputs: [CaptureOutput]) -> PixelFormat? {
+        outputs.lazy.compactMap(\.preferredPixelFormat).first
+    }
+
+    /// Resolves the format each video input needs for the staged configuration.
+    private func makePlans() throws(CaptureError) -> [ObjectIdentifier: VideoPlan] {
+        var result: [ObjectIdentifier: VideoPlan] = [:]
+        let preferred = preferredPixelFormat(stagedOutputs)
+        for case let input as CaptureDeviceInput in stagedInputs where input.device.mediaType == .video {
+            let device = input.device
+            let formats = try device.loadFormats()
+            let wanted = device.state.withLock { ($0.activeFormat, $0.minFrameDuration) }
+            var format: CaptureDevice.Format?
+            if stagedPreset == .inputPriority {
+                format = wanted.0 ?? device.activeFormat ?? PresetResolver.format(for: .high, in: formats, preferred: preferred)
+            } else {
+                format = PresetResolver.format(for: stagedPreset, in: formats, preferred: preferred)
+            }
+            guard let format else {
+                throw CaptureError(.unsupportedFormat,
+                                   "\(device.localizedName) has no format for preset \(stagedPreset.rawValue); check canSetSessionPreset first (sizes it has: \(Set(formats.map(\.dimensions.description)).sorted().joined(separator: ", ")))")
+            }
+            var interval: FrameInterval? = nil
+            if let w = wanted.1, format.supports(w) { interval = w }
+            if interval == nil, let fastest = format.videoSupportedFrameRateRanges.map(\.minFrameDuration).min() {
+                interval = fastest
+            }
+            result[ObjectIdentifier(input)] = VideoPlan(format: format, interval: interval)
+        }
+        return result
+    }
+
+    /// Applies staged → applied. Called with `lock` held.
+    private func apply() -> ConfigurationResult {
+        let newPlans: [ObjectIdentifier: VideoPlan]
+        do {
+            newPlans = try makePlans()
+        } catch {
+            return reject(error)
+        }
+        let oldInputs = appliedInputs
+        let removed = oldInputs.filter { o in !stagedInputs.contains { $0 === o } }
+        let added = stagedInputs.filter { n in !oldInputs.contains { $0 === n } }
+        let changed = stagedInputs.filter { i in
+            oldInputs.contains { $0 === i } && plans[ObjectIdentifier(i)] != newPlans[ObjectIdentifier(i)]
+        }
+        var notes: [String] = []
+        if running.load(ordering: .acquiring) {
+            // Stop what goes away or changes; start what is new or changed; undo all on failure.
+            let toStop = removed + changed
+            for i in toStop { runners.removeValue(forKey: ObjectIdentifier(i))?.stop() }
+            var started: [CaptureInput] = []
+            do {
+                for i in added + changed {
+                    guard let di = i as? CaptureDeviceInput else { continue }
+                    let r = try startRunner(di, plan: newPlans[ObjectIdentifier(i)], notes: &notes)
+                    runners[ObjectIdentifier(i)] = r
+                    started.append(i)
+                }
+            } catch {
+                for i in started { runners.removeValue(forKey: ObjectIdentifier(i))?.stop() }
+                // Bring the previous configuration back.
+                for case let di as CaptureDeviceInput in toStop {
+                    if let r = try? startRunner(di, plan: plans[ObjectIdentifier(di)], notes: &notes) {
+                        runners[ObjectIdentifier(di)] = r
+                    }
+                }
+                return reject(error)
+            }
+        }
+        for case let di as CaptureDeviceInput in removed { di.device.setOwner(nil) }
+        for case let di as CaptureDeviceInput in stagedInputs { di.device.setOwner(self) }
+        for o in appliedOutputs where !stagedOutputs.contains(where: { $0 === o }) {
+            for c in o.connections { o.inputDidStop(c, error: nil) }
+            o.setConnections([])
+            o.attach(to: nil)
+        }
+        appliedInputs = stagedInputs
+        appliedOutputs = stagedOutputs
+        appliedPreset = stagedPreset
+        plans = newPlans
+        rebuildConnections(inputs: appliedInputs, outputs: appliedOutputs)
+        for r in runners.values { r.setConnections(connections(of: r.input)) }
+        if running.load(ordering: .acquiring) { for o in appliedOutputs { o.sessionDidStart() } }
+        return notes.isEmpty ? .applied : .adjusted(notes)
+    }
+
+    private func reject(_ error: CaptureError) -> ConfigurationResult {
+        stagedInputs = appliedInputs
+        stagedOutputs = appliedOutputs
+        stagedPreset = appliedPreset
+        for o in stagedOutputs { o.attach(to: self) }
+        rebuildConnections(inputs: appliedInputs, outputs: appliedOutputs)
+        hub.post(.runtimeError(error))
+        return .rejected(error)
+    }
+
+    private func connections(of input: CaptureInput) -> [CaptureConnection] {
+        allConnections.filter { $0.input === input }
+    }
+
+    private func startRunner(_ input: CaptureDeviceInput, plan: VideoPlan?, notes: inout [String]) throws(CaptureError) -> any InputRunner {
+        let runner: any InputRunner
+        if input.device.mediaType == .video {
+            guard let plan else { throw CaptureError(.invalidState, "no format planned for \(input.device.localizedName)") }
+            let device = input.device
+            let active = try device.applyFormat(plan.format)
+            if let want = plan.interval {
+                if let got = try? device.applyInterval(want), got != want {
+                    notes.append("\(device.localizedName): frame interval \(want) became \(got)")
+                }
+            }
+            runner = VideoPipeline(session: self, input: input, format: active, connections: connections(of: input))
+        } else {
+            runner = try makeAudioRunner(for: input, connections: connections(of: input))
+        }
+        try runner.start()
+        return runner
+    }
+
+    /// Called by `CaptureDevice.setActiveFormat` and friends while the device is in this session.
+    func deviceWantsFormat(_ device: CaptureDevice, format: CaptureDevice.Format?, interval: FrameInterval?) throws(CaptureError) {
+        let previous = device.state.withLock { ($0.activeFormat, $0.minFrameDuration) }
+        device.state.withLock { st in
+            if let format { st.activeFormat = format }
+            if let interval { st.minFrameDuration = interval }
+        }
+        let result: ConfigurationResult = lock.withLock {
+            if format != nil { stagedPreset = .inputPriority }
+            return configurationDepth == 0 ? apply() : .applied
+        }
+        if case .rejected(let e) = result {
+            device.state.withLock { st in
+                st.activeFormat = previous.0
+                st.minFrameDuration = previous.1
+            }
+            throw e
+        }
+    }
+
+    // MARK: Running
+
+    /// Whether the session is running.
+    public var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    /// Starts the flow of data, as `startRunning`. Errors go to `.runtimeError` events; use
+    /// `start()` to get them thrown.
+    public func startRunning() {
+        do { try start() } catch { hub.post(.runtimeError(error)) }
+    }
+
+    /// Starts the flow of data; throws if any input cannot start (then nothing runs).
+    public func start() throws(CaptureError) {
+        lock.lock()
+        defer { lock.unlock() }
+        if running.load(ordering: .acquiring) { return }
+        if configurationDepth > 0 {
+            throw CaptureError(.invalidState, "startRunning inside beginConfiguration: call commitConfiguration() first")
+        }
+        if plans.isEmpty, !appliedInputs.isEmpty {
+            do { plans = try makePlans() } catch { throw error }
+        }
+        var notes: [String] = []
+        do {
+            for case let di as CaptureDeviceInput in appliedInputs {
+                runners[ObjectIdentifier(di)] = try startRunner(di, plan: plans[ObjectIdentifier(di)], notes: &notes)
+            }
+        } catch {
+            for r in runners.values { r.stop() }
+            runners = [:]
+            throw error
+        }
+        running.store(true, ordering: .releasing)
+        for o in appliedOutputs { o.sessionDidStart() }
+        hub.post(.didStartRunning)
+    }
+
+    /// Stops the flow of data and waits until every capture thread has ended. Frames the app
+    /// still holds stay valid.
+    public func stopRunning() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard running.load(ordering: .acquiring) else { return }
+        let all = runners
+        runners = [:]
+        for r in all.values { r.stop() }
+        for o in appliedOutputs { for c in o.connections { o.inputDidStop(c, error: CaptureError(.cancelled, "the session stopped")) } }
+        running.store(false, ordering: .releasing)
+        hub.post(.didStopRunning)
+    }
+
+    /// A runner's input failed on its own capture thread (disconnect, fatal driver error).
+    func runnerFailed(_ runner: any InputRunner, error: CaptureError) {
+        controlQueue.async { [weak self] in
+            guard let self else { return }
+            self.lock.lock()
+            defer { self.lock.unlock() }
+            guard let current = self.runners[ObjectIdentifier(runner.input)], current === runner else { return }
+            self.runners.removeValue(forKey: ObjectIdentifier(runner.input))
+            runner.stop()
+            if error.code == .disconnected {
+                self.hub.post(.deviceDisconnected(runner.input.device))
+                runner.input.device.dropSource()
+            }
+            self.hub.post(.runtimeError(error))
+            if error.code != .disconnected {
+                // AVFoundation stops the session on a runtime error; the app may start it again.
+                for r in self.runners.values { r.stop() }
+                self.runners = [:]
+            }
+            if self.runners.isEmpty, self.running.load(ordering: .acquiring) {
+                self.running.store(false, ordering: .releasing)
+                self.hub.post(.didStopRunning)
+            }
+        }
+    }
+
+    // MARK: Events
+
+    /// A new stream of the session's events (each call gets its own stream).
+    public func events() -> AsyncStream<Event> { hub.stream() }
+
+    /// Calls `handler` (on a private serial queue) for every event; returns a token for
+    /// `removeEventHandler`.
+    @discardableResult
+    public func addEventHandler(_ handler: @escaping @Sendable (Event) -> Void) -> UUID { hub.addHandler(handler) }
+    /// Stops calling the handler `token` names.
+    public func removeEventHandler(_ token: UUID) { hub.removeHandler(token) }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import Synchronization
+
+extension CaptureSession {
+    /// Something that happened to a session, as AVFoundation's session notifications.
+    public enum Event: Sendable, CustomStringConvertible {
+        /// `startRunning` succeeded (`AVCaptureSessionDidStartRunning`).
+        case didStartRunning
+        /// The session stopped, by request or because its inputs failed (`DidStopRunning`).
+        case didStopRunning
+        /// An error stopped the session or an input (`AVCaptureSessionRuntimeError`).
+        case runtimeError(CaptureError)
+        /// A device was unplugged or its driver went away; its input stopped.
+        case deviceDisconnected(CaptureDevice)
+        /// A device delivered nothing for `duration`, longer than its frame interval allows.
+        case deviceStalled(CaptureDevice, duration: Duration)
+        /// A stalled device delivers again.
+        case deviceResumed(CaptureDevice)
+        /// Frames were lost on a device's stream (also reported to video data outputs).
+        case framesDropped(CaptureDevice, DroppedFrames)
+
+        public var description: String {
+            switch self {
+            case .didStartRunning: "didStartRunning"
+            case .didStopRunning: "didStopRunning"
+            case .runtimeError(let e): "runtimeError(\(e))"
+            case .deviceDisconnected(let d): "deviceDisconnected(\(d.localizedName))"
+            case .deviceStalled(let d, let t): "deviceStalled(\(d.localizedName), \(t))"
+            case .deviceResumed(let d): "deviceResumed(\(d.localizedName))"
+            case .framesDropped(let d, let f): "framesDropped(\(d.localizedName), \(f))"
+            }
+        }
+    }
+
+    /// What `commitConfiguration()` did, in the spirit of libcamera's Valid/Adjusted/Invalid.
+    public enum ConfigurationResult: Sendable, Equatable {
+        /// Everything asked for is in effect.
+        case applied
+        /// In effect, with the changes listed (e.g. the driver chose another frame rate).
+        case adjusted([String])
+        /// Nothing changed: the previous configuration is still in effect.
+        case rejected(CaptureError)
+
+        public var isRejected: Bool { if case .rejected = self { true } else { false } }
+    }
+}
+
+/// Fans session events out to handlers and async streams. Thread-safe.
+final class EventHub: Sendable {
+    private struct State {
+        var handlers: [UUID: @Sendable (CaptureSession.Event) -> Void] = [:]
+        var streams: [UUID: AsyncStream<CaptureSession.Event>.Continuation] = [:]
+    }
+    private let state = Mutex(State())
+    private let queue = DispatchQueue(label: "swift-capture.session-events")
+
+    func post(_ event: CaptureSession.Event) {
+        let (handlers, streams) = state.withLock { (Array($0.handlers.values), Array($0.streams.values)) }
+        for s in streams { s.yield(event) }
+        if !handlers.isEmpty { queue.async { for h in handlers { h(event) } } }
+    }
+
+    func addHandler(_ h: @escaping @Sendable (CaptureSession.Event) -> Void) -> UUID {
+        let id = UUID()
+        state.withLock { $0.handlers[id] = h }
+        return id
+    }
+    func removeHandler(_ id: UUID) { _ = state.withLock { $0.handlers.removeValue(forKey: id) } }
+
+    func stream() -> AsyncStream<CaptureSession.Event> {
+        let id = UUID()
+        let (stream, cont) = AsyncStream<CaptureSession.Event>.makeStream(bufferingPolicy: .bufferingNewest(256))
+        state.withLock { $0.streams[id] = cont }
+        cont.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.streams.removeValue(forKey: id) } }
+        return stream
+    }
+}

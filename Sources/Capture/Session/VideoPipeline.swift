@@ -1,0 +1,133 @@
+import Foundation
+import Synchronization
+
+/// The capture thread of one running video input: waits for frames, notices gaps, stalls and
+/// failures, and hands frames to the connected outputs. It never runs app code.
+final class VideoPipeline: InputRunner, @unchecked Sendable {
+    let input: CaptureDeviceInput
+    private weak var session: CaptureSession?
+    private let source: any VideoSource
+    private let format: ActiveFormat
+    private let connections: Mutex<[CaptureConnection]>
+    private let stopRequested = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    private let started = Atomic<Bool>(false)
+    private let stopped = Atomic<Bool>(false)
+    /// How long without a frame counts as a stall.
+    let stallTimeout: Duration
+
+    init(session: CaptureSession, input: CaptureDeviceInput, format: ActiveFormat, connections: [CaptureConnection]) {
+        self.session = session
+        self.input = input
+        self.format = format
+        self.connections = Mutex(connections)
+        // Force-unwrapped safely: a video input's source was opened when the input was made.
+        self.source = (try? input.device.source())!
+        let interval = input.device.activeVideoMinFrameDuration?.seconds ?? (1.0 / 30)
+        self.stallTimeout = .milliseconds(Int64(max(2.0, 10 * interval) * 1000))
+    }
+
+    func setConnections(_ list: [CaptureConnection]) { connections.withLock { $0 = list } }
+
+    func start() throws(CaptureError) {
+        try source.startStreaming(bufferCount: 4)
+        started.store(true, ordering: .releasing)
+        let t = Thread { [self] in run() }
+        t.name = "swift-capture video \(input.device.localizedName)"
+        t.qualityOfService = .userInteractive
+        t.start()
+    }
+
+    func stop() {
+        guard started.load(ordering: .acquiring), !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        stopRequested.store(true, ordering: .releasing)
+        source.wakeUp()
+        finished.wait()
+        source.stopStreaming()
+    }
+
+    private func run() {
+        defer { finished.signal() }
+        var expected: UInt32? = nil
+        var starved = false
+        var lastFrame = ContinuousClock.now
+        var stalled = false
+        var checkStarvation = false
+        let device = input.device
+        while !stopRequested.load(ordering: .acquiring) {
+            // Counted here, when this loop's own references to the last frame are gone.
+            if checkStarvation, source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount { starved = true }
+            checkStarvation = false
+            let event: FrameEvent
+            do {
+                event = try source.nextFrame(timeout: .milliseconds(100))
+            } catch {
+                let conns = connections.withLock { $0 }
+                for c in conns { c.output.inputDidStop(c, error: error) }
+                session?.runnerFailed(self, error: error)
+                return
+            }
+            switch event {
+            case .interrupted:
+                continue
+            case .timeout:
+                if source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount {
+                    // The app holds every buffer: not a stall, the device just has nowhere to write.
+                    starved = true
+                    lastFrame = .now
+                } else if !stalled, ContinuousClock.now - lastFrame > stallTimeout {
+                    stalled = true
+                    session?.hub.post(.deviceStalled(device, duration: ContinuousClock.now - lastFrame))
+                }
+            case .corrupt(let seq, _):
+                lastFrame = .now
+                if let e = expected, seq != e { report(gapFrom: e, to: seq, starved: starved) }
+                starved = false
+                expected = seq &+ 1
+                report(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: UInt64(seq)))
+            case .frame(var frame):
+                if stalled {
+                    stalled = false
+                    session?.hub.post(.deviceResumed(device))
+                }
+                let conns = connections.withLock { $0 }
+                // A pending still wants the newest frame: skip (but still deliver) older ones.
+                if conns.contains(where: { $0.output.wantsNewestFrame }) {
+                    while case .frame(let newer)? = try? source.nextFrame(timeout: .zero) {
+                        deliver(frame, to: conns, stillsToo: false, expected: &expected, starved: &starved)
+                        frame = newer
+                    }
+                }
+                lastFrame = .now
+                deliver(frame, to: conns, stillsToo: true, expected: &expected, starved: &starved)
+                checkStarvation = true
+            }
+        }
+    }
+
+    private func deliver(_ frame: FrameBuffer, to conns: [CaptureConnection], stillsToo: Bool,
+                         expected: inout UInt32?, starved: inout Bool) {
+        let seq = frame.metadata.sequence
+        if let e = expected, seq != e { report(gapFrom: e, to: seq, starved: starved) }
+        expected = seq &+ 1
+        starved = false
+        for c in conns where c.isEnabled && (stillsToo || !c.output.wantsNewestFrame) {
+            c.output.handleFrame(frame, format: format, connection: c)
+        }
+    }
+
+    private func report(gapFrom expected: UInt32, to seq: UInt32, starved: Bool) {
+        let gap = seq &- expected
+        // A backwards jump (driver restart) is a discontinuity of unknown size, not 4 billion drops.
+        guard gap < 1 << 31 else {
+            report(DroppedFrames(reason: .discontinuity, count: 0, sequenceNumber: UInt64(seq)))
+            return
+        }
+        report(DroppedFrames(reason: starved ? .outOfBuffers : .discontinuity, count: Int(gap), sequenceNumber: UInt64(expected)))
+    }
+
+    private func report(_ drop: DroppedFrames) {
+        for c in connections.withLock({ $0 }) where c.isEnabled { c.output.handleDrop(drop, connection: c) }
+        session?.hub.post(.framesDropped(input.device, drop))
+    }
+}

@@ -1,0 +1,56 @@
+import Capture
+import Foundation
+
+/// A video data delegate that records what it gets; optionally slow or holding every buffer.
+public final class FrameCollector: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var _sequences: [UInt64] = []
+    private var _timestamps: [CaptureTime] = []
+    private var _drops: [DroppedFrames] = []
+    private var _held: [SampleBuffer] = []
+    private var _offQueue = 0
+    public var delay: Double = 0
+    public var holdAll = false
+    public let queue: DispatchQueue
+    public var onFrame: (@Sendable (SampleBuffer) -> Void)?
+
+    public init(queue: DispatchQueue = DispatchQueue(label: "test.frames")) { self.queue = queue }
+
+    public func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+        let onQueue = DispatchQueue.getSpecific(key: FrameCollector.key) == ObjectIdentifier(self)
+        onFrame?(sampleBuffer)
+        lock.withLock {
+            if !onQueue { _offQueue += 1 }
+            _sequences.append(sampleBuffer.sequenceNumber)
+            _timestamps.append(sampleBuffer.presentationTimeStamp)
+            if holdAll { _held.append(sampleBuffer) }
+        }
+        if delay > 0 { Thread.sleep(forTimeInterval: delay) }
+    }
+
+    public func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
+        lock.withLock { _drops.append(drop) }
+    }
+
+    static let key = DispatchSpecificKey<ObjectIdentifier>()
+    /// Marks `queue` so the collector can tell it runs there.
+    public func markQueue() { queue.setSpecific(key: FrameCollector.key, value: ObjectIdentifier(self)) }
+
+    public var sequences: [UInt64] { lock.withLock { _sequences } }
+    public var timestamps: [CaptureTime] { lock.withLock { _timestamps } }
+    public var drops: [DroppedFrames] { lock.withLock { _drops } }
+    public var callsOffQueue: Int { lock.withLock { _offQueue } }
+    public var count: Int { lock.withLock { _sequences.count } }
+    public func releaseHeld() { lock.withLock { holdAll = false; _held.removeAll() } }
+
+    /// Waits until `n` frames arrived, up to `timeout` seconds.
+    @discardableResult
+    public func wait(for n: Int, timeout: Double) -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        while Date() < end {
+            if count >= n { return true }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        return count >= n
+    }
+}
