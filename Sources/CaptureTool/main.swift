@@ -1,2 +1,289 @@
+// `capture`: list cameras, take stills, measure a stream, through the Capture library.
 import Capture
-print("not yet")
+import Foundation
+
+struct ToolError: Error { var message: String }
+
+/// Minimal `--flag value` parser: flags given, positional words, and unknown-flag detection.
+struct Arguments {
+    var values: [String: String] = [:]
+    var flags: Set<String> = []
+    init(_ args: ArraySlice<String>, valued: Set<String>, boolean: Set<String>) throws {
+        var it = args.makeIterator()
+        while let a = it.next() {
+            guard a.hasPrefix("--") else { throw ToolError(message: "unexpected argument '\(a)'") }
+            let name = String(a.dropFirst(2))
+            if boolean.contains(name) { flags.insert(name); continue }
+            guard valued.contains(name) else { throw ToolError(message: "unknown option --\(name)") }
+            guard let v = it.next() else { throw ToolError(message: "--\(name) needs a value") }
+            values[name] = v
+        }
+    }
+    func int(_ name: String, default d: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let s = values[name] else { return d }
+        guard let v = Int(s), range.contains(v) else { throw ToolError(message: "--\(name) must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(s)'") }
+        return v
+    }
+}
+
+let usage = """
+usage: capture devices [--json]
+       capture snap [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
+                    [--quality 1-100] [--count N] [--output FILE|DIR]
+       capture stream [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
+                      [--frames N] [--json]
+"""
+
+/// Finds the camera to use; with no camera at all, says so and installs the virtual pair.
+func chooseCamera(_ spec: String?) throws -> CaptureDevice {
+    if spec == "virtual" || spec?.hasPrefix("virtual:") == true {
+        if VirtualCamera.installed.isEmpty { _ = VirtualCamera.installDefaultPair() }
+        let all = CaptureDevice.devices(for: .video).filter(\.isVirtual)
+        if let spec, spec != "virtual" { if let d = all.first(where: { $0.path == spec || $0.uniqueID == spec }) { return d } }
+        guard let d = all.first else { throw ToolError(message: "the virtual camera could not be installed") }
+        return d
+    }
+    if let spec {
+        if let d = CaptureDevice.device(withUniqueID: spec), d.mediaType == .video { return d }
+        if !FileManager.default.fileExists(atPath: spec) {
+            throw ToolError(message: "no camera at '\(spec)': run 'capture devices' to list them")
+        }
+        throw ToolError(message: "'\(spec)' is not a camera (no video capture): run 'capture devices' to list cameras")
+    }
+    if let d = CaptureDevice.default(for: .video) { return d }
+    FileHandle.standardError.write(Data("capture: no camera on this machine; using the virtual camera\n".utf8))
+    _ = VirtualCamera.installDefaultPair()
+    guard let d = CaptureDevice.default(for: .video) else { throw ToolError(message: "the virtual camera could not be installed") }
+    return d
+}
+
+/// Builds a running session for `device` with `outputs`, honouring --preset/--size/--format.
+func makeSession(_ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOutput]) throws -> CaptureSession {
+    let session = CaptureSession()
+    let input = try CaptureDeviceInput(device: device)
+    session.beginConfiguration()
+    guard session.canAddInput(input) else { throw ToolError(message: "cannot add \(device.localizedName) to a session") }
+    session.addInput(input)
+    for o in outputs where session.canAddOutput(o) { session.addOutput(o) }
+    let format = try args.values["format"].map { s -> PixelFormat in
+        guard let f = PixelFormat(fourCC: s.uppercased().padding(toLength: 4, withPad: " ", startingAt: 0)) else {
+            throw ToolError(message: "--format takes a FourCC such as YUYV, NV12 or MJPG, not '\(s)'")
+        }
+        return f
+    }
+    if let sizeText = args.values["size"] {
+        guard let size = VideoDimensions(sizeText) else { throw ToolError(message: "--size takes WxH, e.g. 1280x720, not '\(sizeText)'") }
+        let candidates = device.formats.filter { $0.dimensions == size && (format == nil || $0.pixelFormat == format) }
+        guard let chosen = candidates.first else {
+            let sizes = Set(device.formats.filter { format == nil || $0.pixelFormat == format }.map(\.dimensions.description)).sorted()
+            throw ToolError(message: "\(device.localizedName) cannot capture \(format.map { "\($0) " } ?? "")\(size); it has \(sizes.joined(separator: ", "))")
+        }
+        try device.lockForConfiguration()
+        defer { device.unlockForConfiguration() }
+        try device.setActiveFormat(chosen)
+    } else {
+        let presetName = args.values["preset"] ?? "high"
+        guard let preset = CaptureSession.Preset(rawValue: presetName) else {
+            throw ToolError(message: "unknown preset '\(presetName)'; one of \(CaptureSession.Preset.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        if let format {
+            // A format without a size: the preset's size in that format.
+            if !device.formats.contains(where: { $0.pixelFormat == format }) {
+                throw ToolError(message: "\(device.localizedName) has no \(format) format; it has \(Set(device.formats.map(\.pixelFormat.description)).sorted().joined(separator: ", "))")
+            }
+            for case let o as CaptureVideoDataOutput in outputs { o.videoSettings = .init(pixelFormat: format) }
+            if !outputs.contains(where: { $0 is CaptureVideoDataOutput }) {
+                // A still-only session picks its format from a video data output's wish.
+                let v = CaptureVideoDataOutput()
+                v.videoSettings = .init(pixelFormat: format)
+                if session.canAddOutput(v) { session.addOutput(v) }
+            }
+        }
+        guard session.canSetSessionPreset(preset) else {
+            throw ToolError(message: "\(device.localizedName) cannot do preset \(preset.rawValue): try --size with one of \(Set(device.formats.map(\.dimensions.description)).sorted().joined(separator: ", "))")
+        }
+        session.sessionPreset = preset
+    }
+    if case .rejected(let e) = session.commitConfiguration() { throw e }
+    try session.start()
+    return session
+}
+
+func jsonString(_ value: some Encodable) throws -> String {
+    let enc = JSONEncoder()
+    enc.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    return String(decoding: try enc.encode(value), as: UTF8.self)
+}
+
+struct DeviceJSON: Encodable {
+    var path: String, name: String, uniqueID: String, position: String, mediaType: String, driver: String, busInfo: String
+    var formats: [String]
+}
+
+func devicesCommand(_ args: Arguments) throws {
+    var all = CaptureDevice.devices(for: .video) + CaptureDevice.devices(for: .audio)
+    if all.filter({ $0.mediaType == .video }).isEmpty {
+        FileHandle.standardError.write(Data("capture: no camera on this machine; listing the virtual camera\n".utf8))
+        _ = VirtualCamera.installDefaultPair()
+        all = CaptureDevice.devices(for: .video) + CaptureDevice.devices(for: .audio)
+    }
+    if args.flags.contains("json") {
+        print(try jsonString(all.map {
+            DeviceJSON(path: $0.path, name: $0.localizedName, uniqueID: $0.uniqueID, position: $0.position.rawValue,
+                       mediaType: $0.mediaType.rawValue, driver: $0.modelID, busInfo: $0.busInfo,
+                       formats: $0.mediaType == .video ? $0.formats.map(\.description) : [])
+        }))
+    } else {
+        for d in all {
+            print("\(d.path)\t\(d.mediaType.rawValue)\t\(d.position.rawValue)\t\(d.localizedName)\t\(d.uniqueID)")
+        }
+    }
+}
+
+func snapCommand(_ args: Arguments) throws {
+    let device = try chooseCamera(args.values["device"])
+    let count = try args.int("count", default: 1, range: 1...100_000)
+    let quality = try args.int("quality", default: 90, range: 1...100)
+    let still = CaptureStillImageOutput()
+    still.outputSettings = .init(quality: quality)
+    let session = try makeSession(device, args, outputs: [still])
+    defer { session.stopRunning() }
+    guard let connection = still.connection(with: .video) else { throw ToolError(message: "no video connection to the still output") }
+    let output = args.values["output"]
+    var isDir: ObjCBool = false
+    let toDir = output.map { FileManager.default.fileExists(atPath: $0, isDirectory: &isDir) && isDir.boolValue || $0.hasSuffix("/") } ?? false
+    for i in 1...count {
+        let sample = try runBlocking { () async throws(CaptureError) -> SampleBuffer in try await still.captureStillImage(from: connection) }
+        guard let jpeg = CaptureStillImageOutput.jpegStillImageDataRepresentation(sample) else { throw ToolError(message: "the still has no JPEG data") }
+        let url: URL
+        if let output, !toDir {
+            url = URL(fileURLWithPath: count == 1 ? output : output.replacingOccurrences(of: ".jpg", with: "") + String(format: "-%04d.jpg", i))
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try jpeg.write(to: url, options: .atomic)
+        } else if let output {
+            try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
+            url = URL(fileURLWithPath: output).appendingPathComponent(String(format: "snap-%04d.jpg", i))
+            try jpeg.write(to: url, options: .atomic)
+        } else {
+            let library = PhotoLibrary.shared
+            url = try runBlocking { () async throws(CaptureError) -> URL in try await library.save(jpeg: jpeg, metadata: nil) }
+        }
+        let d = sample.dimensions.map(\.description) ?? "?"
+        print("\(url.path)\t\(d)\t\(jpeg.count) bytes\tsequence \(sample.sequenceNumber)")
+    }
+}
+
+struct StreamJSON: Encodable {
+    var device: String, frames: Int, dropped: Int, drop_reasons: [String: Int]
+    var first_sequence: UInt64?, last_sequence: UInt64?, fps: Double, width: Int, height: Int, format: String
+    var seconds: Double
+}
+
+final class StreamCounter: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+    let lock = NSLock()
+    var frames = 0, first: UInt64?, last: UInt64?, firstTime: CaptureTime?, lastTime: CaptureTime?
+    var dims: VideoDimensions?, format: PixelFormat?
+    var drops: [String: Int] = [:]
+    let target: Int
+    let done = DispatchSemaphore(value: 0)
+    init(target: Int) { self.target = target }
+    func captureOutput(_ output: CaptureOutput, didOutput s: SampleBuffer, from connection: CaptureConnection) {
+        lock.withLock {
+            guard frames < target else { return }
+            frames += 1
+            if first == nil { first = s.sequenceNumber; firstTime = s.presentationTimeStamp }
+            last = s.sequenceNumber
+            lastTime = s.presentationTimeStamp
+            dims = s.dimensions
+            format = s.pixelFormat
+            if frames == target { done.signal() }
+        }
+    }
+    func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
+        lock.withLock { if frames < target { drops[drop.reason.rawValue, default: 0] += drop.count } }
+    }
+}
+
+func streamCommand(_ args: Arguments) throws {
+    let device = try chooseCamera(args.values["device"])
+    let frames = try args.int("frames", default: 120, range: 1...10_000_000)
+    let output = CaptureVideoDataOutput()
+    let counter = StreamCounter(target: frames)
+    output.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "capture.stream"))
+    output.alwaysDiscardsLateVideoFrames = false
+    let errors = ErrorBox()
+    let running = try makeSession(device, args, outputs: [output])
+    running.addEventHandler { event in
+        if case .runtimeError(let e) = event { errors.set(e); counter.done.signal() }
+        if case .deviceDisconnected = event { errors.set(CaptureError(.disconnected, "the camera went away")); counter.done.signal() }
+    }
+    let start = Date()
+    counter.done.wait()
+    running.stopRunning()
+    if let e = errors.get() { throw e }
+    let elapsed = Date().timeIntervalSince(start)
+    let (n, f, l, ft, lt, dims, fmt, drops) = counter.lock.withLock {
+        (counter.frames, counter.first, counter.last, counter.firstTime, counter.lastTime, counter.dims, counter.format, counter.drops)
+    }
+    var fps = 0.0
+    if let ft, let lt, n > 1 { fps = Double(n - 1) / (Double(lt - ft) / 1e9) }
+    let report = StreamJSON(device: device.path, frames: n, dropped: drops.values.reduce(0, +), drop_reasons: drops,
+                            first_sequence: f, last_sequence: l, fps: (fps * 100).rounded() / 100,
+                            width: dims?.width ?? 0, height: dims?.height ?? 0, format: fmt?.description ?? "",
+                            seconds: (elapsed * 1000).rounded() / 1000)
+    if args.flags.contains("json") {
+        print(try jsonString(report))
+    } else {
+        print("\(n) frames from \(device.localizedName), \(report.width)x\(report.height) \(report.format), \(String(format: "%.2f", fps)) fps, \(report.dropped) dropped \(drops)")
+    }
+}
+
+final class ErrorBox: @unchecked Sendable {
+    let lock = NSLock()
+    var error: CaptureError?
+    func set(_ e: CaptureError) { lock.withLock { if error == nil { error = e } } }
+    func get() -> CaptureError? { lock.withLock { error } }
+}
+
+/// Runs an async call to completion from synchronous code (the tool has no other work).
+func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws(CaptureError) -> T) throws(CaptureError) -> T {
+    let box = ResultBox<T>()
+    let sem = DispatchSemaphore(value: 0)
+    Task {
+        do throws(CaptureError) { box.result = .success(try await body()) } catch { box.result = .failure(error) }
+        sem.signal()
+    }
+    sem.wait()
+    return try box.result!.get()
+}
+final class ResultBox<T: Sendable>: @unchecked Sendable { var result: Result<T, CaptureError>? }
+
+let argv = CommandLine.arguments
+guard argv.count >= 2 else {
+    FileHandle.standardError.write(Data((usage + "\n").utf8))
+    exit(2)
+}
+do {
+    let rest = argv.dropFirst(2)
+    switch argv[1] {
+    case "devices":
+        try devicesCommand(Arguments(rest, valued: [], boolean: ["json"]))
+    case "snap":
+        try snapCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "quality", "count", "output"], boolean: []))
+    case "stream":
+        try streamCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "frames"], boolean: ["json"]))
+    case "-h", "--help", "help":
+        print(usage)
+    default:
+        throw ToolError(message: "unknown command '\(argv[1])'\n\(usage)")
+    }
+} catch let e as ToolError {
+    FileHandle.standardError.write(Data("capture: \(e.message)\n".utf8))
+    exit(1)
+} catch let e as CaptureError {
+    FileHandle.standardError.write(Data("capture: \(e.message)\(e.operation.map { " (\($0))" } ?? "")\n".utf8))
+    exit(1)
+} catch {
+    FileHandle.standardError.write(Data("capture: \(error)\n".utf8))
+    exit(1)
+}
