@@ -1,0 +1,519 @@
+import Foundation
+import Testing
+import CV4L2Shim
+@testable import Capture
+
+/// A camera with a name no other test uses, so tests can run in parallel.
+private func makeCamera(_ formats: [VirtualCamera.Mode] = VirtualCamera.defaultModes,
+                        position: DevicePosition = .front, function: String = #function) -> VirtualCamera {
+    VirtualCamera(name: "Test \(function) \(UUID().uuidString.prefix(8))", position: position, formats: formats)
+}
+
+private func open(_ camera: VirtualCamera, _ format: PixelFormat = .yuyv, _ w: Int = 320, _ h: Int = 240,
+                  fps: Double = 30) throws -> any VideoSource {
+    let s = try camera.makeSource()
+    _ = try s.setFormat(pixelFormat: format, width: w, height: h)
+    _ = try s.setFrameInterval(FrameInterval(framesPerSecond: fps))
+    return s
+}
+
+/// Waits for the next good frame, skipping nothing: fails on anything else.
+private func nextGood(_ s: any VideoSource, timeout: Duration = .seconds(2)) throws -> FrameBuffer {
+    let event = try s.nextFrame(timeout: timeout)
+    guard case .frame(let f) = event else {
+        Issue.record("expected a frame, got \(event)")
+        throw CaptureError(.timedOut, "no frame")
+    }
+    return f
+}
+
+private func luma(_ f: FrameBuffer, _ x: Int, _ y: Int) -> UInt8 {
+    patternLuma(f.image.plane0.bytes, layout: PatternLayout(f.image.pixelFormat)!, width: f.image.width,
+                height: f.image.height, x: x, y: y)!
+}
+
+/// Expected 75 % bars in Rec. 601 limited range (Y, Cb, Cr) and as sRGB, computed by hand
+/// from vivid's table (191 = 75 %): white, yellow, cyan, green, magenta, red, blue, black.
+private let barsYCbCr: [(UInt8, UInt8, UInt8)] = [(180, 128, 128), (161, 44, 142), (131, 156, 44), (112, 72, 58),
+                                                   (84, 184, 198), (65, 100, 212), (35, 212, 114), (16, 128, 128)]
+private let barsRGB: [(Int, Int, Int)] = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0),
+                                          (191, 0, 191), (191, 0, 0), (0, 0, 191), (0, 0, 0)]
+
+private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(Int(a) - Int(b)) <= tolerance }
+
+@Suite struct VirtualCameraTests {
+    @Test func modesAreListedAsSourceFormats() throws {
+        let camera = makeCamera()
+        let s = try camera.makeSource()
+        let formats = try s.formats()
+        #expect(formats.count == 12)
+        for f in [PixelFormat.yuyv, .nv12, .mjpeg] {
+            let sizes = formats.filter { $0.pixelFormat == f }.map { VideoDimensions(width: $0.width, height: $0.height) }
+            #expect(sizes == [VideoDimensions(width: 320, height: 240), VideoDimensions(width: 640, height: 480),
+                              VideoDimensions(width: 1280, height: 720), VideoDimensions(width: 1920, height: 1080)])
+        }
+        let hd = try #require(formats.first { $0.pixelFormat == .yuyv && $0.width == 1280 })
+        guard case .discrete(let intervals) = hd.intervals.kind else { Issue.record("not discrete"); return }
+        #expect(intervals.contains(FrameInterval(numerator: 1, denominator: 30)))
+        #expect(intervals.contains(FrameInterval(numerator: 1, denominator: 15)))
+        #expect(formats.first { $0.pixelFormat == .mjpeg }?.isCompressed == true)
+        #expect(formats.first { $0.pixelFormat == .nv12 }?.isCompressed == false)
+        #expect(s.info.path == "virtual:\(camera.name)")
+        #expect(s.info.uniqueID == camera.uniqueID)
+        #expect(s.info.position == .front)
+    }
+
+    @Test func setFormatAdjustsLikeADriver() throws {
+        let s = try makeCamera().makeSource()
+        let a = try s.setFormat(pixelFormat: .yuyv, width: 1000, height: 700)
+        #expect(a.dimensions == VideoDimensions(width: 1280, height: 720))
+        #expect(a.planes == [PlaneFormat(bytesPerLine: 2560, sizeImage: 1280 * 720 * 2)])
+        #expect(a.colorRange == .limited)
+        let n = try s.setFormat(pixelFormat: .nv12, width: 640, height: 480)
+        #expect(n.planes == [PlaneFormat(bytesPerLine: 640, sizeImage: 640 * 480 * 3 / 2)])
+        // A format the camera does not have lands on its first mode's format.
+        let other = try s.tryFormat(pixelFormat: .rgb24, width: 640, height: 480)
+        #expect(other.pixelFormat == .yuyv)
+        #expect(try s.currentFormat().pixelFormat == .nv12)
+        #expect(try s.setFrameInterval(FrameInterval(framesPerSecond: 14)) == FrameInterval(numerator: 1, denominator: 15))
+        #expect(try s.frameInterval() == FrameInterval(numerator: 1, denominator: 15))
+    }
+
+    @Test func framesComeAtTheModeRateWithSequenceStepsOfOne() throws {
+        let camera = makeCamera()
+        let s = try open(camera, fps: 30)
+        try s.startStreaming(bufferCount: 4)
+        defer { s.stopStreaming() }
+        let start = CaptureTime.now()
+        var sequences: [UInt32] = []
+        var stamps: [CaptureTime] = []
+        while CaptureTime.now() - start < 1_500_000_000 {
+            let f = try nextGood(s)
+            sequences.append(f.metadata.sequence)
+            stamps.append(f.metadata.timestamp)
+        }
+        // 30 fps over 1.5 s is 45 frames; allow a loaded machine its slack.
+        #expect((25...60).contains(sequences.count), "got \(sequences.count) frames in 1.5 s at 30 fps")
+        #expect(sequences.first == 0)
+        #expect(zip(sequences, sequences.dropFirst()).allSatisfy { $1 == $0 &+ 1 })
+        #expect(zip(stamps, stamps.dropFirst()).allSatisfy { $1 - $0 > 0 })
+        let mean = Double(stamps.last! - stamps.first!) / Double(stamps.count - 1) / 1e6
+        #expect((25.0...45.0).contains(mean), "mean frame spacing \(mean) ms at 30 fps")
+        #expect(camera.framesProduced >= UInt64(sequences.count))
+    }
+
+    @Test(arguments: [PixelFormat.yuyv, .nv12, .uyvy, .yuv420, .nv16, .yvu420])
+    func colourBarsMatchVivid(format: PixelFormat) throws {
+        let camera = makeCamera([VirtualCamera.Mode(format, width: 640, height: 480)])
+        let s = try open(camera, format, 640, 480)
+        try s.startStreaming(bufferCount: 3)
+        defer { s.stopStreaming() }
+        let f = try nextGood(s)
+        let w = 640, h = 480, row = h * 3 / 4
+        let bytes = f.image.plane0.bytes
+        for (i, expected) in barsYCbCr.enumerated() {
+            let x = (2 * i + 1) * w / 16 & ~1
+            let (y, cb, cr): (UInt8, UInt8, UInt8)
+            switch format {
+            case .yuyv: (y, cb, cr) = (bytes[row * w * 2 + x * 2], bytes[row * w * 2 + x * 2 + 1], bytes[row * w * 2 + x * 2 + 3])
+            case .uyvy: (y, cb, cr) = (bytes[row * w * 2 + x * 2 + 1], bytes[row * w * 2 + x * 2], bytes[row * w * 2 + x * 2 + 2])
+            case .nv12: (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row / 2 * w + x], bytes[w * h + row / 2 * w + x + 1])
+            case .nv16: (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row * w + x], bytes[w * h + row * w + x + 1])
+            case .yuv420: (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row / 2 * w / 2 + x / 2],
+                                         bytes[w * h + w * h / 4 + row / 2 * w / 2 + x / 2])
+            case .yvu420: (y, cr, cb) = (bytes[row * w + x], bytes[w * h + row / 2 * w / 2 + x / 2],
+                                         bytes[w * h + w * h / 4 + row / 2 * w / 2 + x / 2])
+            default: Issue.record("untested format"); return
+            }
+            #expect(close(y, expected.0) && close(cb, expected.1) && close(cr, expected.2),
+                    "\(format) bar \(i): got \(y) \(cb) \(cr), want \(expected)")
+        }
+    }
+
+    @Test func rgbBarsAreFullRange() throws {
+        let camera = makeCamera([VirtualCamera.Mode(.bgr24, width: 320, height: 240)])
+        let s = try open(camera, .bgr24)
+        #expect(try s.currentFormat().colorRange == .full)
+        try s.startStreaming(bufferCount: 2)
+        defer { s.stopStreaming() }
+        let f = try nextGood(s)
+        let bytes = f.image.plane0.bytes
+        for (i, rgb) in barsRGB.enumerated() {
+            let p = 180 * 320 * 3 + ((2 * i + 1) * 320 / 16) * 3
+            #expect(abs(Int(bytes[p + 2]) - rgb.0) <= 2 && abs(Int(bytes[p + 1]) - rgb.1) <= 2 && abs(Int(bytes[p]) - rgb.2) <= 2,
+                    "bar \(i): BGR \(bytes[p]) \(bytes[p + 1]) \(bytes[p + 2])")
+        }
+    }
+
+    @Test func frameCounterIsReadableAndMatchesTheSequence() throws {
+        let camera = makeCamera()
+        let s = try open(camera, .nv12, 640, 480, fps: 60)
+        try s.startStreaming(bufferCount: 4)
+        defer { s.stopStreaming() }
+        camera.injectDroppedFrames(1000)  // make the numbers big enough to use many bits
+        var last: UInt32?
+        for _ in 0..<10 {
+            let f = try nextGood(s)
+            let n = VirtualCamera.frameNumber(in: f.image)
+            #expect(n == f.metadata.sequence)
+            if let last, let n { #expect(n > last) }
+            last = n
+        }
+        #expect((last ?? 0) >= 1000)
+        // The moving box moves: its band differs between consecutive frames.
+        let a = try nextGood(s), b = try nextGood(s)
+        let g = PatternGeometry(width: 640, height: 480)
+        let band = g.counterRows + g.bandRows / 2
+        #expect(luma(a, g.boxX(sequence: a.metadata.sequence) + 1, band) > 200)
+        #expect(luma(b, g.boxX(sequence: b.metadata.sequence) + 1, band) > 200)
+        #expect(g.boxX(sequence: a.metadata.sequence) != g.boxX(sequence: b.metadata.sequence))
+        #expect(luma(a, g.boxX(sequence: b.metadata.sequence) + g.boxSize + 4, band) < 20)
+    }
+
+    private func decode(_ jpeg: UnsafeRawBufferPointer) throws -> (width: Int, height: Int, rgb: [UInt8]) {
+        let tj = try #require(tjInitDecompress())
+        defer { tjDestroy(tj) }
+        var w: Int32 = 0, h: Int32 = 0, sub: Int32 = 0, cs: Int32 = 0
+        let src = jpeg.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        #expect(tjDecompressHeader3(tj, src, UInt(jpeg.count), &w, &h, &sub, &cs) == 0)
+        var rgb = [UInt8](repeating: 0, count: Int(w * h * 3))
+        let rc = rgb.withUnsafeMutableBufferPointer {
+            tjDecompress2(tj, src, UInt(jpeg.count), $0.baseAddress, w, 0, h, Int32(TJPF_RGB.rawValue), 0)
+        }
+        #expect(rc == 0, "tjDecompress2: \(String(cString: tjGetErrorStr2(tj)))")
+        return (Int(w), Int(h), rgb)
+    }
+
+    private func hasMarker(_ bytes: UnsafeRawBufferPointer, _ marker: UInt8) -> Bool {
+        // Only the header: scan markers up to start of scan.
+        var i = 2
+        while i + 4 <= bytes.count, bytes[i] == 0xFF {
+            let m = bytes[i + 1]
+            if m == marker { return true }
+            if m == 0xDA { return false }
+            i += 2 + (Int(bytes[i + 2]) << 8 | Int(bytes[i + 3]))
+        }
+        return false
+    }
+
+    @Test(arguments: [false, true])
+    func mjpegFramesDecode(omitDHT: Bool) throws {
+        let camera = makeCamera([VirtualCamera.Mode(.mjpeg, width: 640, height: 480, omitsHuffmanTables: omitDHT)])
+        let s = try open(camera, .mjpeg, 640, 480)
+        let format = try s.currentFormat()
+        #expect(format.colorRange == .full)
+        try s.startStreaming(bufferCount: 3)
+        defer { s.stopStreaming() }
+        for _ in 0..<3 {
+            let f = try nextGood(s)
+            let bytes = f.image.plane0.bytes
+            #expect(bytes.count > 1000 && bytes.count < format.sizeImage)
+            #expect(bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[bytes.count - 2] == 0xFF && bytes[bytes.count - 1] == 0xD9)
+            #expect(hasMarker(bytes, 0xC4) == !omitDHT, "DHT present: \(hasMarker(bytes, 0xC4))")
+            let (w, h, rgb) = try decode(bytes)
+            #expect(w == 640 && h == 480)
+            for (i, want) in barsRGB.enumerated() {
+                let p = (360 * w + (2 * i + 1) * w / 16) * 3
+                let got = (Int(rgb[p]), Int(rgb[p + 1]), Int(rgb[p + 2]))
+                #expect(abs(got.0 - want.0) <= 8 && abs(got.1 - want.1) <= 8 && abs(got.2 - want.2) <= 8,
+                        "bar \(i): \(got) want \(want)")
+            }
+            #expect(VirtualCamera.frameNumber(in: f.image) == f.metadata.sequence)
+        }
+    }
+
+    @Test func injectedDropsMakeTheSequenceJump() throws {
+        let camera = makeCamera()
+        let s = try open(camera, fps: 60)
+        try s.startStreaming(bufferCount: 4)
+        defer { s.stopStreaming() }
+        let a = try nextGood(s)
+        let before = camera.statistics
+        camera.injectDroppedFrames(5)
+        var previous = a.metadata.sequence
+        var gaps: [UInt32] = []
+        for _ in 0..<8 {
+            let f = try nextGood(s)
+            gaps.append(f.metadata.sequence &- previous &- 1)
+            previous = f.metadata.sequence
+        }
+        #expect(gaps.filter { $0 != 0 } == [5], "gaps: \(gaps)")
+        #expect(camera.statistics.framesDroppedByInjection - before.framesDroppedByInjection == 5)
+        let st = camera.statistics
+        #expect(st.framesProduced == st.framesQueued + st.framesDroppedByInjection + st.framesDroppedForLackOfBuffers)
+    }
+
+    @Test func injectedCorruptFrameIsReportedNotDelivered() throws {
+        let camera = makeCamera()
+        let s = try open(camera, fps: 60)
+        try s.startStreaming(bufferCount: 4)
+        defer { s.stopStreaming() }
+        let a = try nextGood(s)
+        camera.injectCorruptFrame()
+        var corruptSequences: [UInt32] = []
+        var goodSequences: [UInt32] = []
+        for _ in 0..<6 {
+            switch try s.nextFrame(timeout: .seconds(2)) {
+            case .frame(let f): goodSequences.append(f.metadata.sequence)
+            case .corrupt(let seq, let reason):
+                corruptSequences.append(seq)
+                #expect(!reason.isEmpty)
+            case let other: Issue.record("unexpected \(other)")
+            }
+        }
+        #expect(corruptSequences.count == 1)
+        // Every sequence number after `a` shows up exactly once, good or corrupt.
+        let all = (goodSequences + corruptSequences).sorted()
+        #expect(all == Array((a.metadata.sequence + 1)...(a.metadata.sequence + 6)))
+        #expect(camera.statistics.framesCorrupt == 1)
+        // The corrupt frame's buffer went straight back: nothing is held but `a`.
+        #expect(s.buffersHeldByClients == 1)
+    }
+
+    @Test func disconnectEndsTheStreamAndBlocksOpensUntilReconnect() throws {
+        let camera = makeCamera()
+        let s = try open(camera)
+        try s.startStreaming(bufferCount: 4)
+        let held = try nextGood(s)
+        let waiter = Thread.detachedResult { () -> (CaptureError?, Double) in
+            let t0 = CaptureTime.now()
+            do throws(CaptureError) {
+                while true { _ = try s.nextFrame(timeout: .seconds(5)) }
+            } catch { return (error, Double(CaptureTime.now() - t0) / 1e9) }
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        camera.disconnect()
+        let (error, elapsed) = waiter.wait()
+        #expect(error?.code == .disconnected)
+        #expect(elapsed < 2, "disconnect noticed after \(elapsed) s")
+        #expect(!camera.isConnected)
+        // Delivered frames stay readable after the unplug and the stop.
+        s.stopStreaming()
+        #expect(VirtualCamera.frameNumber(in: held.image) == held.metadata.sequence)
+        #expect(throws: CaptureError.self) { try camera.makeSource() }
+        do { _ = try camera.makeSource() } catch { #expect(error.code == .disconnected) }
+        #expect((try? s.formats()) == nil)
+        #expect(!camera.isStreaming)
+
+        camera.reconnect()
+        // The old handle stays dead, a new one works.
+        do { try s.startStreaming(bufferCount: 2); Issue.record("old source restarted") } catch { #expect(error.code == .disconnected) }
+        let fresh = try open(camera)
+        try fresh.startStreaming(bufferCount: 2)
+        defer { fresh.stopStreaming() }
+        _ = try nextGood(fresh)
+    }
+
+    @Test func stallStopsFramesForItsDurationAndResumes() throws {
+        let camera = makeCamera()
+        let s = try open(camera, fps: 60)
+        try s.startStreaming(bufferCount: 4)
+        defer { s.stopStreaming() }
+        let a = try nextGood(s)
+        _ = a
+        camera.stall(for: .milliseconds(800))
+        // Drain what was queued before the stall took effect, then expect silence.
+        var event = try s.nextFrame(timeout: .milliseconds(200))
+        while case .frame = event { event = try s.nextFrame(timeout: .milliseconds(200)) }
+        guard case .timeout = event else { Issue.record("expected timeout, got \(event)"); return }
+        let producedDuringStall = camera.framesProduced
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(camera.framesProduced == producedDuringStall)
+        // After the stall frames come back, and their sequence did not run on during it.
+        let b = try nextGood(s, timeout: .seconds(3))
+        #expect(b.metadata.sequence == UInt32(producedDuringStall))
+
+        camera.stall(for: nil)
+        var quiet = try s.nextFrame(timeout: .milliseconds(300))
+        while case .frame = quiet { quiet = try s.nextFrame(timeout: .milliseconds(300)) }
+        guard case .timeout = quiet else { Issue.record("expected timeout, got \(quiet)"); return }
+        camera.resume()
+        _ = try nextGood(s, timeout: .seconds(2))
+    }
+
+    @Test func nextFrameHonoursTimeoutAndWakeUp() throws {
+        let camera = makeCamera()
+        let s = try open(camera)
+        try s.startStreaming(bufferCount: 2)
+        defer { s.stopStreaming() }
+        camera.stall(for: nil)
+        var t0 = CaptureTime.now()
+        var event = try s.nextFrame(timeout: .milliseconds(150))
+        while case .frame = event { t0 = .now(); event = try s.nextFrame(timeout: .milliseconds(150)) }
+        let waited = Double(CaptureTime.now() - t0) / 1e6
+        guard case .timeout = event else { Issue.record("expected timeout, got \(event)"); return }
+        #expect(waited >= 149 && waited < 1500, "timeout after \(waited) ms")
+
+        let waiter = Thread.detachedResult { () -> (String, Double) in
+            let t = CaptureTime.now()
+            let e = try? s.nextFrame(timeout: .seconds(10))
+            return ("\(String(describing: e))", Double(CaptureTime.now() - t) / 1e6)
+        }
+        Thread.sleep(forTimeInterval: 0.1)
+        s.wakeUp()
+        let (what, ms) = waiter.wait()
+        #expect(what.contains("interrupted"), "got \(what)")
+        #expect(ms < 2000, "wake-up took \(ms) ms")
+        // A wake-up with nobody waiting is kept for the next wait.
+        s.wakeUp()
+        if case .interrupted = try s.nextFrame(timeout: .seconds(5)) {} else { Issue.record("pending wake-up lost") }
+        camera.resume()
+    }
+
+    @Test func heldBuffersBlockProductionAndReleaseResumesIt() throws {
+        let camera = makeCamera()
+        let s = try open(camera, fps: 60)
+        try s.startStreaming(bufferCount: 4)
+        defer { s.stopStreaming() }
+        #expect(s.bufferCount == 4)
+        var held: [FrameBuffer] = []
+        for _ in 0..<4 { held.append(try nextGood(s)) }
+        #expect(s.buffersHeldByClients == 4)
+        let dropsBefore = camera.statistics.framesDroppedForLackOfBuffers
+        guard case .timeout = try s.nextFrame(timeout: .milliseconds(300)) else {
+            Issue.record("a frame arrived although every buffer is held"); return
+        }
+        #expect(camera.statistics.framesDroppedForLackOfBuffers > dropsBefore)
+        let lastHeld = held.last!.metadata.sequence
+        held.removeFirst()
+        #expect(s.buffersHeldByClients == 3)
+        let next = try nextGood(s)
+        // The frames lost while nothing was free show up as a sequence gap.
+        #expect(next.metadata.sequence > lastHeld &+ 1)
+        let st = camera.statistics
+        #expect(st.framesProduced == st.framesQueued + st.framesDroppedByInjection + st.framesDroppedForLackOfBuffers)
+        held.removeAll()
+    }
+
+    @Test func heldFramesStayReadableAfterStop() throws {
+        let camera = makeCamera()
+        let s = try open(camera, .mjpeg, 640, 480)
+        try s.startStreaming(bufferCount: 3)
+        let f = try nextGood(s)
+        s.stopStreaming()
+        #expect(s.bufferCount == 0)
+        #expect(VirtualCamera.frameNumber(in: f.image) == f.metadata.sequence)
+        // A second stream works after the first stopped, with its own pool.
+        try s.startStreaming(bufferCount: 2)
+        defer { s.stopStreaming() }
+        #expect(try nextGood(s).metadata.sequence == 0)
+    }
+
+    @Test func secondStreamIsBusy() throws {
+        let camera = makeCamera()
+        let a = try open(camera)
+        let b = try open(camera)
+        try a.startStreaming(bufferCount: 2)
+        #expect(camera.isStreaming)
+        do { try b.startStreaming(bufferCount: 2); Issue.record("second stream started") } catch {
+            #expect(error.code == .deviceBusy)
+        }
+        do { try b.checkAvailable(); Issue.record("busy camera reported available") } catch {
+            #expect(error.code == .deviceBusy)
+        }
+        // Changing the format of the streaming handle is refused too, as V4L2 does.
+        do { _ = try a.setFormat(pixelFormat: .nv12, width: 320, height: 240); Issue.record("format changed while streaming") } catch {
+            #expect(error.code == .deviceBusy)
+        }
+        _ = try nextGood(a)
+        a.stopStreaming()
+        try b.checkAvailable()
+        try b.startStreaming(bufferCount: 2)
+        defer { b.stopStreaming() }
+        _ = try nextGood(b)
+    }
+
+    @Test func controlsChangeThePicture() throws {
+        let camera = makeCamera()
+        let s = try open(camera)
+        let controls = try s.controls()
+        #expect(Set(controls.map(\.name)) == ["Brightness", "Contrast", "Saturation", "Test Pattern"])
+        let pattern = try #require(controls.first { $0.name == "Test Pattern" })
+        #expect(pattern.kind == .menu && pattern.menu.map(\.name).first == "75% Colorbar")
+        try s.startStreaming(bufferCount: 3)
+        defer { s.stopStreaming() }
+        let whiteX = 320 / 16, row = 180
+        #expect(luma(try nextGood(s), whiteX, row) == 180)
+        try s.setControlValue(VirtualCamera.ControlID.brightness, 160)
+        #expect(try s.controlValue(VirtualCamera.ControlID.brightness) == 160)
+        // Frames already queued may still show the old level; a later one shows the new.
+        var brighter = false
+        for _ in 0..<6 where !brighter { brighter = luma(try nextGood(s), whiteX, row) > 200 }
+        #expect(brighter)
+        try s.setControlValue(VirtualCamera.ControlID.testPattern, TestPatternKind.black.rawValue)
+        var black = false
+        for _ in 0..<6 where !black { black = luma(try nextGood(s), whiteX, row) < 60 }
+        #expect(black)
+        do { try s.setControlValue(VirtualCamera.ControlID.testPattern, 99); Issue.record("bad menu value taken") } catch {
+            #expect(error.code == .invalidArgument)
+        }
+        do { try s.setControlValue(0x1234, 1); Issue.record("unknown control set") } catch {
+            #expect(error.code == .invalidArgument)
+        }
+        try s.setControlValue(VirtualCamera.ControlID.brightness, 1000)
+        #expect(try s.controlValue(VirtualCamera.ControlID.brightness) == 255)
+    }
+
+    @Test func registryInstallsAndUninstalls() throws {
+        let camera = makeCamera(position: .back)
+        VirtualCamera.install(camera)
+        VirtualCamera.install(camera)
+        #expect(VirtualCamera.installed.filter { $0 === camera }.count == 1)
+        let twin = VirtualCamera(name: camera.name)
+        VirtualCamera.install(twin)
+        #expect(!VirtualCamera.installed.contains { $0 === camera })
+        #expect(VirtualCamera.installed.contains { $0 === twin })
+        VirtualCamera.uninstall(twin)
+        #expect(!VirtualCamera.installed.contains { $0.uniqueID == camera.uniqueID })
+
+        let pair = VirtualCamera.installDefaultPair()
+        let again = VirtualCamera.installDefaultPair()
+        #expect(pair.front === again.front && pair.back === again.back)
+        #expect(pair.front.position == .front && pair.back.position == .back)
+        #expect(pair.front.uniqueID != pair.back.uniqueID)
+        #expect(VirtualCamera.installed.contains { $0 === pair.front })
+    }
+
+    @Test func descriptorsAndStreamsDoNotLeak() throws {
+        func openDescriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
+        let camera = makeCamera()
+        let s = try open(camera, .mjpeg, 320, 240, fps: 60)
+        try s.startStreaming(bufferCount: 2)
+        _ = try nextGood(s)
+        s.stopStreaming()
+        let baseline = openDescriptors()
+        for _ in 0..<20 {
+            try s.startStreaming(bufferCount: 3)
+            _ = try nextGood(s)
+            s.stopStreaming()
+        }
+        #expect(!camera.isStreaming)
+        // Other suites run in parallel and may hold descriptors for a moment: allow them time.
+        var now = openDescriptors()
+        for _ in 0..<20 where now > baseline {
+            Thread.sleep(forTimeInterval: 0.1)
+            now = openDescriptors()
+        }
+        #expect(now <= baseline, "descriptors: \(baseline) before, \(now) after 20 stream cycles")
+    }
+}
+
+/// Runs a body on a new thread and waits for its result.
+private final class ThreadResult<T: Sendable>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var value: T?
+    init(_ body: @escaping @Sendable () -> T) {
+        Thread.detachNewThread { [self] in
+            value = body()
+            done.signal()
+        }
+    }
+    func wait() -> T {
+        done.wait()
+        return value!
+    }
+}
+
+extension Thread {
+    fileprivate static func detachedResult<T: Sendable>(_ body: @escaping @Sendable () -> T) -> ThreadResult<T> { ThreadResult(body) }
+}
