@@ -1,2 +1,87 @@
+// Seeds 000/001/002: a still camera. Back camera, preset 1280x720, shoot, toggle to the other
+// camera inside begin/commit (falling back to the old one if the new cannot be added), shoot
+// again, save both to the photo album.
+// Usage: still-camera [--device PATH|virtual] [--album DIR]
 import Capture
-print("not yet")
+import Foundation
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("still-camera: \(message)\n".utf8))
+    exit(1)
+}
+
+let args = CommandLine.arguments
+func value(_ flag: String) -> String? { args.firstIndex(of: flag).flatMap { $0 + 1 < args.count ? args[$0 + 1] : nil } }
+
+if value("--device") == "virtual" || !CaptureDevice.isCameraAvailable {
+    print("using the virtual camera")
+    _ = VirtualCamera.installDefaultPair()
+}
+let library = value("--album").map { PhotoLibrary(directory: URL(fileURLWithPath: $0)) } ?? PhotoLibrary.shared
+
+func camera(at position: CaptureDevice.Position) -> CaptureDevice? {
+    CaptureDevice.devices(for: .video).first { $0.position == position }
+}
+
+let wanted = value("--device").flatMap { $0 == "virtual" ? nil : CaptureDevice.device(withUniqueID: $0) }
+guard let first = wanted ?? camera(at: .back) ?? CaptureDevice.default(for: .video) else { fail("no camera") }
+
+/// The seeds' view controller, without the UI: session, input, still output, toggle, shoot.
+final class StillCamera: @unchecked Sendable {
+    let session = CaptureSession()
+    var input: CaptureDeviceInput
+    let output = CaptureStillImageOutput()
+    let library: PhotoLibrary
+
+    init(device: CaptureDevice, library: PhotoLibrary) throws {
+        self.library = library
+        input = try CaptureDeviceInput(device: device)
+        output.outputSettings = .init(codec: .jpeg, quality: 90)
+        if session.canAddInput(input) { session.addInput(input) }
+        if session.canAddOutput(output) { session.addOutput(output) }
+        session.sessionPreset = session.canSetSessionPreset(.hd1280x720) ? .hd1280x720 : .high
+    }
+
+    func shoot(_ label: String) async {
+        guard let connection = output.connection(with: .video) else { fail("take photo failed: no connection") }
+        if connection.isVideoOrientationSupported { connection.videoOrientation = .landscapeRight }
+        do {
+            let sample = try await output.captureStillImage(from: connection)
+            guard let jpeg = CaptureStillImageOutput.jpegStillImageDataRepresentation(sample) else { fail("no JPEG data") }
+            let url = try await library.save(jpeg: jpeg, metadata: nil)
+            print("saved \(label): \(url.path) \(sample.dimensions?.description ?? "?") \(jpeg.count) bytes from \(input.device.localizedName)")
+        } catch {
+            fail("take photo failed: \(error)")
+        }
+    }
+
+    /// Toggles to the camera on the other side, as the seeds do.
+    func toggleCamera() {
+        guard CaptureDevice.hasMultipleCameras else { print("only one camera: no toggle"); return }
+        let other = camera(at: input.device.position == .front ? .back : .front)
+        guard let other, let newInput = try? CaptureDeviceInput(device: other) else { print("toggle camera failed"); return }
+        session.beginConfiguration()
+        session.removeInput(input)
+        if session.canAddInput(newInput) {
+            session.addInput(newInput)
+            input = newInput
+        } else {
+            session.addInput(input)
+        }
+        let result = session.commitConfiguration()
+        print("toggled to \(input.device.localizedName) (\(input.device.position.rawValue)): \(result)")
+    }
+}
+
+let still: StillCamera
+do { still = try StillCamera(device: first, library: library) } catch { fail("cannot open \(first.localizedName): \(error)") }
+do { try still.session.start() } catch { fail("cannot start: \(error)") }
+let done = DispatchSemaphore(value: 0)
+Task {
+    await still.shoot("first")
+    still.toggleCamera()
+    await still.shoot("second")
+    still.session.stopRunning()
+    done.signal()
+}
+done.wait()

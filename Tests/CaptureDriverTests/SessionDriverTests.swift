@@ -1,0 +1,201 @@
+// The object model against vivid (n_devs=2) and v4l2loopback in the VM: the seeds' flows, stills
+// from each raw format, MJPEG passthrough, video data output behaviour, rejected commits.
+import Capture
+import CaptureTestSupport
+import CV4L2Shim
+import Foundation
+import Testing
+
+enum VM {
+    /// Fails (never skips) outside the VM.
+    static func require() throws {
+        try #require(ProcessInfo.processInfo.environment["CAPTURE_VM"] == "1", "run through scripts/test (needs the VM with vivid)")
+    }
+    static func vividCameras(count: Int = 2) throws -> [CaptureDevice] {
+        try require()
+        let cams = CaptureDevice.devices(for: .video).filter { $0.modelID == "vivid" }
+        try #require(cams.count >= count, "expected \(count) vivid cameras, found \(cams.map(\.path))")
+        return cams
+    }
+}
+
+@Suite(.serialized) struct SessionDriverTests {
+    @Test func stillAt720pHasVividBars() async throws {
+        let cam = try VM.vividCameras()[0]
+        try await SessionFlows.stillAt720p(cam)
+    }
+
+    @Test func toggleBetweenVividCameras() throws {
+        let cams = try VM.vividCameras()
+        try SessionFlows.toggleCameras(cams[0], cams[1])
+    }
+
+    @Test func framesInOrder() throws {
+        let cam = try VM.vividCameras()[0]
+        try SessionFlows.framesInOrder(cam, count: 120, preset: .low)
+    }
+
+    @Test func outOfBuffersThenRecovery() throws {
+        try SessionFlows.outOfBuffers(try VM.vividCameras()[0])
+    }
+
+    @Test func slowDelegateSeesNewestFrames() throws {
+        try SessionFlows.discardsLateFrames(try VM.vividCameras()[0])
+    }
+
+    @Test func rejectedCommitKeepsPreviousFormat() throws {
+        try SessionFlows.rejectedCommitKeepsRunning(try VM.vividCameras()[0], impossible: .cif352x288)
+    }
+
+    /// Stills from each raw format vivid offers that cameras commonly use: right size and bars.
+    @Test(arguments: ["YUYV", "UYVY", "NV12", "NV21", "YU12", "YV12", "RGB3", "BGR3", "GREY"])
+    func stillFromFormat(_ fourCC: String) async throws {
+        let cam = try VM.vividCameras()[0]
+        let pf = try #require(PixelFormat(fourCC: fourCC))
+        let format = try #require(cam.formats.first { $0.pixelFormat == pf && $0.dimensions == VideoDimensions(width: 640, height: 360) },
+                                  "vivid has no \(fourCC) 640x360: \(cam.formats.map(\.description))")
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: cam))
+        let still = CaptureStillImageOutput()
+        session.addOutput(still)
+        try cam.lockForConfiguration()
+        try cam.setActiveFormat(format)
+        cam.unlockForConfiguration()
+        #expect(session.sessionPreset == .inputPriority)
+        try session.start()
+        defer { session.stopRunning() }
+        let sample = try await still.captureStillImage(from: try #require(still.connection(with: .video)))
+        let image = try #require(TestJPEG.decode(try #require(sample.jpegData)))
+        #expect(image.width == 640 && image.height == 360)
+        if pf == .grey {
+            // Grey: the bars become their luma; white is lightest, black darkest.
+            let row = image.height * 3 / 4
+            let white = image.pixel(x: image.width / 16, y: row).r, black = image.pixel(x: image.width * 15 / 16, y: row).r
+            #expect(white > 170 && black < 30, "grey bars white=\(white) black=\(black)")
+        } else {
+            #expect(ColorBars.mismatches(image, row: image.height * 3 / 4) == [], "\(fourCC)")
+        }
+    }
+
+    /// A still's orientation and mirroring come out as the EXIF orientation tag.
+    @Test func orientationGoesToEXIF() async throws {
+        let cam = try VM.vividCameras()[0]
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: cam))
+        let still = CaptureStillImageOutput()
+        session.addOutput(still)
+        session.sessionPreset = .low
+        try session.start()
+        defer { session.stopRunning() }
+        let c = try #require(still.connection(with: .video))
+        #expect(c.isVideoOrientationSupported && c.isVideoMirroringSupported)
+        c.videoOrientation = .portrait
+        let portrait = try #require(try await still.captureStillImage(from: c).jpegData)
+        #expect(TestJPEG.exifOrientation(portrait) == 6)
+        c.isVideoMirrored = true
+        let mirrored = try #require(try await still.captureStillImage(from: c).jpegData)
+        #expect(TestJPEG.exifOrientation(mirrored) == 5)
+    }
+
+    /// MJPEG passthrough on v4l2loopback: frames fed with Huffman tables come out byte for byte;
+    /// frames without them come out decodable.
+    @Test(arguments: [true, false])
+    func mjpegPassthrough(withTables: Bool) async throws {
+        try VM.require()
+        let loop = try #require(CaptureDevice.devices(for: .video).first { $0.modelID.contains("loopback") },
+                                "no v4l2loopback camera: \(CaptureDevice.devices(for: .video).map(\.modelID))")
+        let frame = try LoopbackFeeder.makeJPEG(width: 320, height: 240, huffmanTables: withTables)
+        let feeder = try LoopbackFeeder(path: loop.path, width: 320, height: 240, frame: frame)
+        defer { feeder.stop() }
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: loop))
+        let still = CaptureStillImageOutput()
+        session.addOutput(still)
+        let fmt = try #require(loop.formats.first { $0.pixelFormat == .mjpeg }, "loopback formats: \(loop.formats)")
+        try loop.lockForConfiguration()
+        try loop.setActiveFormat(fmt)
+        loop.unlockForConfiguration()
+        try session.start()
+        defer { session.stopRunning() }
+        let out = try #require(try await still.captureStillImage(from: try #require(still.connection(with: .video))).jpegData)
+        if withTables {
+            #expect(out == frame, "passthrough must not touch a complete JPEG")
+        } else {
+            #expect(out != frame)
+            let img = try #require(TestJPEG.decode(out), "Huffman tables were not inserted")
+            #expect(img.width == 320 && img.height == 240)
+        }
+    }
+}
+
+/// Writes one JPEG again and again into a v4l2loopback node (its output side), as a camera would.
+final class LoopbackFeeder: @unchecked Sendable {
+    private let fd: Int32
+    private let stopFlag = NSLock()
+    private var stopped = false
+    private let done = DispatchSemaphore(value: 0)
+
+    init(path: String, width: Int, height: Int, frame: Data) throws {
+        fd = open(path, O_RDWR)
+        try #require(fd >= 0, "open \(path): errno \(errno)")
+        var f = v4l2_format()
+        f.type = V4L2_BUF_TYPE_VIDEO_OUTPUT.rawValue
+        f.fmt.pix.width = UInt32(width)
+        f.fmt.pix.height = UInt32(height)
+        f.fmt.pix.pixelformat = PixelFormat.mjpeg.rawValue
+        f.fmt.pix.sizeimage = UInt32(frame.count)
+        f.fmt.pix.field = V4L2_FIELD_NONE.rawValue
+        try #require(cv4l2_ioctl(fd, CV4L2_VIDIOC_S_FMT, &f) == 0, "S_FMT on the loopback output: errno \(errno)")
+        let fd = self.fd
+        Thread.detachNewThread { [self] in
+            while !stopFlag.withLock({ stopped }) {
+                _ = frame.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                Thread.sleep(forTimeInterval: 1.0 / 30)
+            }
+            done.signal()
+        }
+    }
+
+    func stop() {
+        stopFlag.withLock { stopped = true }
+        done.wait()
+        close(fd)
+    }
+
+    /// A 4:2:0 JPEG of colour bars; without tables, its DHT segments are cut out.
+    static func makeJPEG(width: Int, height: Int, huffmanTables: Bool) throws -> Data {
+        var rgb = [UInt8](repeating: 0, count: width * height * 3)
+        for y in 0..<height {
+            for x in 0..<width {
+                let bar = ColorBars.expected[x * 8 / width]
+                rgb[(y * width + x) * 3] = UInt8(bar.r)
+                rgb[(y * width + x) * 3 + 1] = UInt8(bar.g)
+                rgb[(y * width + x) * 3 + 2] = UInt8(bar.b)
+            }
+        }
+        let h = try #require(tjInitCompress())
+        defer { tjDestroy(h) }
+        var buf: UnsafeMutablePointer<UInt8>? = nil
+        var size: UInt = 0
+        let r = rgb.withUnsafeBufferPointer {
+            tjCompress2(h, $0.baseAddress, Int32(width), 0, Int32(height), Int32(TJPF_RGB.rawValue), &buf, &size,
+                        Int32(TJSAMP_420.rawValue), 85, 0)
+        }
+        try #require(r == 0)
+        defer { tjFree(buf) }
+        var bytes = [UInt8](UnsafeBufferPointer(start: buf, count: Int(size)))
+        if !huffmanTables {
+            var i = 2
+            var out: [UInt8] = [0xFF, 0xD8]
+            while i + 4 <= bytes.count, bytes[i] == 0xFF {
+                let marker = bytes[i + 1]
+                let len = Int(bytes[i + 2]) << 8 | Int(bytes[i + 3])
+                if marker == 0xDA { out += bytes[i...]; break }
+                if marker != 0xC4 { out += bytes[i..<(i + 2 + len)] }
+                i += 2 + len
+            }
+            bytes = out
+        }
+        return Data(bytes)
+    }
+}
