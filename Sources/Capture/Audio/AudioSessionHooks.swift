@@ -1,16 +1,141 @@
-// Where the session meets the audio layer. Created by the lead as stubs; the audio engineer
-// owns this file and replaces the bodies.
+// Where the session meets the audio layer: the input check and the reader thread of a running
+// audio input.
+import Foundation
+import Synchronization
 
 extension CaptureSession {
     /// Makes the runner that reads an audio input while the session runs.
     func makeAudioRunner(for input: CaptureDeviceInput, connections: [CaptureConnection]) throws(CaptureError) -> any InputRunner {
-        throw CaptureError(.unsupportedFormat, "audio capture is not available yet")
+        guard input.device.alsaName != nil else {
+            throw CaptureError(.notACaptureDevice, "\(input.device.localizedName) is not an audio device")
+        }
+        return AudioPipeline(session: self, input: input, connections: connections)
     }
 }
 
 extension CaptureDeviceInput {
     /// Checks that an audio device can be opened (throws .noSuchDevice, .deviceBusy, .permissionDenied).
     static func checkAudioDevice(_ device: CaptureDevice) throws(CaptureError) {
-        throw CaptureError(.unsupportedFormat, "audio capture is not available yet")
+        guard let name = device.alsaName else {
+            throw CaptureError(.notACaptureDevice, "\(device.localizedName) is not an audio device")
+        }
+        // Opened and closed again: the session opens it for real when it starts.
+        _ = try ALSADiscovery.open(name)
+    }
+}
+
+/// The reader thread of one running audio input: waits for periods, stamps and measures them,
+/// reports overruns and hands buffers to the connected outputs. It never runs app code.
+final class AudioPipeline: InputRunner, @unchecked Sendable {
+    let input: CaptureDeviceInput
+    private weak var session: CaptureSession?
+    private let connections: Mutex<[CaptureConnection]>
+    private let stopRequested = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    private let started = Atomic<Bool>(false)
+    private let stopped = Atomic<Bool>(false)
+    private var source: (any AudioSource)?
+    /// How long without audio counts as a stall.
+    let stallTimeout: Duration = .seconds(2)
+
+    init(session: CaptureSession, input: CaptureDeviceInput, connections: [CaptureConnection]) {
+        self.session = session
+        self.input = input
+        self.connections = Mutex(connections)
+    }
+
+    func setConnections(_ list: [CaptureConnection]) { connections.withLock { $0 = list } }
+
+    /// The configuration asked for by the first connected audio data output's settings.
+    static func request(for settings: CaptureAudioDataOutput.AudioSettings?, range: AudioFormatRange) -> AudioConfiguration {
+        let std = AudioConfiguration.standard
+        let wanted = AudioFormat(sampleRate: settings?.sampleRate ?? std.format.sampleRate,
+                                 channelCount: settings?.channelCount ?? std.format.channelCount,
+                                 sampleFormat: settings?.sampleFormat ?? std.format.sampleFormat)
+        let format = range.closestFormat(to: wanted) ?? wanted
+        let period = max(32, settings?.framesPerBuffer ?? std.periodFrames)
+        // At least ~340 ms of ring (or 4 periods), so a descheduled reader does not overrun.
+        let ring = max(period * 4, std.bufferFrames * format.sampleRate / max(1, std.format.sampleRate))
+        return AudioConfiguration(format: format, periodFrames: period, bufferFrames: ring)
+    }
+
+    func start() throws(CaptureError) {
+        guard let name = input.device.alsaName else {
+            throw CaptureError(.notACaptureDevice, "\(input.device.localizedName) is not an audio device")
+        }
+        let src = try ALSADiscovery.open(name)
+        let outputs = connections.withLock { $0 }.compactMap { $0.output as? CaptureAudioDataOutput }
+        let applied = try src.configure(Self.request(for: outputs.first?.audioSettings, range: try src.formats()))
+        try src.start()
+        for o in outputs { o.setActiveFormat(applied.format) }
+        source = src
+        started.store(true, ordering: .releasing)
+        let t = Thread { [self] in run(src) }
+        t.name = "swift-capture audio \(input.device.localizedName)"
+        t.qualityOfService = .userInteractive
+        t.start()
+    }
+
+    func stop() {
+        guard started.load(ordering: .acquiring), !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        stopRequested.store(true, ordering: .releasing)
+        source?.wakeUp()
+        finished.wait()
+        source?.stop()
+        for o in connections.withLock({ $0 }).compactMap({ $0.output as? CaptureAudioDataOutput }) { o.setActiveFormat(nil) }
+        // Closing the PCM now lets another session or process open it at once.
+        source = nil
+    }
+
+    private func run(_ source: any AudioSource) {
+        defer { finished.signal() }
+        let device = input.device
+        var lastBuffer = ContinuousClock.now
+        var stalled = false
+        while !stopRequested.load(ordering: .acquiring) {
+            let event: AudioEvent
+            do {
+                event = try source.nextBuffer(timeout: .milliseconds(500))
+            } catch {
+                let conns = connections.withLock { $0 }
+                for c in conns { c.output.inputDidStop(c, error: error) }
+                session?.runnerFailed(self, error: error)
+                return
+            }
+            switch event {
+            case .interrupted:
+                continue
+            case .timeout:
+                if !stalled, ContinuousClock.now - lastBuffer > stallTimeout {
+                    stalled = true
+                    session?.hub.post(.deviceStalled(device, duration: ContinuousClock.now - lastBuffer))
+                }
+            case .buffer(let captured):
+                lastBuffer = .now
+                if stalled {
+                    stalled = false
+                    session?.hub.post(.deviceResumed(device))
+                }
+                deliver(captured, device: device)
+            }
+        }
+    }
+
+    private func deliver(_ captured: CapturedAudio, device: CaptureDevice) {
+        let conns = connections.withLock { $0 }.filter(\.isEnabled)
+        guard !conns.isEmpty else { return }
+        let pcm = captured.buffer
+        if let d = pcm.discontinuity {
+            let lost = d.lostFrames ?? 0
+            let drop = DroppedFrames(reason: .discontinuity, count: lost, sequenceNumber: captured.firstFrame &- UInt64(lost))
+            for c in conns { c.output.handleDrop(drop, connection: c) }
+            session?.hub.post(.framesDropped(device, drop))
+        }
+        let levels = pcm.channelLevels
+        let sample = SampleBuffer(audio: pcm, timestamp: captured.timestamp, firstFrame: captured.firstFrame)
+        for c in conns {
+            c.setAudioLevels(levels)
+            c.output.handleAudio(sample, connection: c)
+        }
     }
 }
