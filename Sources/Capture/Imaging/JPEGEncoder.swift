@@ -9,7 +9,8 @@ internal import CV4L2Shim
 /// allocates nothing: the output buffer is sized for the worst case and reused.
 ///
 /// One encoder per thread: it is not safe to use from two threads at once. The bytes `encode`
-/// returns belong to the encoder and stay valid until its next `encode`.
+/// returns belong to the encoder and stay valid until its next `encode` and while the encoder
+/// lives (keep a reference, or use `encodeData`, which copies).
 public final class JPEGEncoder {
     /// Quality 1...100 (libjpeg's scale; 85 is a good default for photos).
     public var quality: Int {
