@@ -180,6 +180,9 @@ extension CaptureError {
         case .noMemory:
             code = .driverError
             message = "Out of memory for \(operation) on \(path). Ask for fewer or smaller buffers."
+        case .isDirectory:
+            code = .notACaptureDevice
+            message = "\(path) is a directory, not a device node."
         case .tooManyOpenFiles:
             code = .ioError
             message = "The process has too many open files to open \(path)."

@@ -186,8 +186,12 @@ final class V4L2Device: Sendable {
         return activeFormat(f)
     }
 
-    /// `VIDIOC_S_FMT`: returns what the driver applied (it may change size and format).
+    /// `VIDIOC_S_FMT`: returns what the driver applied; the size may differ from the request
+    /// (the driver picks the nearest it can do). A pixel format the node does not list is
+    /// refused with `.unsupportedFormat` before the device is touched (drivers would silently
+    /// substitute another).
     func setFormat(_ pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat {
+        try requireOffered(pixelFormat, operation: "VIDIOC_S_FMT")
         var f = request(pixelFormat, width: width, height: height)
         try fd.ioctl(.setFormat, &f)
         return activeFormat(f)
@@ -195,9 +199,19 @@ final class V4L2Device: Sendable {
 
     /// `VIDIOC_TRY_FMT`: what `setFormat` would apply.
     func tryFormat(_ pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat {
+        try requireOffered(pixelFormat, operation: "VIDIOC_TRY_FMT")
         var f = request(pixelFormat, width: width, height: height)
         try fd.ioctl(.tryFormat, &f)
         return activeFormat(f)
+    }
+
+    private func requireOffered(_ pixelFormat: PixelFormat, operation: String) throws(CaptureError) {
+        let offered = try formatDescriptions().map(\.pixelFormat)
+        guard offered.contains(pixelFormat) else {
+            throw CaptureError(.unsupportedFormat,
+                               "\(path) does not offer \(pixelFormat); it offers \(offered.map(\.description).joined(separator: ", ")).",
+                               operation: operation)
+        }
     }
 
     private func request(_ pixelFormat: PixelFormat, width: Int, height: Int) -> v4l2_format {
@@ -396,9 +410,29 @@ final class V4L2Device: Sendable {
         }
     }
 
-    /// Finds a control by its name as the driver spells it (case-insensitive), e.g. "Brightness".
+    /// Finds a control by its name as the driver spells it ("Test Pattern", case-insensitive) or
+    /// as `v4l2-ctl` prints it ("test_pattern").
     func controlID(named name: String) throws(CaptureError) -> UInt32? {
-        try controls().first { $0.name.lowercased() == name.lowercased() }?.id
+        let wanted = Self.shortName(name)
+        return try controls().first { Self.shortName($0.name) == wanted }?.id
+    }
+
+    /// A control name as `v4l2-ctl` spells it: lower case, runs of other characters become one
+    /// `_` between words ("Inject V4L2 Buffer Error" becomes "inject_v4l2_buffer_error").
+    static func shortName(_ name: String) -> String {
+        var out = ""
+        var pendingUnderscore = false
+        for c in name.unicodeScalars {
+            let isAlnum = c.isASCII && (("a"..."z").contains(c) || ("A"..."Z").contains(c) || ("0"..."9").contains(c))
+            if isAlnum {
+                if pendingUnderscore { out += "_" }
+                pendingUnderscore = false
+                out.unicodeScalars.append(contentsOf: String(c).lowercased().unicodeScalars)
+            } else if !out.isEmpty {
+                pendingUnderscore = true
+            }
+        }
+        return out
     }
 
     /// Where the camera faces, from `V4L2_CID_CAMERA_ORIENTATION`; nil when the device lacks it.

@@ -404,10 +404,10 @@ final class V4L2BufferPool: BufferPool {
             guard p < n else { return .empty }
             let slot = d.index * planesPerBuffer + p
             let length = storage.lengths[slot]
-            if used == 0 { if defect == .none { defect = .empty }; return .empty }
-            if used > length { if defect == .none { defect = .overrun }; return .empty }
-            if offset > used { if defect == .none { defect = .badDataOffset }; return .empty }
-            if !format.isCompressed, sizeImage > 0, used - offset < sizeImage, defect == .none { defect = .truncated }
+            let planeDefect = Self.planeDefect(used: used, offset: offset, length: length, sizeImage: sizeImage,
+                                               isCompressed: format.isCompressed)
+            if defect == .none { defect = planeDefect }
+            if planeDefect != .none && planeDefect != .truncated { return .empty }
             let bpl = p == 0 ? format.bytesPerLine.0 : (p == 1 ? format.bytesPerLine.1 : format.bytesPerLine.2)
             return PlaneView(base: UnsafeRawPointer(storage.bases[slot]! + offset), count: used - offset,
                              bytesPerLine: format.isCompressed ? 0 : bpl)
@@ -417,6 +417,17 @@ final class V4L2BufferPool: BufferPool {
                       view(2, d.used.2, d.offset.2, format.sizeImage.2))
         return DequeuedBuffer(index: d.index, sequence: d.sequence, timestamp: CaptureTime(d.timestamp), flags: flags,
                               field: V4L2Field(rawValue: d.field), defect: defect, planeCount: n, planes: planes, pool: self)
+    }
+
+    /// Checks one plane of a dequeued buffer against its mapping: `bytesused` must be non-zero
+    /// and within the mapped `length`, `data_offset` within `bytesused`, and an uncompressed
+    /// plane must hold at least `sizeimage` bytes.
+    static func planeDefect(used: Int, offset: Int, length: Int, sizeImage: Int, isCompressed: Bool) -> V4L2BufferDefect {
+        if used == 0 { return .empty }
+        if used > length { return .overrun }
+        if offset > used { return .badDataOffset }
+        if !isCompressed, sizeImage > 0, used - offset < sizeImage { return .truncated }
+        return .none
     }
 
     /// Gives buffer `index` back: QBUF while streaming, else just marks it free. Any thread.
