@@ -58,7 +58,9 @@ final class StillCamera: @unchecked Sendable {
     /// Toggles to the camera on the other side, as the seeds do.
     func toggleCamera() {
         guard CaptureDevice.hasMultipleCameras else { print("only one camera: no toggle"); return }
+        // The other side's camera; cameras that do not say where they face just take turns.
         let other = camera(at: input.device.position == .front ? .back : .front)
+            ?? CaptureDevice.devices(for: .video).first { $0 !== input.device }
         guard let other, let newInput = try? CaptureDeviceInput(device: other) else { print("toggle camera failed"); return }
         session.beginConfiguration()
         session.removeInput(input)

@@ -64,8 +64,10 @@ enum VM {
         #expect(session.sessionPreset == .inputPriority)
         try session.start()
         defer { session.stopRunning() }
-        let sample = try await still.captureStillImage(from: try #require(still.connection(with: .video)))
-        let image = try #require(TestJPEG.decode(try #require(sample.jpegData)))
+        let connection = try #require(still.connection(with: .video))
+        let sample = try await still.captureStillImage(from: connection)
+        let jpeg = try #require(sample.jpegData)
+        let image = try #require(TestJPEG.decode(jpeg))
         #expect(image.width == 640 && image.height == 360)
         if pf == .grey {
             // Grey: the bars become their luma; white is lightest, black darkest.
@@ -117,7 +119,8 @@ enum VM {
         loop.unlockForConfiguration()
         try session.start()
         defer { session.stopRunning() }
-        let out = try #require(try await still.captureStillImage(from: try #require(still.connection(with: .video))).jpegData)
+        let connection = try #require(still.connection(with: .video))
+        let out = try #require(try await still.captureStillImage(from: connection).jpegData)
         if withTables {
             #expect(out == frame, "passthrough must not touch a complete JPEG")
         } else {

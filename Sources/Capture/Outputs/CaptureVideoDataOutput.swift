@@ -32,10 +32,16 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         var discardsLate = true
         var settings = VideoSettings()
         var busy = false
-        var backlog: [(SampleBuffer, CaptureConnection)] = []
+        /// Frames and drop reports waiting for the delegate, in order.
+        var backlog: [Pending] = []
         var streams: [UUID: AsyncStream<SampleBuffer>.Continuation] = [:]
         var delivered = 0
         var dropped: [DropReason: Int] = [:]
+    }
+    private enum Pending {
+        case frame(SampleBuffer, CaptureConnection)
+        case drop(DroppedFrames, CaptureConnection)
+        var isFrame: Bool { if case .frame = self { true } else { false } }
     }
     private let state = Mutex(State())
 
@@ -88,51 +94,56 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
 
     override func handleFrame(_ frame: FrameBuffer, format: ActiveFormat, connection: CaptureConnection) {
         let sample = SampleBuffer(frame: frame, format: format)
-        var late: DroppedFrames?
         let job: (any CaptureVideoDataOutputSampleBufferDelegate, DispatchQueue)? = state.withLock { st in
             for s in st.streams.values { s.yield(sample) }
-            guard let d = st.delegate, let q = st.queue else {
+            guard st.delegate != nil else {
                 if !st.streams.isEmpty { st.delivered += 1 }
                 return nil
             }
-            if st.busy {
-                if st.discardsLate, !st.backlog.isEmpty {
-                    st.backlog.removeAll()
-                    late = DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: UInt64(frame.metadata.sequence &- 1))
-                    st.dropped[.frameWasLate, default: 0] += 1
+            if st.busy, st.discardsLate, let i = st.backlog.firstIndex(where: \.isFrame) {
+                // The delegate is still busy: the waiting frame is late, the new one replaces it.
+                if case .frame(let old, _) = st.backlog[i] {
+                    st.backlog[i] = .drop(DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: old.sequenceNumber), connection)
                 }
-                st.backlog.append((sample, connection))
-                return nil
+                st.dropped[.frameWasLate, default: 0] += 1
             }
-            st.busy = true
-            st.backlog.append((sample, connection))
-            return (d, q)
-        }
-        if let late, let (d, q) = state.withLock({ st in st.delegate.flatMap { d in st.queue.map { (d, $0) } } }) {
-            q.async { d.captureOutput(self, didDrop: late, from: connection) }
+            st.backlog.append(.frame(sample, connection))
+            return startDrainIfIdle(&st)
         }
         if let (d, q) = job { q.async { self.drain(d) } }
     }
 
-    /// Runs on the delegate's queue: delivers queued frames until none is left.
-    private func drain(_ delegate: any CaptureVideoDataOutputSampleBufferDelegate) {
-        while true {
-            let next: (SampleBuffer, CaptureConnection)? = state.withLock { st in
-                guard !st.backlog.isEmpty else { st.busy = false; return nil }
-                st.delivered += 1
-                return st.backlog.removeFirst()
-            }
-            guard let (sample, connection) = next else { return }
-            delegate.captureOutput(self, didOutput: sample, from: connection)
+    override func handleDrop(_ drop: DroppedFrames, connection: CaptureConnection) {
+        let job: (any CaptureVideoDataOutputSampleBufferDelegate, DispatchQueue)? = state.withLock { st in
+            st.dropped[drop.reason, default: 0] += drop.count
+            guard st.delegate != nil else { return nil }
+            st.backlog.append(.drop(drop, connection))
+            return startDrainIfIdle(&st)
         }
+        if let (d, q) = job { q.async { self.drain(d) } }
     }
 
-    override func handleDrop(_ drop: DroppedFrames, connection: CaptureConnection) {
-        let target: (any CaptureVideoDataOutputSampleBufferDelegate, DispatchQueue)? = state.withLock { st in
-            st.dropped[drop.reason, default: 0] += drop.count
-            return st.delegate.flatMap { d in st.queue.map { (d, $0) } }
+    private func startDrainIfIdle(_ st: inout State) -> (any CaptureVideoDataOutputSampleBufferDelegate, DispatchQueue)? {
+        guard !st.busy, let d = st.delegate, let q = st.queue else { return nil }
+        st.busy = true
+        return (d, q)
+    }
+
+    /// Runs on the delegate's queue: delivers frames and drop reports, in order, until none is left.
+    private func drain(_ delegate: any CaptureVideoDataOutputSampleBufferDelegate) {
+        while true {
+            let next: Pending? = state.withLock { st in
+                guard !st.backlog.isEmpty else { st.busy = false; return nil }
+                let item = st.backlog.removeFirst()
+                if item.isFrame { st.delivered += 1 }
+                return item
+            }
+            switch next {
+            case nil: return
+            case .frame(let sample, let connection)?: delegate.captureOutput(self, didOutput: sample, from: connection)
+            case .drop(let drop, let connection)?: delegate.captureOutput(self, didDrop: drop, from: connection)
+            }
         }
-        if let (d, q) = target { q.async { d.captureOutput(self, didDrop: drop, from: connection) } }
     }
 
     override func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {

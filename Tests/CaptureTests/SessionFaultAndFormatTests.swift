@@ -1,0 +1,212 @@
+import Capture
+import CaptureTestSupport
+import Foundation
+import Testing
+
+@Suite(.serialized) struct SessionFormatTests {
+    /// MJPEG stills pass through: byte-identical to the camera's frame when it has Huffman
+    /// tables; decodable (tables inserted) when it has none.
+    @Test(arguments: [false, true])
+    func mjpegPassthrough(omitTables: Bool) async throws {
+        let cam = VirtualCamera(name: "MJPEG \(omitTables)", position: .back,
+                                formats: [.init(.mjpeg, width: 640, height: 480, frameRates: [30], omitsHuffmanTables: omitTables)])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let still = CaptureStillImageOutput()
+        let video = CaptureVideoDataOutput()
+        let frames = FrameStore()
+        let collector = FrameCollector()
+        collector.onFrame = { s in frames.put(s.sequenceNumber, s.data()) }
+        video.setSampleBufferDelegate(collector, queue: collector.queue)
+        video.alwaysDiscardsLateVideoFrames = false
+        session.addOutput(still)
+        session.addOutput(video)
+        try session.start()
+        defer { session.stopRunning() }
+        let connection = try #require(still.connection(with: .video))
+        let sample = try await still.captureStillImage(from: connection)
+        let jpeg = try #require(sample.jpegData)
+        #expect(collector.wait(for: collector.count + 2, timeout: 5))
+        let source = try #require(frames.get(sample.sequenceNumber), "the video output never saw frame \(sample.sequenceNumber)")
+        let hasDHT = { (d: Data) in d.withUnsafeBytes { b in (0..<(b.count - 1)).contains { b[$0] == 0xFF && b[$0 + 1] == 0xC4 } } }
+        if omitTables {
+            #expect(!hasDHT(source))
+            #expect(hasDHT(jpeg))
+        } else {
+            #expect(jpeg == source)
+        }
+        let image = try #require(TestJPEG.decode(jpeg))
+        #expect(image.width == 640 && image.height == 480)
+    }
+
+    /// Orientation and mirroring of a still connection become the EXIF orientation tag.
+    @Test func orientationToEXIF() async throws {
+        let cam = VirtualCamera(name: "Orientation", position: .back, formats: [.init(.yuyv, width: 320, height: 240)])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let still = CaptureStillImageOutput()
+        session.addOutput(still)
+        try session.start()
+        defer { session.stopRunning() }
+        let c = try #require(still.connection(with: .video))
+        let plain = try #require(try await still.captureStillImage(from: c).jpegData)
+        #expect(TestJPEG.exifOrientation(plain) == nil)
+        for (o, mirrored, tag) in [(VideoOrientation.portrait, false, 6), (.landscapeLeft, false, 3), (.portraitUpsideDown, true, 7)] {
+            c.videoOrientation = o
+            c.isVideoMirrored = mirrored
+            let data = try #require(try await still.captureStillImage(from: c).jpegData)
+            #expect(TestJPEG.exifOrientation(data) == tag, "\(o) mirrored \(mirrored)")
+        }
+    }
+
+    /// A still before start, or from another output's connection, fails with a clear error.
+    @Test func stillMisuse() async throws {
+        let cam = VirtualCamera(name: "Misuse", position: .back, formats: [.init(.yuyv, width: 320, height: 240)])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let still = CaptureStillImageOutput()
+        session.addOutput(still)
+        let c = try #require(still.connection(with: .video))
+        await #expect(throws: CaptureError.self) { _ = try await still.captureStillImage(from: c) }
+        do {
+            _ = try await still.captureStillImage(from: c)
+        } catch {
+            #expect(error.code == .invalidState)
+        }
+        // A second input of the same media type cannot be added; neither can a second still output.
+        let other = VirtualCamera(name: "Misuse 2", position: .front, formats: [.init(.yuyv, width: 320, height: 240)])
+        VirtualCamera.install(other)
+        defer { VirtualCamera.uninstall(other) }
+        let d2 = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == other.uniqueID })
+        #expect(!session.canAddInput(try CaptureDeviceInput(device: d2)))
+        #expect(!session.canAddOutput(CaptureStillImageOutput()))
+    }
+
+    /// Unplugging: the session posts deviceDisconnected, stops, fails a pending still with
+    /// `.disconnected`, and can run again after the camera comes back.
+    @Test func disconnectMidStream() async throws {
+        let cam = VirtualCamera(name: "Unplug", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let session = CaptureSession()
+        let events = EventLog(session)
+        session.addInput(try CaptureDeviceInput(device: device))
+        let still = CaptureStillImageOutput()
+        let video = CaptureVideoDataOutput()
+        let collector = FrameCollector()
+        video.setSampleBufferDelegate(collector, queue: collector.queue)
+        session.addOutput(still)
+        session.addOutput(video)
+        try session.start()
+        #expect(collector.wait(for: 3, timeout: 5))
+        cam.stall(for: nil)
+        let pending = Task { try await still.captureStillImage(from: still.connection(with: .video)!) }
+        try await Task.sleep(for: .milliseconds(100))
+        cam.disconnect()
+        let result = await pending.result
+        #expect(throws: CaptureError.self) { try result.get() }
+        if case .failure(let e as CaptureError) = result { #expect(e.code == .disconnected) }
+        #expect(events.wait { if case .deviceDisconnected = $0 { true } else { false } })
+        #expect(events.wait { if case .didStopRunning = $0 { true } else { false } })
+        #expect(!session.isRunning)
+        cam.resume()
+        cam.reconnect()
+        let before = collector.count
+        try session.start()
+        #expect(collector.wait(for: before + 3, timeout: 5), "no frames after reconnecting")
+        session.stopRunning()
+    }
+
+    /// A fatal stall is reported as deviceStalled (not a hang) and frames resume after it.
+    @Test func stallIsReported() throws {
+        let cam = VirtualCamera(name: "Stall", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let session = CaptureSession()
+        let events = EventLog(session)
+        session.addInput(try CaptureDeviceInput(device: device))
+        let video = CaptureVideoDataOutput()
+        let collector = FrameCollector()
+        video.setSampleBufferDelegate(collector, queue: collector.queue)
+        session.addOutput(video)
+        try session.start()
+        defer { session.stopRunning() }
+        #expect(collector.wait(for: 3, timeout: 5))
+        cam.stall(for: .seconds(3))
+        #expect(events.wait(timeout: 8) { if case .deviceStalled = $0 { true } else { false } })
+        let n = collector.count
+        #expect(collector.wait(for: n + 3, timeout: 8))
+        #expect(events.wait { if case .deviceResumed = $0 { true } else { false } })
+    }
+
+    /// Corrupt frames and driver-style gaps come out as drops with the right reasons and counts.
+    @Test func corruptAndDroppedFrames() throws {
+        let cam = VirtualCamera(name: "Faults", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [60])])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let video = CaptureVideoDataOutput()
+        video.alwaysDiscardsLateVideoFrames = false
+        let collector = FrameCollector()
+        video.setSampleBufferDelegate(collector, queue: collector.queue)
+        session.addOutput(video)
+        try session.start()
+        #expect(collector.wait(for: 5, timeout: 5))
+        cam.injectCorruptFrame()
+        Thread.sleep(forTimeInterval: 0.2)
+        cam.injectDroppedFrames(7)
+        Thread.sleep(forTimeInterval: 0.3)
+        session.stopRunning()
+        Thread.sleep(forTimeInterval: 0.1)
+        let drops = collector.drops
+        #expect(drops.filter { $0.reason == .corrupt }.reduce(0) { $0 + $1.count } == 1, "\(drops)")
+        #expect(drops.filter { $0.reason == .discontinuity }.reduce(0) { $0 + $1.count } == 7, "\(drops)")
+        // Every frame produced is delivered or reported.
+        let seqs = collector.sequences
+        let reported = drops.reduce(0) { $0 + $1.count }
+        #expect(Int(seqs.last! - seqs.first!) + 1 == seqs.count + reported)
+    }
+
+    /// Seed 002: a still saved to the album under a temporary HOME is complete and decodable.
+    @Test func saveToAlbum() async throws {
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("album-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        let library = PhotoLibrary(directory: home.appendingPathComponent("Pictures"))
+        let cam = VirtualCamera(name: "Album", position: .back, formats: [.init(.yuyv, width: 640, height: 480)])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let still = CaptureStillImageOutput()
+        session.addOutput(still)
+        try session.start()
+        defer { session.stopRunning() }
+        let jpeg = try #require(try await still.captureStillImage(from: still.connection(with: .video)!).jpegData)
+        let url = try await library.save(jpeg: jpeg, metadata: nil)
+        let written = try Data(contentsOf: url)
+        let image = try #require(TestJPEG.decode(written))
+        #expect(image.width == 640 && image.height == 480)
+        #expect(url.deletingLastPathComponent().path == home.appendingPathComponent("Pictures").path)
+    }
+}
+
+final class FrameStore: @unchecked Sendable {
+    private let lock = NSLock()
+    private var frames: [UInt64: Data] = [:]
+    func put(_ k: UInt64, _ d: Data) { lock.withLock { frames[k] = d } }
+    func get(_ k: UInt64) -> Data? { lock.withLock { frames[k] } }
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Runs the `capture` tool and the examples, and checks what they print. On the host (no camera)
+# they must fall back to the virtual camera; in the VM (CAPTURE_VM=1) they run against vivid.
+# Usage: Tests/tools/check-tools.sh BIN_DIR   (BIN_DIR holds capture, still-camera, camera-check, live-capture)
+set -uo pipefail
+bin=${1:?usage: check-tools.sh BIN_DIR}
+work=$(mktemp -d "${TMPDIR:-/tmp}/capture-tools.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export HOME=$work/home XDG_CONFIG_HOME=$work/home/.config
+mkdir -p "$HOME"
+passed=0 failed=0
+check() { # name, then a command whose exit status says pass/fail
+    local name=$1; shift
+    if "$@"; then echo "PASS  $name"; passed=$((passed + 1)); else echo "FAIL  $name"; failed=$((failed + 1)); fi
+}
+py() { python3 -c "$@"; }
+invm=${CAPTURE_VM:-0}
+if [[ $invm == 1 ]]; then dev=$(ls /dev/video* | head -1); device_args=(--device /dev/video0); else device_args=(); fi
+
+# capture devices --json: an array with the required keys; vivid nodes in the VM, virtual on the host.
+"$bin/capture" devices --json >"$work/devices.json" 2>"$work/devices.err"
+check "devices --json exits 0" test $? -eq 0
+check "devices --json fields" py "
+import json,sys
+d=json.load(open('$work/devices.json'))
+assert isinstance(d,list) and d, d
+for x in d:
+    for k in ('path','name','uniqueID','position','mediaType'): assert k in x, (k,x)
+vid=[x for x in d if x['mediaType']=='video']
+if '$invm'=='1':
+    assert sum(1 for x in vid if x['driver']=='vivid')==2, vid
+else:
+    assert all(x['path'].startswith('virtual:') for x in vid), vid
+"
+if [[ $invm != 1 ]]; then check "says it uses the virtual camera" grep -q "virtual camera" "$work/devices.err"; fi
+
+# capture snap: a decodable JPEG of the asked size.
+"$bin/capture" snap "${device_args[@]}" --size 640x480 --quality 80 --output "$work/snap.jpg" >"$work/snap.out" 2>&1
+check "snap exits 0" test $? -eq 0
+check "snap writes a 640x480 JPEG" py "
+d=open('$work/snap.jpg','rb').read()
+assert d[:2]==b'\xff\xd8' and d[-2:]==b'\xff\xd9', 'not a JPEG'
+i=2
+while i<len(d):
+    m=d[i+1]; l=d[i+2]<<8|d[i+3]
+    if m in (0xC0,0xC1,0xC2):
+        h=d[i+5]<<8|d[i+6]; w=d[i+7]<<8|d[i+8]; assert (w,h)==(640,480),(w,h); break
+    i+=2+l
+else: raise SystemExit('no SOF')
+"
+"$bin/capture" snap "${device_args[@]}" --count 2 --preset low --output "$work/album/" >/dev/null 2>&1
+check "snap --count 2 into a folder" test "$(ls "$work/album" | wc -l)" -eq 2
+"$bin/capture" snap "${device_args[@]}" --preset low >"$work/album.out" 2>&1
+check "snap without --output saves to ~/Pictures" test "$(ls "$HOME/Pictures"/*.jpg 2>/dev/null | wc -l)" -eq 1
+
+# Bad input: non-zero exit and a one-line reason.
+"$bin/capture" snap --device /dev/nonexistent >/dev/null 2>"$work/bad.err"
+check "missing device exits non-zero" test $? -ne 0
+check "missing device gives one line" test "$(wc -l <"$work/bad.err")" -eq 1
+"$bin/capture" snap "${device_args[@]}" --size 123x45 >/dev/null 2>"$work/bad2.err"
+check "impossible size exits non-zero" test $? -ne 0
+"$bin/capture" stream "${device_args[@]}" --frames abc >/dev/null 2>&1
+check "bad --frames exits non-zero" test $? -ne 0
+
+# capture stream --json: frames delivered, sequence range, fps.
+"$bin/capture" stream "${device_args[@]}" --size 320x240 --frames 30 --json >"$work/stream.json" 2>"$work/stream.err"
+check "stream exits 0" test $? -eq 0
+check "stream --json fields" py "
+import json
+s=json.load(open('$work/stream.json'))
+for k in ('frames','dropped','drop_reasons','first_sequence','last_sequence','fps','width','height','format'): assert k in s,(k,s)
+assert s['frames']==30 and (s['width'],s['height'])==(320,240), s
+assert s['last_sequence']-s['first_sequence']+1==s['frames']+s['dropped'], s
+assert s['fps']>0, s
+"
+
+# The examples.
+"$bin/camera-check" >"$work/check.out" 2>&1
+check "camera-check runs" test $? -eq 0
+check "camera-check reports cameras" grep -q "camera available: true" "$work/check.out"
+"$bin/still-camera" --album "$work/stills" >"$work/still.out" 2>&1
+check "still-camera runs" test $? -eq 0
+check "still-camera saves two photos" test "$(grep -c '^saved' "$work/still.out")" -eq 2
+check "still-camera toggles" grep -q "^toggled to" "$work/still.out"
+"$bin/live-capture" --seconds 4 >"$work/live.out" 2>&1
+check "live-capture runs" test $? -eq 0
+check "live-capture toggles mid-stream" grep -q "^toggle: now" "$work/live.out"
+check "live-capture counts frames" grep -qE "^done: [1-9][0-9]* video frames" "$work/live.out"
+
+for f in "$work"/*.out "$work"/*.err; do echo "--- $(basename "$f")"; head -20 "$f"; done
+echo "$passed passed, $failed failed"
+((failed == 0))
