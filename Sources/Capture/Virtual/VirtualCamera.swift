@@ -9,19 +9,38 @@ import Synchronization
 /// inputs, sessions, still photos, video data outputs, controls.
 ///
 /// ```swift
-/// let camera = VirtualCamera(name: "Test Camera", position: .back)
-/// VirtualCamera.install(camera)
-/// defer { VirtualCamera.uninstall(camera) }
+/// @Test func myAppSurvivesAnUnplug() async throws {
+///     let camera = VirtualCamera(name: "Test Camera", position: .back)
+///     VirtualCamera.install(camera)
+///     defer { VirtualCamera.uninstall(camera) }
 ///
-/// let device = CaptureDevice.devices(for: .video).first { $0.uniqueID == camera.uniqueID }!
-/// // ... add `CaptureDeviceInput(device: device)` to a session and start it ...
+///     // Open it like any camera.
+///     let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
+///     let session = CaptureSession()
+///     session.beginConfiguration()
+///     session.addInput(try CaptureDeviceInput(device: device))
+///     let output = CaptureVideoDataOutput()
+///     session.addOutput(output)
+///     _ = session.commitConfiguration()
+///     try session.start()
 ///
-/// camera.injectDroppedFrames(3)   // the next frame's sequence number jumps by 3
-/// camera.injectCorruptFrame()     // the next frame is flagged damaged: a "corrupt" drop
-/// camera.stall(for: .seconds(2))  // no frames for two seconds (the session's watchdog fires)
-/// camera.disconnect()             // the stream ends with `.disconnected`, as on unplug
-/// camera.reconnect()              // new inputs can open it again
+///     // Read which frame arrived from its pixels.
+///     for await sample in output.sampleBuffers() {
+///         print(VirtualCamera.frameNumber(in: sample)!)   // 0, 1, 2, ...
+///         break
+///     }
+///
+///     // Inject the faults real cameras have.
+///     camera.injectDroppedFrames(3)   // the next frame's sequence number jumps by 3
+///     camera.injectCorruptFrame()     // the next frame is flagged damaged: a "corrupt" drop
+///     camera.stall(for: .seconds(2))  // no frames for two seconds, then they resume
+///     camera.disconnect()             // the stream ends: a `.deviceDisconnected` event
+///     camera.reconnect()              // new inputs can open it again
+/// }
 /// ```
+///
+/// Your own code can install cameras the same way for its users (a demo mode, a kiosk without
+/// a camera). `installDefaultPair()` installs a front and a back camera with the default modes.
 ///
 /// The picture: frame counter in the top rows (the sequence number as 32 black/white cells,
 /// most significant first; `VirtualCamera.frameNumber(in:)` reads it back), a black band with

@@ -1,0 +1,64 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Capture
+
+/// The virtual camera as a user's own test uses it: installed, found through `CaptureDevice`,
+/// streamed by a session, faults injected from outside. Mirrors the example in the
+/// `VirtualCamera` documentation.
+@Suite struct VirtualCameraSessionTests {
+    @Test func aUsersTestDrivesTheVirtualCameraThroughASession() async throws {
+        let camera = VirtualCamera(name: "Session Test \(UUID().uuidString.prefix(8))", position: .back)
+        VirtualCamera.install(camera)
+        defer { VirtualCamera.uninstall(camera) }
+
+        let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
+        #expect(device.isVirtual && device.position == .back && device.path == camera.uniqueID)
+
+        let session = CaptureSession()
+        let events = session.events()
+        session.beginConfiguration()
+        let input = try CaptureDeviceInput(device: device)
+        #expect(session.canAddInput(input))
+        session.addInput(input)
+        let output = CaptureVideoDataOutput()
+        #expect(session.canAddOutput(output))
+        session.addOutput(output)
+        #expect(!session.commitConfiguration().isRejected)
+        let frames = output.sampleBuffers(bufferingNewest: 16)
+        try session.start()
+        defer { session.stopRunning() }
+
+        // Frames carry the counter the camera drew; it matches the sequence and increases.
+        var numbers: [UInt32] = []
+        for await sample in frames {
+            let n = try #require(VirtualCamera.frameNumber(in: sample))
+            #expect(UInt64(n) == sample.sequenceNumber)
+            numbers.append(n)
+            if numbers.count == 3 { camera.injectDroppedFrames(4) }
+            if numbers.count == 8 { break }
+        }
+        #expect(zip(numbers, numbers.dropFirst()).allSatisfy { $1 > $0 })
+        #expect(numbers.last! - numbers.first! >= 7 + 4, "numbers: \(numbers)")
+
+        // An unplug reaches the session as a device-disconnected event.
+        camera.disconnect()
+        let disconnected = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await e in events { if case .deviceDisconnected = e { return true } }
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        #expect(disconnected)
+        // The session lets go of the stream (it may take the capture thread a moment).
+        for _ in 0..<50 where camera.isStreaming { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!camera.isStreaming)
+    }
+}
