@@ -27,6 +27,7 @@ final class ALSAAudioSource: AudioSource, @unchecked Sendable {
     private var framePosition: UInt64 = 0
     /// Where the next buffer should start on the clock if nothing is lost.
     private var expectedNext: CaptureTime?
+    private var lastStamp: CaptureTime?
     private var pendingBreak: AudioDiscontinuity.Reason?
     private var status: OpaquePointer?
 
@@ -162,6 +163,7 @@ final class ALSAAudioSource: AudioSource, @unchecked Sendable {
         try ALSA.check(snd_pcm_start(pcm), "snd_pcm_start", device: deviceName)
         framePosition = 0
         expectedNext = nil
+        lastStamp = nil
         pendingBreak = nil
         drainWake()
         settings.withLock { $0.running = true }
@@ -303,10 +305,12 @@ final class ALSAAudioSource: AudioSource, @unchecked Sendable {
             discontinuity = AudioDiscontinuity(reason: reason, lostFrames: lost)
             framePosition &+= UInt64(lost ?? 0)
             pendingBreak = nil
-        } else if let expected = expectedNext, pts - expected < 0, pts - expected > -1_000_000_000 {
-            // Keep time stamps strictly in order despite jitter in where the stamp was taken.
-            pts = expected
+        } else if let previous = lastStamp, pts - previous <= 0 {
+            // Keep stamps strictly increasing despite jitter, without pulling later ones along
+            // (each stamp stays its own measurement, so one late stamp biases nothing after it).
+            pts = CaptureTime(nanoseconds: previous.nanoseconds &+ 1)
         }
+        lastStamp = pts
         let first = framePosition
         framePosition &+= UInt64(frames)
         expectedNext = CaptureTime(nanoseconds: pts.nanoseconds &+ UInt64(frames) * 1_000_000_000 / UInt64(fmt.sampleRate))

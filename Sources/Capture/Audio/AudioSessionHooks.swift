@@ -54,7 +54,7 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
                                  sampleFormat: settings?.sampleFormat ?? std.format.sampleFormat)
         let format = range.closestFormat(to: wanted) ?? wanted
         let period = max(32, settings?.framesPerBuffer ?? std.periodFrames)
-        // At least ~340 ms of ring (or 4 periods), so a descheduled reader does not overrun.
+        // About a second of ring (at least 4 periods), so a descheduled reader does not overrun.
         let ring = max(period * 4, std.bufferFrames * format.sampleRate / max(1, std.format.sampleRate))
         return AudioConfiguration(format: format, periodFrames: period, bufferFrames: ring)
     }

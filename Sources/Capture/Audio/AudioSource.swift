@@ -68,11 +68,11 @@ struct AudioConfiguration: Sendable, Hashable, CustomStringConvertible {
     var periodFrames: Int
     var bufferFrames: Int
 
-    /// 48 kHz stereo 16-bit, 1024-frame periods (21 ms), sixteen periods of buffer (340 ms): a
-    /// large ring costs no latency (a period is read as soon as it is complete) and rides out a
-    /// reader that is descheduled on a loaded machine.
+    /// 48 kHz stereo 16-bit, 1024-frame periods (21 ms), a ring of about one second: a large
+    /// ring costs no latency (each period is read as soon as it is complete) and rides out a
+    /// reader that is descheduled for a while on a loaded machine.
     static let standard = AudioConfiguration(
-        format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 1024, bufferFrames: 16384)
+        format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 1024, bufferFrames: 49152)
 
     var description: String { "\(format), period \(periodFrames), buffer \(bufferFrames) frames" }
 }
