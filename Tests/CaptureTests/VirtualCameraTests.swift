@@ -270,6 +270,46 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         #expect(s.buffersHeldByClients == 1)
     }
 
+    @Test(arguments: [PixelFormat.mjpeg, .yuyv])
+    func injectedDamageArrivesAsAGoodLookingFrame(format: PixelFormat) throws {
+        let camera = makeCamera()
+        let s = try open(camera, format, 320, 240, fps: 60)
+        try s.startStreaming(bufferCount: 4)
+        defer { s.stopStreaming() }
+        let sizeImage = try s.currentFormat().sizeImage
+        let clean = try nextGood(s)
+        let cleanCount = clean.image.plane0.count
+        for damage in VirtualCamera.FrameDamage.allCases { camera.injectDamagedFrame(damage) }
+        var seen: [Int] = []
+        var scrambled: FrameBuffer?
+        for _ in 0..<3 {
+            let f = try nextGood(s)
+            seen.append(f.image.plane0.count)
+            if seen.count == 3 { scrambled = f }
+        }
+        let halfway = (format == .mjpeg ? cleanCount : sizeImage) / 2
+        #expect(abs(seen[0] - halfway) <= 2000 && seen[0] < (format == .mjpeg ? cleanCount : sizeImage), "truncated: \(seen)")
+        #expect(seen[1] == 0, "empty: \(seen)")
+        let bytes = scrambled!.image.plane0.bytes
+        if format == .mjpeg {
+            #expect(bytes[0] == 0xFF && bytes[1] == 0xD8)
+            #expect(VirtualCamera.frameNumber(in: scrambled!.image) == nil)
+        } else {
+            #expect(bytes.count == sizeImage)
+            #expect(VirtualCamera.frameNumber(in: scrambled!.image) == nil)
+        }
+        #expect(camera.statistics.framesDamaged == 3)
+        // The next frames are clean again, counter included.
+        let after = try nextGood(s)
+        #expect(VirtualCamera.frameNumber(in: after.image) == after.metadata.sequence)
+        if format == .mjpeg {
+            let b = after.image.plane0.bytes
+            #expect(b[b.count - 2] == 0xFF && b[b.count - 1] == 0xD9)
+        } else {
+            #expect(after.image.plane0.count == sizeImage)
+        }
+    }
+
     @Test func disconnectEndsTheStreamAndBlocksOpensUntilReconnect() throws {
         let camera = makeCamera()
         let s = try open(camera)

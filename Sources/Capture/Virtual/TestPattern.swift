@@ -304,5 +304,8 @@ struct PatternRenderer {
             let on = (sequence >> UInt32(PatternGeometry.counterBits - 1 - bit)) & 1 == 1
             canvas.fill(x: bit * g.cellWidth, y: 0, w: g.cellWidth, h: g.counterRows, on ? white : black)
         }
+        // The rest of the counter rows, so that nothing an injected fault scribbled there stays.
+        let end = PatternGeometry.counterBits * g.cellWidth
+        canvas.fill(x: end, y: 0, w: g.width - end, h: g.counterRows, black)
     }
 }

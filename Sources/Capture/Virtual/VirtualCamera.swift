@@ -134,6 +134,8 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         public var framesQueued: UInt64 = 0
         /// Of those, frames flagged corrupt by `injectCorruptFrame()`.
         public var framesCorrupt: UInt64 = 0
+        /// Of those, frames delivered with a damaged payload by `injectDamagedFrame(_:)`.
+        public var framesDamaged: UInt64 = 0
         /// Frames lost by `injectDroppedFrames(_:)`.
         public var framesDroppedByInjection: UInt64 = 0
         /// Frames lost because every buffer was held or waiting to be dequeued.
@@ -164,6 +166,7 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         var generation: UInt64 = 0
         var pendingDrops = 0
         var pendingCorrupt = 0
+        var pendingDamage: [FrameDamage] = []
         var stall = Stall.none
         var streamOwner: ObjectIdentifier?
         var streamSignal: StreamCondition?
@@ -272,6 +275,24 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     /// the session reports a "corrupt" drop. Calls add up: two calls flag two frames.
     public func injectCorruptFrame() {
         state.withLock { $0.pendingCorrupt += 1 }
+    }
+
+    /// How `injectDamagedFrame(_:)` spoils a frame's payload.
+    public enum FrameDamage: Sendable, Hashable, CaseIterable {
+        /// Only the first half of the bytes count as used (`bytesused` below the image size;
+        /// an MJPEG frame loses its end, EOI included), as a USB transfer cut short.
+        case truncated
+        /// No bytes used (`bytesused` 0).
+        case empty
+        /// The bytes right after the start (MJPEG: every marker segment after SOI) are noise,
+        /// as hostile or garbled input. Raw frames show noise in their top rows (the counter).
+        case scrambledHeader
+    }
+
+    /// Delivers the next frame as a good one (no error flag) but with a damaged payload, as
+    /// cameras and drivers sometimes do: the consumer's own checks must catch it. Calls add up.
+    public func injectDamagedFrame(_ damage: FrameDamage) {
+        state.withLock { $0.pendingDamage.append(damage) }
     }
 
     /// Unplugs the camera: a running stream ends with `.disconnected` at once, and every call
@@ -392,9 +413,9 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     enum Tick {
         case disconnected
         case stalled(until: CaptureTime?)
-        /// Make a frame: skip `drops` sequence numbers first; `corrupt` flags it. `buffer` is
-        /// false when the producer had no free buffer (the frame is lost).
-        case produce(drops: Int, corrupt: Bool)
+        /// Make a frame: skip `drops` sequence numbers first; `corrupt` flags it, `damage`
+        /// spoils its payload. Without a free buffer the frame is lost.
+        case produce(drops: Int, corrupt: Bool, damage: FrameDamage?)
     }
 
     /// Decides one tick and counts it. Called by the producer with its stream lock held.
@@ -413,7 +434,7 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
             s.statistics.framesProduced += UInt64(drops) + 1
             guard hasFreeBuffer else {
                 s.statistics.framesDroppedForLackOfBuffers += 1
-                return .produce(drops: drops, corrupt: false)
+                return .produce(drops: drops, corrupt: false, damage: nil)
             }
             s.statistics.framesQueued += 1
             var corrupt = false
@@ -422,7 +443,12 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
                 s.statistics.framesCorrupt += 1
                 corrupt = true
             }
-            return .produce(drops: drops, corrupt: corrupt)
+            var damage: FrameDamage?
+            if !corrupt, !s.pendingDamage.isEmpty {
+                damage = s.pendingDamage.removeFirst()
+                s.statistics.framesDamaged += 1
+            }
+            return .produce(drops: drops, corrupt: corrupt, damage: damage)
         }
     }
 

@@ -415,13 +415,14 @@ final class FrameProducer: @unchecked Sendable {
                 if let until { signal.wait(until: until) } else { signal.wait() }
                 next = StreamCondition.time(.now(), plus: period)
                 continue
-            case .produce(let drops, let corrupt):
+            case .produce(let drops, let corrupt, let damage):
                 let sequence = s.sequence &+ UInt32(truncatingIfNeeded: drops)
                 s.sequence = sequence &+ 1
                 if let index = s.pool.takeFree() {
                     signal.unlock()
                     let timestamp = CaptureTime.now()
-                    let used = draw(index: index, sequence: sequence)
+                    var used = draw(index: index, sequence: sequence)
+                    if let damage, let u = used { used = spoil(index: index, used: u, damage, sequence: sequence) }
                     signal.lock()
                     let slot = VirtualBufferPool.Slot(
                         state: .done, metadata: FrameMetadata(sequence: sequence, timestamp: timestamp, bufferIndex: index),
@@ -438,6 +439,32 @@ final class FrameProducer: @unchecked Sendable {
             if late - next > Int64(s.interval.seconds * 1e9) { next = StreamCondition.time(late, plus: period) }
         }
         signal.unlock()
+    }
+
+    /// Applies an injected payload fault; returns the bytes used it leaves.
+    private func spoil(index: Int, used: Int, _ damage: VirtualCamera.FrameDamage, sequence: UInt32) -> Int {
+        let base = stream.pool.memory[index]
+        switch damage {
+        case .empty:
+            return 0
+        case .truncated:
+            var n = used / 2
+            // Never end on an EOI marker by chance.
+            if n >= 2, base.load(fromByteOffset: n - 2, as: UInt8.self) == 0xFF,
+               base.load(fromByteOffset: n - 1, as: UInt8.self) == 0xD9 { n -= 1 }
+            return n
+        case .scrambledHeader:
+            // xorshift noise after the first two bytes (SOI for MJPEG); allocation-free.
+            var x = UInt64(sequence) &* 0x9E37_79B9_7F4A_7C15 | 1
+            // MJPEG: the header region; raw: the counter rows, which the next frame redraws.
+            let rows = PatternGeometry(width: stream.format.width, height: stream.format.height).counterRows
+            let span = encoder != nil ? 1024 : rows * stream.format.planes[0].bytesPerLine
+            for i in 2..<max(2, min(used, span)) {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17
+                base.storeBytes(of: UInt8(truncatingIfNeeded: x), toByteOffset: i, as: UInt8.self)
+            }
+            return used
+        }
     }
 
     /// Draws frame `sequence` into buffer `index`; returns the bytes used, nil if encoding
