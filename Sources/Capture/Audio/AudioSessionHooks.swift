@@ -6,7 +6,7 @@ import Synchronization
 extension CaptureSession {
     /// Makes the runner that reads an audio input while the session runs.
     func makeAudioRunner(for input: CaptureDeviceInput, connections: [CaptureConnection]) throws(CaptureError) -> any InputRunner {
-        guard input.device.alsaName != nil else {
+        guard input.device.mediaType == .audio else {
             throw CaptureError(.notACaptureDevice, "\(input.device.localizedName) is not an audio device")
         }
         return AudioPipeline(session: self, input: input, connections: connections)
@@ -16,11 +16,8 @@ extension CaptureSession {
 extension CaptureDeviceInput {
     /// Checks that an audio device can be opened (throws .noSuchDevice, .deviceBusy, .permissionDenied).
     static func checkAudioDevice(_ device: CaptureDevice) throws(CaptureError) {
-        guard let name = device.alsaName else {
-            throw CaptureError(.notACaptureDevice, "\(device.localizedName) is not an audio device")
-        }
         // Opened and closed again: the session opens it for real when it starts.
-        _ = try ALSADiscovery.open(name)
+        _ = try device.openAudioSource()
     }
 }
 
@@ -60,10 +57,7 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
     }
 
     func start() throws(CaptureError) {
-        guard let name = input.device.alsaName else {
-            throw CaptureError(.notACaptureDevice, "\(input.device.localizedName) is not an audio device")
-        }
-        let src = try ALSADiscovery.open(name)
+        let src = try input.device.openAudioSource()
         let outputs = connections.withLock { $0 }.compactMap { $0.output as? CaptureAudioDataOutput }
         let applied = try src.configure(Self.request(for: outputs.first?.audioSettings, range: try src.formats()))
         try src.start()

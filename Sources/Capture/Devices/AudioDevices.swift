@@ -1,12 +1,16 @@
-// Audio devices in the object model: ALSA capture PCMs found by `ALSADiscovery`, each a
-// `CaptureDevice` whose payload is its `AudioDeviceInfo`.
+// Audio devices in the object model: ALSA capture PCMs found by `ALSADiscovery` (payload: their
+// `AudioDeviceInfo`), then installed virtual microphones (payload: the `VirtualMicrophone`).
 
 extension CaptureDevice {
-    /// ALSA capture devices, the default first.
+    /// ALSA capture devices, the default first, then installed virtual microphones.
     static func audioDevices() -> [CaptureDevice] {
-        ALSADiscovery.captureDevices().map { d in
+        let alsa = ALSADiscovery.captureDevices().map { d in
             canonical { CaptureDevice(audioInfo: d.info, payload: d) }
         }
+        let virtual = VirtualMicrophone.installed.map { mic in
+            canonical { CaptureDevice(audioInfo: mic.info, payload: mic) }
+        }
+        return alsa + virtual
     }
 
     /// The audio device with a discovery ID (`hw:CARD=Loopback,DEV=1`, `default`), its plain
@@ -30,12 +34,25 @@ extension CaptureDevice {
     /// What an audio device accepts (sample formats, rates, channel counts); nil for video
     /// devices and for an audio device that was busy when it was found.
     public var audioFormats: AudioFormatRange? {
-        (payload as? AudioDeviceInfo)?.formats
+        if payload is VirtualMicrophone { return VirtualMicrophone.formatRange }
+        return (payload as? AudioDeviceInfo)?.formats
     }
 
-    /// The ALSA name the audio layer opens for this device.
+    /// The virtual microphone behind this device, if it is one.
+    public var virtualMicrophone: VirtualMicrophone? { payload as? VirtualMicrophone }
+
+    /// The ALSA name the audio layer opens for this device; nil for video and virtual devices.
     var alsaName: String? {
-        guard mediaType == .audio else { return nil }
+        guard mediaType == .audio, !(payload is VirtualMicrophone) else { return nil }
         return (payload as? AudioDeviceInfo)?.info.uniqueID ?? uniqueID
+    }
+
+    /// Opens the device's audio source (ALSA or virtual). Typed errors as `audioDevice(named:)`.
+    func openAudioSource() throws(CaptureError) -> any AudioSource {
+        if let mic = payload as? VirtualMicrophone { return mic.makeSource() }
+        guard let name = alsaName else {
+            throw CaptureError(.notACaptureDevice, "\(localizedName) is not an audio device")
+        }
+        return try ALSADiscovery.open(name)
     }
 }

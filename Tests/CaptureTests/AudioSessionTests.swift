@@ -1,0 +1,260 @@
+// Audio through the object model on the host, with the virtual microphone: the same flows the
+// VM runs on snd-aloop (AudioSessionDriverTests), without sound hardware.
+import Foundation
+import Testing
+@testable import Capture
+
+/// Collects audio (and video times) from data outputs; one object for both, as seed 004.
+final class AudioCollector: CaptureAudioDataOutputSampleBufferDelegate, CaptureVideoDataOutputSampleBufferDelegate,
+    @unchecked Sendable {
+    private let lock = NSLock()
+    private var _audio: [(sample: SampleBuffer, connection: CaptureConnection, arrival: CaptureTime)] = []
+    private var _video: [(timestamp: CaptureTime, connection: CaptureConnection)] = []
+    private var _drops: [DroppedFrames] = []
+    /// Sleep this long in the callback for audio buffer number `at` (1-based).
+    var stall: (at: Int, seconds: Double)?
+    let audioQueue = DispatchQueue(label: "test.audio-collector")
+    let videoQueue = DispatchQueue(label: "test.video-collector")
+
+    var audio: [(sample: SampleBuffer, connection: CaptureConnection, arrival: CaptureTime)] { lock.withLock { _audio } }
+    var video: [(timestamp: CaptureTime, connection: CaptureConnection)] { lock.withLock { _video } }
+    var drops: [DroppedFrames] { lock.withLock { _drops } }
+
+    func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+        if sampleBuffer.mediaType == .audio {
+            let n = lock.withLock {
+                _audio.append((sampleBuffer, connection, CaptureTime.now()))
+                return _audio.count
+            }
+            if let stall, stall.at == n { Thread.sleep(forTimeInterval: stall.seconds) }
+        } else {
+            lock.withLock { _video.append((sampleBuffer.presentationTimeStamp, connection)) }
+        }
+    }
+
+    func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
+        lock.withLock { _drops.append(drop) }
+    }
+
+    func wait(audio count: Int, timeout: Double) -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        while Date() < end {
+            if lock.withLock({ _audio.count }) >= count { return true }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return false
+    }
+}
+
+/// Rising zero crossings per second.
+private func frequency(of x: [Float], rate: Int) -> Double {
+    var crossings: [Int] = []
+    for i in 1..<x.count where x[i - 1] < 0 && x[i] >= 0 { crossings.append(i) }
+    guard crossings.count > 2 else { return 0 }
+    return Double(crossings.count - 1) * Double(rate) / Double(crossings.last! - crossings.first!)
+}
+
+@Suite(.serialized) struct AudioSessionTests {
+    static func microphone(_ tag: String, frequency: Double = 1000) -> (VirtualMicrophone, CaptureDevice) {
+        let mic = VirtualMicrophone(name: "Mic \(tag)", frequency: frequency, level: -6)
+        VirtualMicrophone.install(mic)
+        let device = CaptureDevice.devices(for: .audio).first { $0.uniqueID == mic.uniqueID }!
+        return (mic, device)
+    }
+
+    @Test func virtualSourceIsPacedContiguousAndStamped() throws {
+        let source = VirtualMicrophone(name: "source").makeSource()
+        let applied = try source.configure(AudioConfiguration(
+            format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 480, bufferFrames: 4800))
+        #expect(applied.format == AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16))
+        try source.start()
+        let t0 = ContinuousClock.now
+        var got: [CapturedAudio] = []
+        while got.count < 30 {
+            if case .buffer(let b) = try source.nextBuffer(timeout: .seconds(1)) {
+                #expect(CaptureTime.now() - b.timestamp >= 0)
+                got.append(b)
+            }
+        }
+        // 30 periods of 10 ms arrive in real time, not faster.
+        #expect(ContinuousClock.now - t0 >= .milliseconds(290))
+        for (a, b) in zip(got, got.dropFirst()) {
+            #expect(b.firstFrame == a.firstFrame + 480)
+            #expect(b.timestamp - a.timestamp == 10_000_000)
+            #expect(b.buffer.discontinuity == nil)
+        }
+        let levels = got[5].buffer.channelLevels
+        #expect(abs(levels[0].peakHoldLevel - -6) < 0.1)
+        #expect(abs(levels[1].averagePowerLevel - -9.03) < 0.1)
+        let samples = got.flatMap { $0.buffer.floatSamples(channel: 0) }
+        #expect(abs(frequency(of: samples, rate: 48000) - 1000) < 5)
+
+        // A reader that sleeps past the ring (100 ms) gets one marked buffer, then goes on.
+        Thread.sleep(forTimeInterval: 0.25)
+        guard case .buffer(let late) = try source.nextBuffer(timeout: .seconds(1)) else {
+            Issue.record("no buffer after the stall")
+            return
+        }
+        let d = try #require(late.buffer.discontinuity)
+        #expect(d.reason == .overrun)
+        let lost = try #require(d.lostFrames)
+        #expect(lost > 4800 && lost < 48000 / 2, "\(lost)")
+        #expect(late.firstFrame == got.last!.firstFrame + 480 + UInt64(lost))
+        guard case .buffer(let next) = try source.nextBuffer(timeout: .seconds(1)) else {
+            Issue.record("no buffer after the overrun")
+            return
+        }
+        #expect(next.buffer.discontinuity == nil && next.firstFrame == late.firstFrame + 480)
+        source.stop()
+    }
+
+    @Test func virtualSourceWakesAndTimesOut() throws {
+        let source = VirtualMicrophone(name: "wake").makeSource()
+        _ = try source.configure(AudioConfiguration(
+            format: AudioFormat(sampleRate: 8000, channelCount: 1, sampleFormat: .s16), periodFrames: 8000, bufferFrames: 16000))
+        try source.start()
+        guard case .timeout = try source.nextBuffer(timeout: .milliseconds(20)) else {
+            Issue.record("expected a timeout: a period lasts 1 s")
+            return
+        }
+        let waker = Thread { Thread.sleep(forTimeInterval: 0.05); source.wakeUp() }
+        waker.start()
+        let t0 = ContinuousClock.now
+        guard case .interrupted = try source.nextBuffer(timeout: .seconds(5)) else {
+            Issue.record("expected .interrupted")
+            return
+        }
+        #expect(ContinuousClock.now - t0 < .milliseconds(500))
+        source.stop()
+        #expect(throws: CaptureError.self) { _ = try source.nextBuffer(timeout: .zero) }
+    }
+
+    @Test func dataOutputDeliversTheToneWithLevels() throws {
+        let (mic, device) = Self.microphone("output")
+        defer { VirtualMicrophone.uninstall(mic) }
+        #expect(device.mediaType == .audio && device.virtualMicrophone === mic)
+        #expect(device.audioFormats == VirtualMicrophone.formatRange)
+        #expect(try CaptureDevice.audioDevice(named: mic.uniqueID) === device)
+        let session = CaptureSession()
+        let input = try CaptureDeviceInput(device: device)
+        let output = CaptureAudioDataOutput()
+        output.audioSettings = .init(sampleRate: 44100, channelCount: 1, sampleFormat: .float32, framesPerBuffer: 441)
+        let collector = AudioCollector()
+        output.setSampleBufferDelegate(collector, queue: collector.audioQueue)
+        #expect(session.canAddInput(input))
+        session.addInput(input)
+        #expect(session.canAddOutput(output))
+        session.addOutput(output)
+        try session.start()
+        #expect(output.audioFormat == AudioFormat(sampleRate: 44100, channelCount: 1, sampleFormat: .float32))
+        #expect(collector.wait(audio: 40, timeout: 5))
+        let connection = try #require(output.connection(with: .audio))
+        let levels = connection.audioChannels
+        session.stopRunning()
+        #expect(output.audioFormat == nil)
+        let got = collector.audio
+        #expect(got.allSatisfy { $0.connection === connection })
+        for (a, b) in zip(got, got.dropFirst()) {
+            #expect(b.sample.sequenceNumber == a.sample.sequenceNumber + 441)
+            #expect(b.sample.audioBuffer?.discontinuity == nil)
+        }
+        #expect(levels.count == 1)
+        #expect(abs((levels.first?.peakHoldLevel ?? 0) - -6) < 0.1)
+        let samples = got.flatMap { $0.sample.audioBuffer!.floatSamples(channel: 0) }
+        #expect(abs(frequency(of: samples, rate: 44100) - 1000) < 5)
+        #expect(output.statistics.delivered == got.count)
+    }
+
+    @Test func stalledDelegateGetsAMarkedGap() throws {
+        let (mic, device) = Self.microphone("stall")
+        defer { VirtualMicrophone.uninstall(mic) }
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let output = CaptureAudioDataOutput()
+        output.audioSettings = .init(sampleRate: 48000, channelCount: 2, sampleFormat: .s16, framesPerBuffer: 480)
+        output.maximumPendingDuration = .milliseconds(200)
+        let collector = AudioCollector()
+        collector.stall = (at: 3, seconds: 0.6)
+        output.setSampleBufferDelegate(collector, queue: collector.audioQueue)
+        session.addOutput(output)
+        try session.start()
+        defer { session.stopRunning() }
+        #expect(collector.wait(audio: 3 + 20 + 20, timeout: 10))
+        let got = collector.audio
+        let index = try #require(got.firstIndex { $0.sample.audioBuffer?.discontinuity != nil }, "no marked buffer")
+        let d = try #require(got[index].sample.audioBuffer?.discontinuity)
+        #expect(d.reason == .dropped)
+        let lost = try #require(d.lostFrames)
+        // 0.6 s stalled, 0.2 s allowed to wait: about 0.4 s = 19200 frames dropped.
+        #expect(lost > 12000 && lost < 28000, "\(lost)")
+        let before = got[index - 1].sample
+        #expect(got[index].sample.sequenceNumber == before.sequenceNumber + 480 + UInt64(lost))
+        #expect(got.count - index > 10)
+        #expect(collector.drops.contains { $0.reason == .frameWasLate })
+        #expect(collector.drops.map(\.count).reduce(0, +) == lost)
+    }
+
+    @Test func asyncSequenceEndsWhenTheSessionStops() async throws {
+        let (mic, device) = Self.microphone("async")
+        defer { VirtualMicrophone.uninstall(mic) }
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let output = CaptureAudioDataOutput()
+        output.audioSettings = .init(framesPerBuffer: 240)
+        session.addOutput(output)
+        let stream = output.sampleBuffers()
+        try session.start()
+        var got: [SampleBuffer] = []
+        for await s in stream {
+            got.append(s)
+            if got.count == 20 { session.stopRunning() }
+        }
+        // Ended by the stop, with every buffer in order.
+        #expect(got.count >= 20)
+        #expect(got.first?.audioBuffer?.format == AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16))
+        for (a, b) in zip(got, got.dropFirst()) { #expect(b.sequenceNumber == a.sequenceNumber + 240) }
+    }
+
+    /// Seed 004 on the host: the virtual camera and microphone in one session, one delegate for
+    /// both, told apart by connection; both streams stamped on the monotonic clock.
+    @Test func cameraAndMicrophoneInOneSession() throws {
+        let cam = VirtualCamera(name: "AV Camera", position: .front)
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let (mic, micDevice) = Self.microphone("av")
+        defer { VirtualMicrophone.uninstall(mic) }
+        let camDevice = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        #expect(CaptureDevice.DiscoverySession(deviceTypes: [.microphone], mediaType: .audio).devices.contains { $0 === micDevice })
+        let session = CaptureSession()
+        let videoInput = try CaptureDeviceInput(device: camDevice)
+        let audioInput = try CaptureDeviceInput(device: micDevice)
+        #expect(session.canAddInput(videoInput))
+        session.addInput(videoInput)
+        #expect(session.canAddInput(audioInput))
+        session.addInput(audioInput)
+        let videoOutput = CaptureVideoDataOutput()
+        let audioOutput = CaptureAudioDataOutput()
+        let collector = AudioCollector()
+        videoOutput.setSampleBufferDelegate(collector, queue: collector.videoQueue)
+        audioOutput.setSampleBufferDelegate(collector, queue: collector.audioQueue)
+        #expect(session.canAddOutput(videoOutput))
+        session.addOutput(videoOutput)
+        #expect(session.canAddOutput(audioOutput))
+        session.addOutput(audioOutput)
+        let videoConnection = try #require(videoOutput.connection(with: .video))
+        let audioConnection = try #require(audioOutput.connection(with: .audio))
+        #expect(audioOutput.connection(with: .video) == nil)
+        let t0 = CaptureTime.now()
+        try session.start()
+        #expect(collector.wait(audio: 40, timeout: 5))
+        session.stopRunning()
+        let t1 = CaptureTime.now()
+        let audio = collector.audio, video = collector.video
+        #expect(video.count > 5)
+        #expect(audio.allSatisfy { $0.connection === audioConnection })
+        #expect(video.allSatisfy { $0.connection === videoConnection })
+        // Both on the monotonic clock, inside the run.
+        for a in audio { #expect(a.sample.presentationTimeStamp - t0 >= 0 && t1 - a.sample.presentationTimeStamp >= 0) }
+        for v in video { #expect(v.timestamp - t0 >= 0 && t1 - v.timestamp >= 0) }
+    }
+}
