@@ -221,6 +221,34 @@ private func remountReadOnly(_ path: String) throws {
         #expect(VirtualCamera.frameNumber(inJPEG: saved) == frame.metadata.sequence)
     }
 
+    @Test func errnosMapToTypedErrorsThatSayWhatToDo() {
+        let cases: [(Int32, CaptureError.Code)] = [(ENOSPC, .diskFull), (EDQUOT, .diskFull), (EROFS, .readOnlyFileSystem),
+                                                   (EACCES, .permissionDenied), (EPERM, .permissionDenied), (EIO, .ioError)]
+        for (code, expected) in cases {
+            let e = PhotoLibrary.storageError(code, operation: "write", path: "/photos", size: 1234)
+            #expect(e.code == expected && e.errno == code && e.operation == "write")
+            #expect(e.message.contains("/photos"))
+        }
+        #expect(PhotoLibrary.storageError(EACCES, operation: "open", path: "/p").message.contains("permission"))
+    }
+
+    @Test func leftoversOfACrashedSaveAreCleanedUp() throws {
+        let scratch = ScratchFolder()
+        // A pid no process has (kill says ESRCH), and our own, which runs.
+        var dead: pid_t = 4_000_000
+        while kill(dead, 0) == 0 || errno != ESRCH { dead -= 1 }
+        let stale = scratch.path + "/.IMG-\(dead)-42.jpg.partial"
+        let live = scratch.path + "/.IMG-\(getpid())-43.jpg.partial"
+        try Data("half a photo".utf8).write(to: URL(fileURLWithPath: stale))
+        try Data("being written".utf8).write(to: URL(fileURLWithPath: live))
+        let fresh = scratch.path + "/.IMG-\(dead)-44.jpg.partial"  // dead writer, but too recent to judge
+        try Data("just now".utf8).write(to: URL(fileURLWithPath: fresh))
+        let hourAgo = Date().addingTimeInterval(-3600)
+        for path in [stale, live] { try FileManager.default.setAttributes([.modificationDate: hourAgo], ofItemAtPath: path) }
+        let url = try PhotoLibrary(directory: scratch.url).saveSynchronously(jpeg: makeJPEG())
+        #expect(scratch.list() == [".IMG-\(dead)-44.jpg.partial", ".IMG-\(getpid())-43.jpg.partial", url.lastPathComponent].sorted())
+    }
+
     @Test func aFullDiskGivesDiskFullAndLeavesNoPartialFile() throws {
         let mountPoint = "/tmp/photo-full-\(getpid())-\(UUID().uuidString.prefix(6))"
         try withTmpfs(at: mountPoint) {

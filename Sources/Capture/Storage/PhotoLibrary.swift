@@ -159,6 +159,7 @@ public final class PhotoLibrary: Sendable {
         let bytes = try Self.prepare(jpeg, metadata: metadata, date: date)
         let folder = directory
         try Self.makeDirectory(folder.path)
+        Self.removeStalePartials(in: folder.path)
         let temp = try Self.writeTemporary(bytes, in: folder.path)
         do throws(CaptureError) {
             let final = try Self.publish(temp, in: folder.path, stem: Self.fileStem(date))
@@ -255,6 +256,27 @@ public final class PhotoLibrary: Sendable {
             throw failure
         }
         return path
+    }
+
+    /// Removes temporary files that a save in a process that no longer runs left behind (it
+    /// crashed or was killed mid-write), once they are ten minutes old. Files of running
+    /// processes are left alone.
+    static func removeStalePartials(in folder: String) {
+        guard let dir = opendir(folder) else { return }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard name.hasPrefix(".IMG-"), name.hasSuffix(".jpg.partial") else { continue }
+            let parts = name.dropFirst(5).split(separator: "-")
+            guard parts.count == 2, let pid = pid_t(parts[0]), pid > 0 else { continue }
+            // Also older than ten minutes: a writer in another PID namespace looks dead from here.
+            var st = stat()
+            let path = folder + "/" + name
+            guard stat(path, &st) == 0, time(nil) - st.st_mtim.tv_sec > 600 else { continue }
+            if kill(pid, 0) != 0 && errno == ESRCH { unlink(path) }
+        }
     }
 
     private typealias Renameat2 = @convention(c) (Int32, UnsafePointer<CChar>?, Int32, UnsafePointer<CChar>?, UInt32) -> Int32
