@@ -102,7 +102,7 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         #expect(camera.framesProduced >= UInt64(sequences.count))
     }
 
-    @Test(arguments: [PixelFormat.yuyv, .nv12, .uyvy, .yuv420, .nv16, .yvu420])
+    @Test(arguments: [PixelFormat.yuyv, .uyvy, .yvyu, .vyuy, .nv12, .nv21, .nv16, .nv61, .yuv420, .yvu420, .yuv422p, .grey])
     func colourBarsMatchVivid(format: PixelFormat) throws {
         let camera = makeCamera([VirtualCamera.Mode(format, width: 640, height: 480)])
         let s = try open(camera, format, 640, 480)
@@ -111,12 +111,19 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         let f = try nextGood(s)
         let w = 640, h = 480, row = h * 3 / 4
         let bytes = f.image.plane0.bytes
+        #expect(bytes.count == (try s.currentFormat()).sizeImage)
         for (i, expected) in barsYCbCr.enumerated() {
             let x = (2 * i + 1) * w / 16 & ~1
             let (y, cb, cr): (UInt8, UInt8, UInt8)
             switch format {
             case .yuyv: (y, cb, cr) = (bytes[row * w * 2 + x * 2], bytes[row * w * 2 + x * 2 + 1], bytes[row * w * 2 + x * 2 + 3])
             case .uyvy: (y, cb, cr) = (bytes[row * w * 2 + x * 2 + 1], bytes[row * w * 2 + x * 2], bytes[row * w * 2 + x * 2 + 2])
+            case .yvyu: (y, cr, cb) = (bytes[row * w * 2 + x * 2], bytes[row * w * 2 + x * 2 + 1], bytes[row * w * 2 + x * 2 + 3])
+            case .vyuy: (y, cr, cb) = (bytes[row * w * 2 + x * 2 + 1], bytes[row * w * 2 + x * 2], bytes[row * w * 2 + x * 2 + 2])
+            case .nv21: (y, cr, cb) = (bytes[row * w + x], bytes[w * h + row / 2 * w + x], bytes[w * h + row / 2 * w + x + 1])
+            case .nv61: (y, cr, cb) = (bytes[row * w + x], bytes[w * h + row * w + x], bytes[w * h + row * w + x + 1])
+            case .yuv422p: (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row * w / 2 + x / 2], bytes[w * h + w * h / 2 + row * w / 2 + x / 2])
+            case .grey: (y, cb, cr) = (bytes[row * w + x], expected.1, expected.2)
             case .nv12: (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row / 2 * w + x], bytes[w * h + row / 2 * w + x + 1])
             case .nv16: (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row * w + x], bytes[w * h + row * w + x + 1])
             case .yuv420: (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row / 2 * w / 2 + x / 2],
@@ -218,6 +225,26 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
                 #expect(abs(got.0 - want.0) <= 8 && abs(got.1 - want.1) <= 8 && abs(got.2 - want.2) <= 8,
                         "bar \(i): \(got) want \(want)")
             }
+            #expect(VirtualCamera.frameNumber(in: f.image) == f.metadata.sequence)
+        }
+    }
+
+    @Test func sequenceNumbersWrapAt32Bits() throws {
+        let camera = makeCamera()
+        let s = try open(camera, fps: 60)
+        try s.startStreaming(bufferCount: 4)
+        defer { s.stopStreaming() }
+        let first = try nextGood(s).metadata.sequence
+        // As vivid's wrap_sequence_number: jump to just before 2^32 and run across it.
+        camera.injectDroppedFrames(Int(UInt32.max - first) - 3)
+        var seen: [UInt32] = []
+        while seen.count < 10 { seen.append(try nextGood(s).metadata.sequence) }
+        let afterJump = try #require(seen.firstIndex { $0 > UInt32.max - 10 })
+        let run = Array(seen[afterJump...])
+        #expect(zip(run, run.dropFirst()).allSatisfy { $1 == $0 &+ 1 }, "\(run)")
+        #expect(run.contains(0) && run.contains(UInt32.max))
+        for _ in 0..<2 {
+            let f = try nextGood(s)
             #expect(VirtualCamera.frameNumber(in: f.image) == f.metadata.sequence)
         }
     }
