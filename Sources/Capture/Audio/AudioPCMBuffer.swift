@@ -180,20 +180,25 @@ enum AudioLevelMeter {
         var peak = [Double](repeating: 0, count: channels)
         var sumSquares = [Double](repeating: 0, count: channels)
         buffer.data.withUnsafeBytes { raw in
-            let total = frames * channels
-            for k in 0..<total {
-                let v: Double
-                switch format.sampleFormat {
-                case .s16: v = Double(Int16(littleEndian: raw.loadUnaligned(fromByteOffset: k * 2, as: Int16.self))) / 32768
-                case .s32: v = Double(Int32(littleEndian: raw.loadUnaligned(fromByteOffset: k * 4, as: Int32.self))) / 2_147_483_648
-                case .float32:
-                    v = Double(Float(bitPattern: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: k * 4, as: UInt32.self))))
+            // One loop per sample format (the switch stays out of the per-sample path).
+            func accumulate(scale: Double, _ load: (Int) -> Double) {
+                let total = frames * channels
+                for k in 0..<total {
+                    let v = load(k) * scale
+                    // Interleaved: channel is k mod channels; planar: k / frames.
+                    let c = format.isInterleaved ? k % channels : k / max(1, frames)
+                    let a = abs(v)
+                    if a > peak[c] { peak[c] = a }
+                    sumSquares[c] += v * v
                 }
-                // Interleaved: channel is k mod channels; planar: k / frames.
-                let c = format.isInterleaved ? k % channels : k / max(1, frames)
-                let a = abs(v)
-                if a > peak[c] { peak[c] = a }
-                sumSquares[c] += v * v
+            }
+            switch format.sampleFormat {
+            case .s16:
+                accumulate(scale: 1.0 / 32768) { Double(Int16(littleEndian: raw.loadUnaligned(fromByteOffset: $0 * 2, as: Int16.self))) }
+            case .s32:
+                accumulate(scale: 1.0 / 2_147_483_648) { Double(Int32(littleEndian: raw.loadUnaligned(fromByteOffset: $0 * 4, as: Int32.self))) }
+            case .float32:
+                accumulate(scale: 1) { Double(Float(bitPattern: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: $0 * 4, as: UInt32.self)))) }
             }
         }
         return (0..<channels).map { c in
