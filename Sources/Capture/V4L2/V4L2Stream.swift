@@ -227,7 +227,8 @@ final class V4L2BufferPool: BufferPool {
         self.format = format
         self.bufferCapabilities = capabilities
         self.storage = storage
-        self.state = Mutex(State(owners: Array(repeating: .free, count: count)))
+        // Created only after every buffer was queued and STREAMON succeeded.
+        self.state = Mutex(State(streaming: true, owners: Array(repeating: .driver, count: count), queued: count))
     }
 
     private var fd: FileDescriptor { queue.fd }
@@ -306,10 +307,17 @@ final class V4L2BufferPool: BufferPool {
                         storage.lengths[index] = length
                     }
                 }
-                let pool = V4L2BufferPool(queue: queue, generation: generation, count: count, planes: planes,
-                                          format: streamFormat, capabilities: granted.capabilities, storage: storage)
-                try pool.queueAllAndStart()
-                return pool
+                // QBUF all, then STREAMON; the pool object exists only once this worked, so a
+                // failure is undone here alone.
+                for index in 0..<count {
+                    if let e = queueBuffer(index, fd: fd, type: type, planes: planes, storage: storage) {
+                        throw CaptureError(e, operation: "VIDIOC_QBUF", path: fd.path)
+                    }
+                }
+                var t = Int32(bitPattern: type.rawValue)
+                try fd.ioctl(.streamOn, &t)
+                return V4L2BufferPool(queue: queue, generation: generation, count: count, planes: planes,
+                                      format: streamFormat, capabilities: granted.capabilities, storage: storage)
             } catch {
                 unwind()
                 throw error
@@ -317,35 +325,27 @@ final class V4L2BufferPool: BufferPool {
         }
     }
 
-    /// QBUF every buffer, then STREAMON. Called once, before the pool is shared.
-    private func queueAllAndStart() throws(CaptureError) {
-        try state.withLock { s throws(CaptureError) in
-            for index in 0..<count {
-                if let e = queueBuffer(index) { throw CaptureError(e, operation: "VIDIOC_QBUF", path: fd.path) }
-                s.owners[index] = .driver
-                s.queued += 1
-            }
-            var t = Int32(bitPattern: type.rawValue)
-            try fd.ioctl(.streamOn, &t)
-            s.streaming = true
-        }
-    }
-
-    /// QBUF one buffer; the caller holds the lock (the plane scratch is shared).
-    private func queueBuffer(_ index: Int) -> Errno? {
+    /// QBUF one buffer. Callers hold the pool's lock (or own the storage alone, at start): the
+    /// plane scratch is shared.
+    private static func queueBuffer(_ index: Int, fd: FileDescriptor, type: V4L2BufferType, planes: Int,
+                                    storage: Storage) -> Errno? {
         var b = v4l2_buffer()
         b.index = UInt32(index)
         b.type = type.rawValue
         b.memory = V4L2_MEMORY_MMAP.rawValue
         if type.isMultiplanar {
-            for p in 0..<planesPerBuffer {
+            for p in 0..<planes {
                 storage.planeScratch[p] = v4l2_plane()
-                storage.planeScratch[p].length = UInt32(storage.lengths[index * planesPerBuffer + p])
+                storage.planeScratch[p].length = UInt32(storage.lengths[index * planes + p])
             }
             b.m.planes = storage.planeScratch
-            b.length = UInt32(planesPerBuffer)
+            b.length = UInt32(planes)
         }
         return withUnsafeMutablePointer(to: &b) { fd.ioctlErrno(.queueBuffer, $0) }
+    }
+
+    private func queueBuffer(_ index: Int) -> Errno? {
+        Self.queueBuffer(index, fd: fd, type: type, planes: planesPerBuffer, storage: storage)
     }
 
     private struct Dequeued {
