@@ -79,7 +79,7 @@ let still: StillCamera
 do { still = try StillCamera(device: first, library: library) } catch { fail("cannot open \(first.localizedName): \(error)") }
 do { try still.session.start() } catch { fail("cannot start: \(error)") }
 let done = DispatchSemaphore(value: 0)
-Task {
+Task.detached {
     await still.shoot("first")
     still.toggleCamera()
     await still.shoot("second")

@@ -73,14 +73,14 @@ func makeSession(_ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOu
     }
     if let sizeText = args.values["size"] {
         guard let size = VideoDimensions(sizeText) else { throw ToolError(message: "--size takes WxH, e.g. 1280x720, not '\(sizeText)'") }
-        let candidates = device.formats.filter { $0.dimensions == size && (format == nil || $0.pixelFormat == format) }
-        guard let chosen = candidates.first else {
+        guard let chosen = device.bestFormat(for: size, pixelFormat: format) else {
             let sizes = Set(device.formats.filter { format == nil || $0.pixelFormat == format }.map(\.dimensions.description)).sorted()
             throw ToolError(message: "\(device.localizedName) cannot capture \(format.map { "\($0) " } ?? "")\(size); it has \(sizes.joined(separator: ", "))")
         }
         try device.lockForConfiguration()
         defer { device.unlockForConfiguration() }
         try device.setActiveFormat(chosen)
+        session.sessionPreset = .inputPriority
     } else {
         let presetName = args.values["preset"] ?? "high"
         guard let preset = CaptureSession.Preset(rawValue: presetName) else {

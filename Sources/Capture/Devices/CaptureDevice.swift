@@ -113,11 +113,23 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         let list = try source().formats().map(Format.init).sorted { a, b in
             let pa = a.dimensions.width * a.dimensions.height, pb = b.dimensions.width * b.dimensions.height
             if pa != pb { return pa > pb }
+            let ra = PresetResolver.rank(a.pixelFormat, preferred: nil), rb = PresetResolver.rank(b.pixelFormat, preferred: nil)
+            if ra != rb { return ra < rb }
             if a.pixelFormat != b.pixelFormat { return a.pixelFormat.rawValue < b.pixelFormat.rawValue }
             return a.maxFrameRate > b.maxFrameRate
         }
         state.withLock { $0.formats = list }
         return list
+    }
+
+    /// The best format at `dimensions`: `pixelFormat` if given, else the one stills and video
+    /// handle best (YUYV and the other raw YUV formats first, then MJPEG, then RGB and grey).
+    /// Nil when the device has no such size (or no format the library can encode at it).
+    public func bestFormat(for dimensions: VideoDimensions, pixelFormat: PixelFormat? = nil) -> Format? {
+        formats.filter { f in
+            f.dimensions == dimensions && (pixelFormat.map { $0 == f.pixelFormat }
+                ?? (PresetResolver.rank(f.pixelFormat, preferred: nil) < PresetResolver.pixelFormatRank.count))
+        }.first
     }
 
     /// The format the device uses now.
