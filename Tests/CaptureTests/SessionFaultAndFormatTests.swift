@@ -42,6 +42,45 @@ import Testing
         #expect(image.width == 640 && image.height == 480)
     }
 
+    /// `videoSettings` asks for a format the camera lacks: frames arrive converted, with the bars intact.
+    @Test(arguments: [(PixelFormat.mjpeg, PixelFormat.bgra32), (.yuyv, .bgra32), (.yuyv, .nv12), (.nv12, .yuyv)])
+    func convertsToRequestedFormat(_ from: PixelFormat, _ to: PixelFormat) throws {
+        let cam = VirtualCamera(name: "Convert \(from)-\(to)", position: .back, formats: [.init(from, width: 320, height: 240)])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let video = CaptureVideoDataOutput()
+        video.videoSettings = .init(pixelFormat: to)
+        let collector = FrameCollector()
+        let got = FrameStore()
+        collector.onFrame = { s in
+            if s.pixelFormat == to, s.dimensions == VideoDimensions(width: 320, height: 240) { got.put(0, s.data()) }
+        }
+        video.setSampleBufferDelegate(collector, queue: collector.queue)
+        session.addOutput(video)
+        try session.start()
+        #expect(collector.wait(for: 3, timeout: 5))
+        session.stopRunning()
+        let data = try #require(got.get(0), "no \(to) frame arrived")
+        let row = 180
+        let bars = ColorBars.expected
+        for (i, bar) in bars.enumerated() {
+            let x = (2 * i + 1) * 320 / 16
+            if to == .bgra32 {
+                let o = (row * 320 + x) * 4
+                let (b, g, r) = (Int(data[o]), Int(data[o + 1]), Int(data[o + 2]))
+                #expect(abs(r - bar.r) < 24 && abs(g - bar.g) < 24 && abs(b - bar.b) < 24, "\(bar.name): \(r),\(g),\(b)")
+            } else {
+                // Luma of a 75 % bar in limited range: 16 + 219 * 0.75 * Y'(bar).
+                let y = to == .nv12 ? Int(data[row * 320 + x]) : Int(data[row * 640 + (x / 2) * 4 + (x % 2) * 2])
+                let expect = 16.0 + 219.0 * (0.299 * Double(bar.r) + 0.587 * Double(bar.g) + 0.114 * Double(bar.b)) / 255.0
+                #expect(abs(Double(y) - expect) < 12, "\(bar.name): Y \(y), expected \(Int(expect))")
+            }
+        }
+    }
+
     /// Orientation and mirroring of a still connection become the EXIF orientation tag.
     @Test func orientationToEXIF() async throws {
         let cam = VirtualCamera(name: "Orientation", position: .back, formats: [.init(.yuyv, width: 320, height: 240)])

@@ -60,6 +60,8 @@ public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringCon
     public static let bgr24 = PixelFormat(fourCC: "BGR3")!
     /// 32-bit X R G B (`XR24` is B G R X in memory).
     public static let xbgr32 = PixelFormat(fourCC: "XR24")!
+    /// 32-bit B G R A in memory (`AR24`), AVFoundation's `kCVPixelFormatType_32BGRA`.
+    public static let bgra32 = PixelFormat(fourCC: "AR24")!
     /// 8-bit greyscale.
     public static let grey = PixelFormat(fourCC: "GREY")!
     /// Motion-JPEG: each buffer is one JPEG image, often without Huffman tables.

@@ -21,7 +21,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// What the app asks of the frames.
     public struct VideoSettings: Sendable, Hashable {
         /// The pixel format wanted; nil takes what the device delivers. The session chooses a
-        /// device format with this pixel format where the device has one.
+        /// device format with this pixel format where the device has one; otherwise frames are
+        /// converted (to `.bgra32`, `.xbgr32`, `.nv12` or `.yuyv`, from any camera format
+        /// including MJPEG) on the delegate's queue, into buffers the output owns.
         public var pixelFormat: PixelFormat?
         public init(pixelFormat: PixelFormat? = nil) { self.pixelFormat = pixelFormat }
     }
@@ -44,8 +46,14 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         var isFrame: Bool { if case .frame = self { true } else { false } }
     }
     private let state = Mutex(State())
+    // Used only by the one running `drain` (the busy flag keeps drains from overlapping).
+    private var converter: PixelFormatConverter?
+    private var convertedPool: ConvertedBufferPool?
 
     public override init() { super.init() }
+
+    /// Pixel formats `videoSettings` can ask for when the device does not deliver them.
+    public static let convertiblePixelFormats: [PixelFormat] = [.bgra32, .xbgr32, .nv12, .yuyv]
 
     /// Sets the delegate and the serial queue its methods run on (nil removes the delegate).
     public func setSampleBufferDelegate(_ delegate: (any CaptureVideoDataOutputSampleBufferDelegate)?, queue: DispatchQueue?) {
@@ -140,10 +148,50 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             }
             switch next {
             case nil: return
-            case .frame(let sample, let connection)?: delegate.captureOutput(self, didOutput: sample, from: connection)
+            case .frame(let sample, let connection)?:
+                do throws(CaptureError) {
+                    delegate.captureOutput(self, didOutput: try converted(sample), from: connection)
+                } catch {
+                    let reason: DropReason = error.code == .corruptFrame ? .corrupt : .outOfBuffers
+                    state.withLock { $0.dropped[reason, default: 0] += 1 }
+                    delegate.captureOutput(self, didDrop: DroppedFrames(reason: reason, count: 1, sequenceNumber: sample.sequenceNumber), from: connection)
+                }
             case .drop(let drop, let connection)?: delegate.captureOutput(self, didDrop: drop, from: connection)
             }
         }
+    }
+
+    /// The frame in the format `videoSettings` asks for: as it is when it already is (or when no
+    /// conversion exists), converted into an owned buffer otherwise.
+    private func converted(_ sample: SampleBuffer) throws(CaptureError) -> SampleBuffer {
+        guard let want = state.withLock({ $0.settings.pixelFormat }), let frame = sample.frameBuffer,
+              frame.image.pixelFormat != want,
+              PixelFormatConverter.canConvert(from: frame.image.pixelFormat, to: want),
+              let size = PixelFormatConverter.frameSize(want, width: frame.image.width, height: frame.image.height)
+        else { return sample }
+        let conv = converter ?? PixelFormatConverter()
+        converter = conv
+        if convertedPool?.byteCount != size.byteCount { convertedPool = ConvertedBufferPool(byteCount: size.byteCount, count: 4) }
+        guard let pool = convertedPool, let index = pool.take() else {
+            throw CaptureError(.invalidState, "every converted buffer is held by the app")
+        }
+        let buffer = pool.buffer(index)
+        do {
+            try conv.convert(frame.image, to: want, into: buffer, bytesPerLine: size.bytesPerLine)
+        } catch {
+            pool.recycle(index: index)
+            throw error
+        }
+        var image = ImageBuffer(pixelFormat: want, width: frame.image.width, height: frame.image.height,
+                                colorRange: want == .nv12 || want == .yuyv ? .limited : .full,
+                                plane0: PlaneView(base: UnsafeRawPointer(buffer.baseAddress), count: size.byteCount, bytesPerLine: size.bytesPerLine))
+        image.planeCount = 1
+        var meta = frame.metadata
+        meta.bufferIndex = index
+        let active = ActiveFormat(pixelFormat: want, width: image.width, height: image.height,
+                                  planes: [PlaneFormat(bytesPerLine: size.bytesPerLine, sizeImage: size.byteCount)],
+                                  colorRange: image.colorRange)
+        return SampleBuffer(frame: FrameBuffer(image: image, metadata: meta, pool: pool), format: active)
     }
 
     override func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {
@@ -154,4 +202,23 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         }
         for s in streams { s.finish() }
     }
+}
+
+/// Buffers the video data output converts frames into; a frame's buffer comes back when its
+/// last `SampleBuffer` goes away.
+final class ConvertedBufferPool: BufferPool, @unchecked Sendable {
+    let byteCount: Int
+    private let storage: [UnsafeMutableRawBufferPointer]
+    private let free: Mutex<[Int]>
+
+    init(byteCount: Int, count: Int) {
+        self.byteCount = byteCount
+        storage = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: byteCount, alignment: 64) }
+        free = Mutex(Array(0..<count))
+    }
+    deinit { for b in storage { b.deallocate() } }
+
+    func take() -> Int? { free.withLock { $0.popLast() } }
+    func buffer(_ i: Int) -> UnsafeMutableRawBufferPointer { storage[i] }
+    func recycle(index: Int) { free.withLock { $0.append(index) } }
 }
