@@ -163,7 +163,9 @@ import Glibc
             let t = line.trimmingCharacters(in: .whitespaces)
             if t.hasPrefix("["), let q = t.firstIndex(of: "'") {
                 flush()
-                fourCC = String(t[t.index(after: q)...].prefix(4))
+                // 'Y16 -BE': four characters, then "-BE" for big-endian variants.
+                let rest = t[t.index(after: q)...]
+                fourCC = String(rest.prefix { $0 != "'" })
             } else if t.hasPrefix("Size: Discrete ") {
                 flush()
                 size = String(t.dropFirst("Size: Discrete ".count))
@@ -496,5 +498,27 @@ import Glibc
         // Every descriptor closed: the node comes back.
         let again = try open(path)
         #expect(again.info.busInfo.hasPrefix("platform:vivid"))
+    }
+}
+
+/// Runs as an unprivileged user in the VM (scripts/test's "user" configuration): vivid's nodes
+/// are root-only there.
+@Suite struct V4L2PermissionDriverTests {
+    @Test func unprivilegedOpenIsPermissionDenied() throws {
+        let env = ProcessInfo.processInfo.environment
+        try #require(env["CAPTURE_VM"] == "1" && env["CAPTURE_VM_AS_USER"] == "1",
+                     "run through scripts/test (VM, as an unprivileged user)")
+        let nodes = try FileManager.default.contentsOfDirectory(atPath: "/sys/class/video4linux").filter { $0.hasPrefix("video") }
+        let node = try #require(nodes.sorted().first, "needs vivid loaded")
+        do {
+            _ = try V4L2Discovery.open(path: "/dev/" + node)
+            Issue.record("/dev/\(node) opened by uid \(getuid())")
+        } catch {
+            #expect(error.code == .permissionDenied)
+            #expect(error.errno == EACCES)
+            #expect(error.message.contains("video"), "says which group to join: \(error.message)")
+        }
+        // Nodes that cannot be opened are not listed as cameras.
+        #expect(V4L2Discovery.captureDevices().isEmpty)
     }
 }
