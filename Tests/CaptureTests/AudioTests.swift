@@ -167,6 +167,30 @@ func makeSineBuffer(frequency: Double, amplitude: Double, format: AudioFormat, f
         }
     }
 
+    @Test func procFallbackListsCaptureDevices() throws {
+        // A /proc/asound tree as snd-aloop leaves it, for a card whose control cannot be opened.
+        let root = NSTemporaryDirectory() + "asound-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let fm = FileManager.default
+        for d in ["card1/pcm0c", "card1/pcm0p", "card1/pcm1c", "card1/pcm2p"] {
+            try fm.createDirectory(atPath: "\(root)/\(d)", withIntermediateDirectories: true)
+        }
+        try "Loopback\n".write(toFile: "\(root)/card1/id", atomically: true, encoding: .utf8)
+        try " 0 [Dummy          ]: Dummy - Dummy\n                      Dummy 1\n 1 [Loopback       ]: Loopback - Loopback\n                      Loopback 1\n"
+            .write(toFile: "\(root)/cards", atomically: true, encoding: .utf8)
+        for dev in [0, 1] {
+            try "card: 1\ndevice: \(dev)\nid: Loopback PCM\nname: Loopback PCM\nstream: CAPTURE\nsubdevices_count: 8\n"
+                .write(toFile: "\(root)/card1/pcm\(dev)c/info", atomically: true, encoding: .utf8)
+        }
+        let devices = ALSADiscovery.procDevices(card: 1, root: root)
+        #expect(devices.map(\.info.uniqueID) == ["hw:CARD=Loopback,DEV=0", "hw:CARD=Loopback,DEV=1"])
+        #expect(devices.map(\.info.path) == ["hw:1,0", "hw:1,1"])
+        #expect(devices.first?.info.name == "Loopback: Loopback PCM")
+        #expect(devices.first?.info.busInfo == "Loopback 1")
+        #expect(devices.allSatisfy { $0.subdeviceCount == 8 && $0.formats == nil && $0.card == 1 })
+        #expect(ALSADiscovery.procDevices(card: 5, root: root).isEmpty)
+    }
+
     @Test func discoveryMatchesTheCardsPresent() {
         let devices = ALSADiscovery.captureDevices()
         if !FileManager.default.fileExists(atPath: "/proc/asound/cards") {

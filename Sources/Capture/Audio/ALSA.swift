@@ -1,6 +1,7 @@
 // The typed ALSA layer: every alsa-lib call that can fail goes through `ALSA.check`, which turns
 // alsa-lib's negative errno into a `CaptureError` naming the call and the device. alsa-lib's own
 // stderr messages are silenced: the errors carry the same facts.
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,8 +12,13 @@ enum ALSA {
     /// Maps alsa-lib's result (a negative errno) for `operation` on `device` to a typed error.
     /// `opening` says the call tried to open the device: there a missing card reads as
     /// `.noSuchDevice`; later the same errno means the device went away.
-    static func error(_ result: Int32, operation: String, device: String, opening: Bool = false) -> CaptureError {
-        let e = result < 0 ? -result : result
+    static func error(_ result: Int32, operation: String, device: String, opening: Bool = false,
+                      soundNodes: String = "/dev/snd") -> CaptureError {
+        var e = result < 0 ? -result : result
+        // alsa-lib resolves card names by opening each card's control device and reports a card
+        // it may not open as missing (ENODEV/ENOENT): if sound devices exist that this user may
+        // not open, that is the real reason.
+        if opening, e == ENODEV || e == ENOENT, soundNodesDenied(soundNodes) { e = EACCES }
         let what = "\(operation) on ALSA device '\(device)'"
         switch e {
         case ENOENT, ENXIO:
@@ -46,6 +52,13 @@ enum ALSA {
         default:
             return CaptureError(.driverError, "\(what) failed", errno: e, operation: operation)
         }
+    }
+
+    /// Whether `dir` holds ALSA device nodes (controlC*, pcmC*) that this user may not open.
+    static func soundNodesDenied(_ dir: String) -> Bool {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: dir) else { return false }
+        let nodes = entries.filter { $0.hasPrefix("controlC") || $0.hasPrefix("pcmC") }
+        return !nodes.isEmpty && nodes.allSatisfy { access("\(dir)/\($0)", R_OK | W_OK) != 0 && errno == EACCES }
     }
 
     /// Returns `result` when it is not negative; throws the typed error otherwise.

@@ -101,8 +101,10 @@ final class ALSAAudioSource: AudioSource, @unchecked Sendable {
             throw CaptureError(.invalidArgument, "bad audio configuration \(request): rate, channels and sizes must be positive, buffer >= period")
         }
         guard range.sampleFormats.contains(fmt.sampleFormat) else {
+            let offers = range.sampleFormats.isEmpty ? "none the library reads (s16, s32, float32)"
+                : range.sampleFormats.map(\.rawValue).joined(separator: ", ")
             throw CaptureError(.unsupportedFormat,
-                               "'\(deviceName)' cannot capture \(fmt.sampleFormat.rawValue); it offers \(range.sampleFormats.map(\.rawValue))")
+                               "'\(deviceName)' cannot capture \(fmt.sampleFormat.rawValue); it offers \(offers). A plughw: name or 'default' converts")
         }
         if settings.withLock({ $0.running }) { stop() }
         let dev = deviceName

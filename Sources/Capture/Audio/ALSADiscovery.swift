@@ -1,5 +1,6 @@
 // Finds ALSA capture PCMs: the "default" device first (when it can capture), then every
 // card/device pair that has a capture substream.
+import Foundation
 internal import CALSA
 
 enum ALSADiscovery {
@@ -8,10 +9,14 @@ enum ALSADiscovery {
     static func captureDevices(probeFormats: Bool = true) -> [AudioDeviceInfo] {
         ALSA.quietLibrary()
         var found: [AudioDeviceInfo] = []
-        var cardIndex: Int32 = -1
-        while snd_card_next(&cardIndex) >= 0, cardIndex >= 0 {
-            guard let card = ALSA.card(Int(cardIndex)) else { continue }
-            found += devices(of: card, probeFormats: probeFormats)
+        for index in cardIndices() {
+            if let card = ALSA.card(index) {
+                found += devices(of: card, probeFormats: probeFormats)
+            } else {
+                // The control device would not open (no permission): list what /proc tells, so
+                // the user sees the device and gets .permissionDenied when opening it.
+                found += procDevices(card: index)
+            }
         }
         // "default" exists in every alsa-lib configuration; it is only worth listing when it can
         // open (with no cards, or a playback-only card, it cannot).
@@ -22,6 +27,18 @@ enum ALSADiscovery {
             }
         }
         return found
+    }
+
+    /// Card numbers from alsa-lib and from /proc/asound (alsa-lib skips cards whose control
+    /// device this user may not open).
+    static func cardIndices(proc root: String = "/proc/asound") -> [Int] {
+        var indices = Set<Int>()
+        var cardIndex: Int32 = -1
+        while snd_card_next(&cardIndex) >= 0, cardIndex >= 0 { indices.insert(Int(cardIndex)) }
+        for e in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] where e.hasPrefix("card") {
+            if let n = Int(e.dropFirst(4)) { indices.insert(n) }
+        }
+        return indices.sorted()
     }
 
     static let defaultInfo = SourceInfo(uniqueID: "default", name: "Default audio input", driver: "alsa", busInfo: "",
@@ -67,6 +84,37 @@ enum ALSADiscovery {
                                           formats: formats))
         }
         return result
+    }
+
+    /// A card's capture devices as /proc/asound describes them (readable by everyone).
+    static func procDevices(card index: Int, root: String = "/proc/asound") -> [AudioDeviceInfo] {
+        let dir = "\(root)/card\(index)"
+        func read(_ path: String) -> String? { try? String(contentsOfFile: path, encoding: .utf8) }
+        guard let id = read("\(dir)/id")?.trimmingCharacters(in: .whitespacesAndNewlines), !id.isEmpty else { return [] }
+        // /proc/asound/cards: " 1 [Loopback       ]: Loopback - Loopback" then the long name.
+        var name = id, longName = ""
+        if let cards = read("\(root)/cards") {
+            let lines = cards.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            for (i, line) in lines.enumerated() where line.trimmingCharacters(in: .whitespaces).hasPrefix("\(index) [") {
+                if let dash = line.range(of: " - ") { name = String(line[dash.upperBound...]).trimmingCharacters(in: .whitespaces) }
+                if i + 1 < lines.count { longName = lines[i + 1].trimmingCharacters(in: .whitespaces) }
+            }
+        }
+        let card = ALSA.Card(index: index, id: id, name: name, longName: longName, driver: "")
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        let devices = entries.compactMap { e -> Int? in
+            guard e.hasPrefix("pcm"), e.hasSuffix("c") else { return nil }
+            return Int(e.dropFirst(3).dropLast())
+        }.sorted()
+        return devices.map { dev in
+            var fields: [String: String] = [:]
+            for line in (read("\(dir)/pcm\(dev)c/info") ?? "").split(separator: "\n") {
+                let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                if parts.count == 2 { fields[parts[0]] = parts[1] }
+            }
+            return AudioDeviceInfo(info: info(card: card, device: dev, pcmName: fields["name"] ?? ""), card: index, device: dev,
+                                   subdeviceCount: Int(fields["subdevices_count"] ?? "") ?? 1, formats: nil)
+        }
     }
 
     /// Opens a capture source by discovery ID, plain ALSA name or path. Errors are typed:
