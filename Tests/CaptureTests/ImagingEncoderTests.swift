@@ -259,6 +259,24 @@ func expectBars(_ pixels: [UInt8], width: Int, height: Int, bytesPerPixel: Int =
         }
     }
 
+    @Test func oneEncoderServesChangingFormatsAndSizes() throws {
+        let encoder = JPEGEncoder(quality: 92)
+        let sequence: [(PixelFormat, Int, Int, ChromaSubsampling?)] = [
+            (.yuyv, 640, 480, nil), (.nv12, 96, 64, .grey), (.rgb24, 200, 40, .s420), (.yuyv, 64, 16, .s444),
+            (.grey, 128, 32, nil), (.yuyv, 640, 480, .s420), (.yuv420, 66, 34, nil),
+        ]
+        for (format, w, h, sampling) in sequence {
+            encoder.subsampling = sampling
+            let frame = ImagingTestFrame.bars(format, width: w, height: h)
+            let (markers, header, pixels) = try encodeAndDecode(frame, encoder: encoder)
+            #expect(header.width == w && header.height == h)
+            let want = try sampling ?? ImageLayout.nativeSubsampling(of: format)
+            #expect(markers.frame.subsampling == want)
+            let grey = sampling == .grey || format == .grey
+            if grey { expectBars(pixels, width: w, height: h, grey: true, tolerance: 14) } else { expectBars(pixels, width: w, height: h, tolerance: 14) }
+        }
+    }
+
     @Test func rawMemoryEntryPoint() throws {
         let frame = ImagingTestFrame.bars(.nv12, width: 64, height: 32)
         let jpeg = try frame.planes[0].withUnsafeBytes { raw in

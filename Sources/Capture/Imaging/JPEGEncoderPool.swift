@@ -1,0 +1,369 @@
+import Foundation
+
+/// Encodes camera frames to JPEG on several threads, each with its own `JPEGEncoder`, and hands
+/// the results out in the order the frames were submitted.
+///
+/// The capture thread calls `submit`; it only ever takes a lock and moves a reference, and never
+/// runs the `deliver` closure. Frames wait in one bounded queue (`queueDepth`). When the queue is
+/// full the oldest waiting frame is dropped (its driver buffer goes back at once) so that the
+/// newest frame wins; the drop is delivered, in sequence, as `.dropped`.
+///
+/// Results are delivered on the worker threads, one at a time, in submission order. The JPEG bytes
+/// are borrowed from the worker's encoder (nothing is copied or allocated per frame): they are
+/// valid only during the `deliver` call, which should return promptly because the next frame in
+/// order waits for it.
+///
+/// Thread-safe. Do not call `shutdown` from inside `deliver`.
+package final class JPEGEncoderPool: @unchecked Sendable {
+    /// One result, in submission order.
+    package enum Output {
+        /// A frame's JPEG. `bytes` are valid only during the `deliver` call.
+        case encoded(sequence: UInt32, timestamp: CaptureTime, bytes: UnsafeRawBufferPointer)
+        /// Frames replaced by newer ones because every worker was busy (reason `.frameWasLate`).
+        case dropped(DroppedFrames)
+        /// A frame that could not be encoded.
+        case failed(sequence: UInt32, error: CaptureError)
+    }
+
+    /// What `submit` does when the queue is full.
+    package enum WhenFull: Sendable {
+        /// Drop the oldest waiting frame (live capture: the newest frame wins).
+        case dropOldest
+        /// Block until a worker takes a frame (replaying recorded frames, benchmarks).
+        case wait
+    }
+
+    /// Frames submitted, encoded (or failed) and dropped so far.
+    package struct Statistics: Sendable, Hashable {
+        package var submitted = 0
+        package var encoded = 0
+        package var failed = 0
+        package var dropped = 0
+    }
+
+    private let core: Core
+
+    /// Starts `workers` threads (at least 1). `queueDepth` (default: one per worker) bounds the
+    /// frames waiting for a worker. `subsampling` nil keeps each frame's own.
+    package init(workers: Int, queueDepth: Int? = nil, quality: Int = 85, subsampling: ChromaSubsampling? = nil,
+                 deliver: @escaping @Sendable (Output) -> Void) {
+        let n = max(1, workers)
+        core = Core(workers: n, depth: max(1, queueDepth ?? n), quality: quality, subsampling: subsampling,
+                    deliver: deliver)
+        for i in 0..<n {
+            let t = Thread { [core] in core.work(i) }
+            t.name = "swift-capture jpeg \(i)"
+            t.qualityOfService = .userInteractive
+            t.start()
+        }
+    }
+
+    deinit { core.shutdown() }
+
+    /// Number of encoder threads.
+    package var workerCount: Int { core.workerCount }
+
+    /// Queues `frame` for encoding. Returns false (and drops nothing) after `shutdown`.
+    @discardableResult
+    func submit(_ frame: FrameBuffer, whenFull: WhenFull = .dropOldest) -> Bool {
+        core.submit(frame, whenFull: whenFull)
+    }
+
+    /// Queues a video sample buffer's frame (zero-copy: the driver buffer is held until it is
+    /// encoded). Returns false for samples that are not raw video frames, and after `shutdown`.
+    @discardableResult
+    package func submit(_ sample: SampleBuffer, whenFull: WhenFull = .dropOldest) -> Bool {
+        guard let frame = sample.frameBuffer else { return false }
+        return core.submit(frame, whenFull: whenFull)
+    }
+
+    /// Encodes and delivers what is queued, then stops the workers and waits for them. Later
+    /// submissions are refused. Idempotent.
+    package func shutdown() { core.shutdown() }
+
+    package var statistics: Statistics { core.statistics }
+}
+
+// The shared state lives apart from the pool so that the worker threads do not keep the pool
+// alive: the pool's deinit shuts them down.
+private final class Core: @unchecked Sendable {
+    private struct DropRange {
+        var start: UInt64
+        var count: Int
+        var firstSequence: UInt32
+    }
+
+    let workerCount: Int
+    private let quality: Int
+    private let subsampling: ChromaSubsampling?
+    private let deliver: @Sendable (JPEGEncoderPool.Output) -> Void
+
+    // Everything below is guarded by `mutex`; one condition serves every wait (few threads).
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var queue: [FrameBuffer?]
+    private var queueTickets: [UInt64]
+    private var head = 0, queued = 0
+    private var nextTicket: UInt64 = 0
+    private var nextDeliver: UInt64 = 0
+    private var delivering = false
+    // Dropped tickets not yet reported, as ranges. Ranges are separated by tickets still queued
+    // or in a worker, so at most depth + workers + 1 exist at once.
+    private var drops: [DropRange]
+    private var dropHead = 0, dropCount = 0
+    private var closing = false
+    private var running: Int
+    private var workerThreads: [pthread_t?]
+    private var stats = JPEGEncoderPool.Statistics()
+    private let exited = DispatchSemaphore(value: 0)
+
+    init(workers: Int, depth: Int, quality: Int, subsampling: ChromaSubsampling?,
+         deliver: @escaping @Sendable (JPEGEncoderPool.Output) -> Void) {
+        workerCount = workers
+        self.quality = quality
+        self.subsampling = subsampling
+        self.deliver = deliver
+        queue = Array(repeating: nil, count: depth)
+        queueTickets = Array(repeating: 0, count: depth)
+        drops = Array(repeating: DropRange(start: 0, count: 0, firstSequence: 0), count: depth + workers + 2)
+        running = workers
+        workerThreads = Array(repeating: nil, count: workers)
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(cond, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(cond)
+        pthread_mutex_destroy(mutex)
+        cond.deallocate()
+        mutex.deallocate()
+    }
+
+    private func lock() { pthread_mutex_lock(mutex) }
+    private func unlock() { pthread_mutex_unlock(mutex) }
+    private func wait() { pthread_cond_wait(cond, mutex) }
+    private func wakeAll() { pthread_cond_broadcast(cond) }
+
+    var statistics: JPEGEncoderPool.Statistics {
+        lock()
+        defer { unlock() }
+        return stats
+    }
+
+    func submit(_ frame: FrameBuffer, whenFull: JPEGEncoderPool.WhenFull) -> Bool {
+        var evicted: FrameBuffer?
+        lock()
+        while queued == queue.count && !closing {
+            if whenFull == .wait {
+                wait()
+                continue
+            }
+            // Newest wins: the oldest waiting frame goes; its ticket is reported in order.
+            let old = queue[head]
+            let ticket = queueTickets[head]
+            queue[head] = nil
+            head = (head + 1) % queue.count
+            queued -= 1
+            recordDrop(ticket: ticket, sequence: old?.metadata.sequence ?? 0)
+            evicted = old
+        }
+        guard !closing else {
+            unlock()
+            return false
+        }
+        let slot = (head + queued) % queue.count
+        queue[slot] = frame
+        queueTickets[slot] = nextTicket
+        nextTicket += 1
+        queued += 1
+        stats.submitted += 1
+        wakeAll()
+        unlock()
+        // Released outside the lock: the buffer's recycle goes back to the driver.
+        withExtendedLifetime(evicted) {}
+        return true
+    }
+
+    private func recordDrop(ticket: UInt64, sequence: UInt32) {
+        stats.dropped += 1
+        if dropCount > 0 {
+            let last = (dropHead + dropCount - 1) % drops.count
+            if drops[last].start + UInt64(drops[last].count) == ticket {
+                drops[last].count += 1
+                return
+            }
+        }
+        precondition(dropCount < drops.count, "JPEGEncoderPool: more drop ranges than tickets in flight")
+        drops[(dropHead + dropCount) % drops.count] = DropRange(start: ticket, count: 1, firstSequence: sequence)
+        dropCount += 1
+    }
+
+    /// With the lock held: reports dropped frames that are next in order. Returns whether it did.
+    private func deliverDueDrops() -> Bool {
+        var did = false
+        while !delivering, dropCount > 0, drops[dropHead].start == nextDeliver {
+            let range = drops[dropHead]
+            dropHead = (dropHead + 1) % drops.count
+            dropCount -= 1
+            delivering = true
+            nextDeliver += UInt64(range.count)
+            unlock()
+            deliver(.dropped(DroppedFrames(reason: .frameWasLate, count: range.count,
+                                           sequenceNumber: UInt64(range.firstSequence))))
+            lock()
+            delivering = false
+            wakeAll()
+            did = true
+        }
+        return did
+    }
+
+    func work(_ index: Int) {
+        let encoder = JPEGEncoder(quality: quality, subsampling: subsampling)
+        lock()
+        workerThreads[index] = pthread_self()
+        while true {
+            _ = deliverDueDrops()
+            guard queued > 0 else {
+                if closing { break }
+                wait()
+                continue
+            }
+            var frame = queue[head]
+            let ticket = queueTickets[head]
+            queue[head] = nil
+            head = (head + 1) % queue.count
+            queued -= 1
+            wakeAll()
+            unlock()
+
+            let sequence = frame?.metadata.sequence ?? 0
+            let timestamp = frame?.metadata.timestamp ?? CaptureTime(nanoseconds: 0)
+            var bytes = UnsafeRawBufferPointer(start: nil, count: 0)
+            var failure: CaptureError?
+            if let f = frame {
+                do throws(CaptureError) {
+                    bytes = try encoder.encode(f.image)
+                } catch {
+                    failure = error
+                }
+            }
+            // The driver buffer goes back before this frame waits for its turn.
+            frame = nil
+
+            lock()
+            while nextDeliver != ticket || delivering {
+                if deliverDueDrops() { continue }
+                wait()
+            }
+            delivering = true
+            unlock()
+            if let failure {
+                deliver(.failed(sequence: sequence, error: failure))
+            } else {
+                deliver(.encoded(sequence: sequence, timestamp: timestamp, bytes: bytes))
+            }
+            lock()
+            if failure == nil { stats.encoded += 1 } else { stats.failed += 1 }
+            delivering = false
+            nextDeliver = ticket + 1
+            wakeAll()
+        }
+        running -= 1
+        wakeAll()
+        unlock()
+        exited.signal()
+    }
+
+    func shutdown() {
+        lock()
+        let first = !closing
+        closing = true
+        wakeAll()
+        let self_ = pthread_self()
+        let onWorker = workerThreads.contains { $0.map { pthread_equal($0, self_) != 0 } ?? false }
+        unlock()
+        // A worker cannot wait for itself; the others stop on their own.
+        guard first, !onWorker else { return }
+        for _ in 0..<workerCount { exited.wait() }
+    }
+}
+
+// MARK: - Entry points for the benchmark executable (package access, not public API)
+
+/// Recorded frames served as a driver serves its mmap buffers: each `sample(_:sequence:)` wraps
+/// one of the caller's buffers as a `FrameBuffer` (zero-copy) whose release is counted like a
+/// requeue. Lets `capture-bench` run the library's real encode paths on frames from a file.
+package final class FrameReplay: @unchecked Sendable {
+    private final class Pool: BufferPool, @unchecked Sendable {
+        let recycled = UnsafeMutablePointer<Int>.allocate(capacity: 1)
+        let lock = NSLock()
+        init() { recycled.initialize(to: 0) }
+        deinit { recycled.deallocate() }
+        func recycle(index: Int) {
+            lock.lock()
+            recycled.pointee += 1
+            lock.unlock()
+        }
+    }
+
+    private let pool = Pool()
+    private let buffers: [UnsafeRawBufferPointer]
+    private let format: ActiveFormat
+
+    /// `buffers` must stay valid while any sample from this replay lives. `bytesPerLine` 0 means
+    /// rows without padding.
+    package init(pixelFormat: PixelFormat, width: Int, height: Int, bytesPerLine: Int = 0,
+                 colorRange: ColorRange = .limited, buffers: [UnsafeRawBufferPointer]) {
+        self.buffers = buffers
+        format = ActiveFormat(pixelFormat: pixelFormat, width: width, height: height,
+                              planes: [PlaneFormat(bytesPerLine: bytesPerLine, sizeImage: buffers.first?.count ?? 0)],
+                              colorRange: colorRange)
+    }
+
+    package var count: Int { buffers.count }
+
+    func frame(_ index: Int, sequence: UInt32) -> FrameBuffer {
+        let b = buffers[index]
+        let image = ImageBuffer(pixelFormat: format.pixelFormat, width: format.width, height: format.height,
+                                colorRange: format.colorRange,
+                                plane0: PlaneView(base: b.baseAddress, count: b.count,
+                                                  bytesPerLine: format.planes[0].bytesPerLine))
+        return FrameBuffer(image: image, metadata: FrameMetadata(sequence: sequence, timestamp: .now(), bufferIndex: index),
+                           pool: pool)
+    }
+
+    /// Buffer `index` as the video data output hands frames out (a `FrameBuffer` in a `SampleBuffer`).
+    package func sample(_ index: Int, sequence: UInt32) -> SampleBuffer {
+        SampleBuffer(frame: frame(index, sequence: sequence), format: format)
+    }
+
+    /// Frames whose buffer was given back so far.
+    package var recycledCount: Int {
+        pool.lock.lock()
+        defer { pool.lock.unlock() }
+        return pool.recycled.pointee
+    }
+}
+
+/// The library's encode paths, reachable from `capture-bench` without `@testable`.
+package enum EncodePaths {
+    /// What the encoder pool's workers run: the frame read in place, the bytes borrowed from
+    /// `encoder` until its next encode.
+    package static func encodeInPlace(_ sample: SampleBuffer, with encoder: JPEGEncoder) throws(CaptureError) -> UnsafeRawBufferPointer {
+        guard let frame = sample.frameBuffer else { throw CaptureError(.invalidArgument, "not a raw video sample") }
+        return try encoder.encode(frame.image)
+    }
+
+    /// What `CaptureStillImageOutput` runs for a raw frame (no EXIF: orientation up).
+    package static func still(_ sample: SampleBuffer, with encoder: JPEGEncoder) throws(CaptureError) -> Data {
+        guard let frame = sample.frameBuffer else { throw CaptureError(.invalidArgument, "not a raw video sample") }
+        return try StillEncoding.encode(frame.image, with: encoder, exif: nil)
+    }
+
+    /// What `CaptureStillImageOutput` runs for an MJPEG frame.
+    package static func stillPassThrough(_ sample: SampleBuffer) throws(CaptureError) -> Data {
+        guard let frame = sample.frameBuffer else { throw CaptureError(.invalidArgument, "not a video sample") }
+        return try StillEncoding.passThrough(frame.image, exif: nil)
+    }
+}
