@@ -31,7 +31,8 @@ usage: capture devices [--json]
        capture snap [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
                     [--quality 1-100] [--count N] [--output FILE|DIR]
        capture stream [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
-                      [--frames N] [--json]
+                      [--frames N] [--audio DEVICE] [--json]
+       capture audio [--device ID|ALSA-NAME|virtual] [--seconds S] [--output FILE.wav] [--json]
 """
 
 /// Finds the camera to use; with no camera at all, says so and installs the virtual pair.
@@ -58,12 +59,15 @@ func chooseCamera(_ spec: String?) throws -> CaptureDevice {
 }
 
 /// Builds a running session for `device` with `outputs`, honouring --preset/--size/--format.
-func makeSession(_ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOutput]) throws -> CaptureSession {
+func makeSession(_ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOutput],
+                 extraInputs: [CaptureDeviceInput] = []) throws -> CaptureSession {
     let session = CaptureSession()
     let input = try CaptureDeviceInput(device: device)
     session.beginConfiguration()
-    guard session.canAddInput(input) else { throw ToolError(message: "cannot add \(device.localizedName) to a session") }
-    session.addInput(input)
+    for i in [input] + extraInputs {
+        guard session.canAddInput(i) else { throw ToolError(message: "cannot add \(i.device.localizedName) to a session") }
+        session.addInput(i)
+    }
     for o in outputs where session.canAddOutput(o) { session.addOutput(o) }
     let format = try args.values["format"].map { s -> PixelFormat in
         guard let f = PixelFormat(fourCC: s.uppercased().padding(toLength: 4, withPad: " ", startingAt: 0)) else {
@@ -177,7 +181,9 @@ struct StreamJSON: Encodable {
     var device: String, frames: Int, dropped: Int, drop_reasons: [String: Int]
     var first_sequence: UInt64?, last_sequence: UInt64?, fps: Double, width: Int, height: Int, format: String
     var seconds: Double
+    var audio: AudioStreamJSON?
 }
+struct AudioStreamJSON: Encodable { var device: String, sample_rate: Int, channels: Int, frames: Int, lost_frames: Int, peak_dbfs: Double }
 
 final class StreamCounter: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
     let lock = NSLock()
@@ -212,7 +218,16 @@ func streamCommand(_ args: Arguments) throws {
     output.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "capture.stream"))
     output.alwaysDiscardsLateVideoFrames = false
     let errors = ErrorBox()
-    let running = try makeSession(device, args, outputs: [output])
+    var outputs: [CaptureOutput] = [output]
+    let audio = AudioRecorder(path: nil)
+    var audioInput: CaptureDeviceInput?
+    if let spec = args.values["audio"] {
+        audioInput = try CaptureDeviceInput(device: try chooseMicrophone(spec))
+        let a = CaptureAudioDataOutput()
+        a.setSampleBufferDelegate(audio, queue: DispatchQueue(label: "capture.stream.audio"))
+        outputs.append(a)
+    }
+    let running = try makeSession(device, args, outputs: outputs, extraInputs: audioInput.map { [$0] } ?? [])
     running.addEventHandler { event in
         if case .runtimeError(let e) = event { errors.set(e); counter.done.signal() }
         if case .deviceDisconnected = event { errors.set(CaptureError(.disconnected, "the camera went away")); counter.done.signal() }
@@ -230,11 +245,102 @@ func streamCommand(_ args: Arguments) throws {
     let report = StreamJSON(device: device.path, frames: n, dropped: drops.values.reduce(0, +), drop_reasons: drops,
                             first_sequence: f, last_sequence: l, fps: (fps * 100).rounded() / 100,
                             width: dims?.width ?? 0, height: dims?.height ?? 0, format: fmt?.description ?? "",
-                            seconds: (elapsed * 1000).rounded() / 1000)
+                            seconds: (elapsed * 1000).rounded() / 1000,
+                            audio: audioInput.map { i in audio.lock.withLock {
+                                AudioStreamJSON(device: i.device.uniqueID, sample_rate: audio.format?.sampleRate ?? 0,
+                                                channels: audio.format?.channelCount ?? 0, frames: audio.frames,
+                                                lost_frames: audio.lostFrames, peak_dbfs: (Double(audio.peak) * 100).rounded() / 100)
+                            } })
     if args.flags.contains("json") {
         print(try jsonString(report))
     } else {
         print("\(n) frames from \(device.localizedName), \(report.width)x\(report.height) \(report.format), \(String(format: "%.2f", fps)) fps, \(report.dropped) dropped \(drops)")
+    }
+}
+
+/// Finds the microphone to use; with none at all, says so and installs the virtual microphone.
+func chooseMicrophone(_ spec: String?) throws -> CaptureDevice {
+    if spec == "virtual" || (spec == nil && CaptureDevice.devices(for: .audio).isEmpty) {
+        if spec == nil { FileHandle.standardError.write(Data("capture: no audio capture device on this machine; using the virtual microphone\n".utf8)) }
+        if VirtualMicrophone.installed.isEmpty { VirtualMicrophone.install(VirtualMicrophone()) }
+        guard let d = CaptureDevice.devices(for: .audio).first(where: { $0.virtualMicrophone != nil }) else {
+            throw ToolError(message: "the virtual microphone could not be installed")
+        }
+        return d
+    }
+    if let spec { return try CaptureDevice.audioDevice(named: spec) }
+    guard let d = CaptureDevice.default(for: .audio) else { throw ToolError(message: "no audio capture device") }
+    return d
+}
+
+/// Writes audio buffers to a WAV file and keeps the counts and the peak level.
+final class AudioRecorder: CaptureAudioDataOutputSampleBufferDelegate, CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+    let lock = NSLock()
+    var writer: WAVFileWriter?
+    let path: String?
+    var frames = 0, buffers = 0, lostFrames = 0
+    var peak: Float = AudioChannelLevel.silence
+    var format: AudioFormat?
+    var firstTime: CaptureTime?
+    var error: CaptureError?
+    init(path: String?) { self.path = path }
+    func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+        guard let pcm = sampleBuffer.audioBuffer else { return }
+        lock.withLock {
+            do throws(CaptureError) {
+                if writer == nil, let path { writer = try WAVFileWriter(path: path, format: pcm.format) }
+                try writer?.write(pcm)
+            } catch {
+                if self.error == nil { self.error = error }
+            }
+            if firstTime == nil { firstTime = sampleBuffer.presentationTimeStamp }
+            format = pcm.format
+            frames += pcm.frameCount
+            buffers += 1
+            for l in pcm.channelLevels { peak = max(peak, l.peakHoldLevel) }
+        }
+    }
+    func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
+        lock.withLock { lostFrames += drop.count }
+    }
+}
+
+struct AudioJSON: Encodable {
+    var device: String, sample_rate: Int, channels: Int, sample_format: String, frames: Int, buffers: Int
+    var lost_frames: Int, peak_dbfs: Double, seconds: Double, output: String?
+}
+
+func audioCommand(_ args: Arguments) throws {
+    let device = try chooseMicrophone(args.values["device"])
+    guard let seconds = Double(args.values["seconds"] ?? "2"), seconds > 0, seconds <= 86_400 else {
+        throw ToolError(message: "--seconds takes a number of seconds from 0 to 86400")
+    }
+    let recorder = AudioRecorder(path: args.values["output"])
+    let output = CaptureAudioDataOutput()
+    output.setSampleBufferDelegate(recorder, queue: DispatchQueue(label: "capture.audio"))
+    let session = CaptureSession()
+    let input = try CaptureDeviceInput(device: device)
+    session.addInput(input)
+    session.addOutput(output)
+    let errors = ErrorBox()
+    session.addEventHandler { event in if case .runtimeError(let e) = event { errors.set(e) } }
+    try session.start()
+    Thread.sleep(forTimeInterval: seconds)
+    session.stopRunning()
+    if let e = errors.get() { throw e }
+    recorder.lock.lock()
+    defer { recorder.lock.unlock() }
+    if let e = recorder.error { throw e }
+    try recorder.writer?.close()
+    let r = recorder
+    guard let fmt = r.format, r.frames > 0 else { throw ToolError(message: "\(device.localizedName) delivered no audio in \(seconds) s") }
+    let report = AudioJSON(device: device.uniqueID, sample_rate: fmt.sampleRate, channels: fmt.channelCount,
+                           sample_format: fmt.sampleFormat.rawValue, frames: r.frames, buffers: r.buffers, lost_frames: r.lostFrames,
+                           peak_dbfs: (Double(r.peak) * 100).rounded() / 100, seconds: seconds, output: args.values["output"])
+    if args.flags.contains("json") {
+        print(try jsonString(report))
+    } else {
+        print("\(report.frames) frames from \(device.localizedName): \(fmt), peak \(String(format: "%.1f", report.peak_dbfs)) dBFS\(report.output.map { ", wrote \($0)" } ?? "")")
     }
 }
 
@@ -271,7 +377,9 @@ do {
     case "snap":
         try snapCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "quality", "count", "output"], boolean: []))
     case "stream":
-        try streamCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "frames"], boolean: ["json"]))
+        try streamCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "frames", "audio"], boolean: ["json"]))
+    case "audio":
+        try audioCommand(Arguments(rest, valued: ["device", "seconds", "output"], boolean: ["json"]))
     case "-h", "--help", "help":
         print(usage)
     default:
