@@ -73,6 +73,8 @@ final class V4L2VideoSource: VideoSource {
         let deadline = clock.now.advanced(by: timeout)
         var errorWithoutFrame = false
         while true {
+            // Stopped from another thread (STREAMOFF also wakes a poll in progress).
+            guard pool.isStreaming else { return .interrupted }
             pool.requeuePending()
             if let buffer = try pool.dequeue() { return Self.event(buffer) }
             let now = clock.now
