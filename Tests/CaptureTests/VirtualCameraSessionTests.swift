@@ -7,6 +7,16 @@ import Testing
 /// streamed by a session, faults injected from outside. Mirrors the example in the
 /// `VirtualCamera` documentation.
 @Suite struct VirtualCameraSessionTests {
+    @Test func installingMakesACameraDiscoverable() throws {
+        let camera = VirtualCamera(name: "Discovery Test \(UUID().uuidString.prefix(8))", position: .back)
+        VirtualCamera.install(camera)
+        #expect(VirtualCamera.installed.contains { $0 === camera })
+        #expect(CaptureDevice.devices(for: .video).contains { $0.uniqueID == camera.uniqueID })
+        VirtualCamera.uninstall(camera)
+        #expect(!VirtualCamera.installed.contains { $0 === camera })
+        #expect(!CaptureDevice.devices(for: .video).contains { $0.uniqueID == camera.uniqueID })
+    }
+
     @Test func aUsersTestDrivesTheVirtualCameraThroughASession() async throws {
         let camera = VirtualCamera(name: "Session Test \(UUID().uuidString.prefix(8))", position: .back)
         VirtualCamera.install(camera)

@@ -421,6 +421,12 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         let (what, ms) = waiter.wait()
         #expect(what.contains("interrupted"), "got \(what)")
         #expect(ms < 2000, "wake-up took \(ms) ms")
+        // A stop from another thread ends a wait too.
+        let stopped = Thread.detachedResult { () -> String in "\(String(describing: try? s.nextFrame(timeout: .seconds(10))))" }
+        Thread.sleep(forTimeInterval: 0.1)
+        s.stopStreaming()
+        #expect(stopped.wait().contains("interrupted"))
+        try s.startStreaming(bufferCount: 2)
         // A wake-up with nobody waiting is kept for the next wait.
         s.wakeUp()
         if case .interrupted = try s.nextFrame(timeout: .seconds(5)) {} else { Issue.record("pending wake-up lost") }
@@ -521,24 +527,29 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         #expect(try s.controlValue(VirtualCamera.ControlID.brightness) == 255)
     }
 
-    @Test func registryInstallsAndUninstalls() throws {
+    @Test func registryRules() throws {
+        // A private registry: the shared one is what other tests' discovery sees.
+        let registry = VirtualCameraRegistry()
+        final class Counter: @unchecked Sendable { var n = 0 }
+        let changes = Counter()
+        registry.addObserver { changes.n += 1 }
         let camera = makeCamera(position: .back)
-        VirtualCamera.install(camera)
-        VirtualCamera.install(camera)
-        #expect(VirtualCamera.installed.filter { $0 === camera }.count == 1)
+        registry.install(camera)
+        registry.install(camera)
+        #expect(registry.cameras.count == 1 && changes.n == 1)
         let twin = VirtualCamera(name: camera.name)
-        VirtualCamera.install(twin)
-        #expect(!VirtualCamera.installed.contains { $0 === camera })
-        #expect(VirtualCamera.installed.contains { $0 === twin })
-        VirtualCamera.uninstall(twin)
-        #expect(!VirtualCamera.installed.contains { $0.uniqueID == camera.uniqueID })
+        registry.install(twin)
+        #expect(registry.cameras.count == 1 && registry.cameras[0] === twin)
+        registry.uninstall(twin)
+        registry.uninstall(twin)
+        #expect(registry.cameras.isEmpty && changes.n == 3)
 
-        let pair = VirtualCamera.installDefaultPair()
-        let again = VirtualCamera.installDefaultPair()
-        #expect(pair.front === again.front && pair.back === again.back)
+        let pair = registry.installDefaultPair()
+        let again = registry.installDefaultPair()
+        #expect(pair.front === again.front && pair.back === again.back && changes.n == 4)
         #expect(pair.front.position == .front && pair.back.position == .back)
-        #expect(pair.front.uniqueID != pair.back.uniqueID)
-        #expect(VirtualCamera.installed.contains { $0 === pair.front })
+        #expect(pair.front.uniqueID == "virtual:Virtual Front Camera" && pair.back.uniqueID == "virtual:Virtual Back Camera")
+        #expect(registry.cameras.count == 2)
     }
 
     @Test func descriptorsAndStreamsDoNotLeak() throws {

@@ -203,63 +203,29 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
 
     // MARK: Installation
 
-    private static let registry = Mutex<[VirtualCamera]>([])
-    private static let observers = Mutex<[@Sendable () -> Void]>([])
-
     /// The installed cameras, in installation order. Device discovery lists these next to the
     /// V4L2 cameras.
-    public static var installed: [VirtualCamera] { registry.withLock { $0 } }
+    public static var installed: [VirtualCamera] { VirtualCameraRegistry.shared.cameras }
 
     /// Makes `camera` discoverable. Installing it again does nothing; installing a different
     /// camera with the same unique ID replaces the old one in the list.
-    public static func install(_ camera: VirtualCamera) {
-        let changed = registry.withLock { list -> Bool in
-            if list.contains(where: { $0 === camera }) { return false }
-            list.removeAll { $0.uniqueID == camera.uniqueID }
-            list.append(camera)
-            return true
-        }
-        if changed { notifyObservers() }
-    }
+    public static func install(_ camera: VirtualCamera) { VirtualCameraRegistry.shared.install(camera) }
 
     /// Removes `camera` from discovery. Streams already open keep running; use `disconnect()`
     /// to simulate an unplug.
-    public static func uninstall(_ camera: VirtualCamera) {
-        let changed = registry.withLock { list -> Bool in
-            let before = list.count
-            list.removeAll { $0 === camera }
-            return list.count != before
-        }
-        if changed { notifyObservers() }
-    }
+    public static func uninstall(_ camera: VirtualCamera) { VirtualCameraRegistry.shared.uninstall(camera) }
 
     /// Installs a front camera ("Virtual Front Camera") and a back camera ("Virtual Back
     /// Camera") with the default modes, or returns the installed ones if they already are.
     @discardableResult
     public static func installDefaultPair() -> (front: VirtualCamera, back: VirtualCamera) {
-        let (pair, changed) = registry.withLock { list -> ((VirtualCamera, VirtualCamera), Bool) in
-            var changed = false
-            func camera(_ name: String, _ position: DevicePosition) -> VirtualCamera {
-                if let c = list.first(where: { $0.name == name }) { return c }
-                let c = VirtualCamera(name: name, position: position)
-                list.append(c)
-                changed = true
-                return c
-            }
-            return ((camera("Virtual Front Camera", .front), camera("Virtual Back Camera", .back)), changed)
-        }
-        if changed { notifyObservers() }
-        return (front: pair.0, back: pair.1)
+        VirtualCameraRegistry.shared.installDefaultPair()
     }
 
     /// Calls `observer` (on the installing thread) after every change to `installed`; for
     /// hot-plug notifications.
     static func addInstallationObserver(_ observer: @escaping @Sendable () -> Void) {
-        observers.withLock { $0.append(observer) }
-    }
-
-    private static func notifyObservers() {
-        for o in observers.withLock({ $0 }) { o() }
+        VirtualCameraRegistry.shared.addObserver(observer)
     }
 
     // MARK: Faults

@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,6 +19,8 @@ final class VirtualVideoSource: VideoSource, @unchecked Sendable {
     let info: SourceInfo
     private let generation: UInt64
     private let signal = StreamCondition()
+    /// Serialises start and stop, so that two stops never join the producer twice.
+    private let lifecycle = Mutex(())
 
     // Guarded by `signal`.
     private var mode: VirtualCamera.Mode
@@ -156,6 +159,13 @@ final class VirtualVideoSource: VideoSource, @unchecked Sendable {
     // MARK: Streaming
 
     func startStreaming(bufferCount: Int) throws(CaptureError) {
+        let result = lifecycle.withLock { _ -> Result<Void, CaptureError> in
+            do throws(CaptureError) { try start(bufferCount: bufferCount); return .success(()) } catch { return .failure(error) }
+        }
+        try result.get()
+    }
+
+    private func start(bufferCount: Int) throws(CaptureError) {
         try signal.withLock { () throws(CaptureError) in
             guard stream == nil else {
                 throw CaptureError(.invalidState, "the virtual camera \"\(camera.name)\" is already streaming on this input")
@@ -185,7 +195,8 @@ final class VirtualVideoSource: VideoSource, @unchecked Sendable {
                 throw VirtualCamera.disconnectedError(camera.name)
             }
             try camera.checkConnected(generation)
-            if wakePending {
+            // A stop from another thread also ends the wait.
+            if wakePending || stream.stopping {
                 wakePending = false
                 return .interrupted
             }
@@ -214,6 +225,10 @@ final class VirtualVideoSource: VideoSource, @unchecked Sendable {
     }
 
     func stopStreaming() {
+        lifecycle.withLock { _ in stop() }
+    }
+
+    private func stop() {
         let s: VirtualStream? = signal.withLock {
             let s = stream
             s?.stopping = true
