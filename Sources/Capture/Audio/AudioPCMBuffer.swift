@@ -170,7 +170,8 @@ public final class AudioPCMBuffer: @unchecked Sendable {
     }
 }
 
-/// Peak and RMS per channel, computed straight from the sample bytes.
+/// Peak and RMS per channel, computed straight from the sample bytes. Runs on the audio thread
+/// for every buffer, so it reads typed samples in one plain loop per format.
 enum AudioLevelMeter {
     static func levels(of buffer: AudioPCMBuffer) -> [AudioChannelLevel] {
         let format = buffer.format
@@ -180,31 +181,59 @@ enum AudioLevelMeter {
         var peak = [Double](repeating: 0, count: channels)
         var sumSquares = [Double](repeating: 0, count: channels)
         buffer.data.withUnsafeBytes { raw in
-            // One loop per sample format (the switch stays out of the per-sample path).
-            func accumulate(scale: Double, _ load: (Int) -> Double) {
-                let total = frames * channels
-                for k in 0..<total {
-                    let v = load(k) * scale
-                    // Interleaved: channel is k mod channels; planar: k / frames.
-                    let c = format.isInterleaved ? k % channels : k / max(1, frames)
-                    let a = abs(v)
-                    if a > peak[c] { peak[c] = a }
-                    sumSquares[c] += v * v
-                }
-            }
             switch format.sampleFormat {
             case .s16:
-                accumulate(scale: 1.0 / 32768) { Double(Int16(littleEndian: raw.loadUnaligned(fromByteOffset: $0 * 2, as: Int16.self))) }
+                accumulate(raw, Int16.self, scale: 1.0 / 32768, format, frames, &peak, &sumSquares) { Double(Int16(littleEndian: $0)) }
             case .s32:
-                accumulate(scale: 1.0 / 2_147_483_648) { Double(Int32(littleEndian: raw.loadUnaligned(fromByteOffset: $0 * 4, as: Int32.self))) }
+                accumulate(raw, Int32.self, scale: 1.0 / 2_147_483_648, format, frames, &peak, &sumSquares) { Double(Int32(littleEndian: $0)) }
             case .float32:
-                accumulate(scale: 1) { Double(Float(bitPattern: UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: $0 * 4, as: UInt32.self)))) }
+                accumulate(raw, UInt32.self, scale: 1, format, frames, &peak, &sumSquares) { Double(Float(bitPattern: UInt32(littleEndian: $0))) }
             }
         }
         return (0..<channels).map { c in
             let rms = frames > 0 ? (sumSquares[c] / Double(frames)).squareRoot() : 0
             return AudioChannelLevel(averagePowerLevel: AudioChannelLevel.decibels(rms),
                                      peakHoldLevel: AudioChannelLevel.decibels(peak[c]))
+        }
+    }
+
+    /// Sums per channel with integer peaks and squares kept in the sample's own units, scaled once.
+    @inline(__always)
+    private static func accumulate<T: FixedWidthInteger>(
+        _ raw: UnsafeRawBufferPointer, _: T.Type, scale: Double, _ format: AudioFormat, _ frames: Int,
+        _ peak: inout [Double], _ sumSquares: inout [Double], _ value: (T) -> Double
+    ) {
+        let channels = format.channelCount
+        guard let base = raw.baseAddress, frames > 0 else { return }
+        // Data's storage is malloc'ed, so aligned for any sample type; fall back to copying if not.
+        let aligned = Int(bitPattern: base) % MemoryLayout<T>.alignment == 0
+        let copy: [T] = aligned ? [] : (0..<(frames * channels)).map { raw.loadUnaligned(fromByteOffset: $0 * MemoryLayout<T>.size, as: T.self) }
+        func run(_ samples: UnsafeBufferPointer<T>) {
+            for c in 0..<channels {
+                var p = 0.0, sq = 0.0
+                if format.isInterleaved {
+                    var k = c
+                    while k < frames * channels {
+                        let v = value(samples[k])
+                        p = max(p, abs(v))
+                        sq += v * v
+                        k += channels
+                    }
+                } else {
+                    for k in (c * frames)..<((c + 1) * frames) {
+                        let v = value(samples[k])
+                        p = max(p, abs(v))
+                        sq += v * v
+                    }
+                }
+                peak[c] = p * scale
+                sumSquares[c] = sq * scale * scale
+            }
+        }
+        if aligned {
+            run(UnsafeBufferPointer(start: base.assumingMemoryBound(to: T.self), count: frames * channels))
+        } else {
+            copy.withUnsafeBufferPointer { run($0) }
         }
     }
 }
