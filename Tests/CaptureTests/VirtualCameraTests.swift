@@ -306,7 +306,11 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         let sizeImage = try s.currentFormat().sizeImage
         let clean = try nextGood(s)
         let cleanCount = clean.image.plane0.count
+        // Quiet the camera and drain what is queued, so the damage hits the next three frames.
+        camera.stall(for: nil)
+        while case .frame = try s.nextFrame(timeout: .milliseconds(300)) {}
         for damage in VirtualCamera.FrameDamage.allCases { camera.injectDamagedFrame(damage) }
+        camera.resume()
         var seen: [Int] = []
         var scrambled: FrameBuffer?
         for _ in 0..<3 {
@@ -378,7 +382,7 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         defer { s.stopStreaming() }
         let a = try nextGood(s)
         _ = a
-        camera.stall(for: .milliseconds(800))
+        camera.stall(for: .milliseconds(1500))
         // Drain what was queued before the stall took effect, then expect silence.
         var event = try s.nextFrame(timeout: .milliseconds(200))
         while case .frame = event { event = try s.nextFrame(timeout: .milliseconds(200)) }
