@@ -468,8 +468,9 @@ import Glibc
         let count = name == "wrap_sequence_number" ? 200 : 20
         let (metas, _) = try frames(source, count: count, keep: false)
         for (a, b) in zip(metas, metas.dropFirst()) {
-            // Forward by a few frames (vivid may skip some under emulation), never a huge jump.
-            #expect(V4L2Sequence.framesSkipped(from: a.sequence, to: b.sequence) < 25, "\(a.sequence) → \(b.sequence)")
+            // Forward by a few frames, never a huge jump. Under emulation vivid may skip numbers
+            // or, when its thread wakes early, repeat one (distance 0).
+            #expect(b.sequence &- a.sequence < 25, "\(a.sequence) → \(b.sequence)")
             #expect(b.timestamp - a.timestamp > 0 && b.timestamp - a.timestamp < 1_000_000_000)
         }
         if name == "wrap_sequence_number" {

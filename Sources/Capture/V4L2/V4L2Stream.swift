@@ -358,13 +358,12 @@ final class V4L2BufferPool: BufferPool {
         var offset: (Int, Int, Int)
     }
 
-    /// Takes the next filled buffer, or nil when none is ready. Throws `.disconnected` when the
+    /// Takes the next filled buffer, or nil when none is ready or the stream stopped. Throws `.disconnected` when the
     /// device is gone (`ENODEV`) and `.driverError` on a fatal stream error (`EIO`).
     func dequeue() throws(CaptureError) -> DequeuedBuffer? {
         let d = try state.withLock { s throws(CaptureError) -> Dequeued? in
-            guard s.streaming else {
-                throw CaptureError(.invalidState, "The stream of \(fd.path) is not running.", operation: "VIDIOC_DQBUF")
-            }
+            // Stopped meanwhile (from another thread): nothing to take; the caller checks `isStreaming`.
+            guard s.streaming else { return nil }
             s.dequeue = v4l2_buffer()
             s.dequeue.type = type.rawValue
             s.dequeue.memory = V4L2_MEMORY_MMAP.rawValue
