@@ -63,7 +63,7 @@ private func frequency(of x: [Float], rate: Int) -> Double {
     }
 
     @Test func virtualSourceIsPacedContiguousAndStamped() throws {
-        let source = VirtualMicrophone(name: "source").makeSource()
+        let source = try VirtualMicrophone(name: "source").makeSource()
         let applied = try source.configure(AudioConfiguration(
             format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 480, bufferFrames: 4800))
         #expect(applied.format == AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16))
@@ -109,7 +109,7 @@ private func frequency(of x: [Float], rate: Int) -> Double {
     }
 
     @Test func virtualSourceWakesAndTimesOut() throws {
-        let source = VirtualMicrophone(name: "wake").makeSource()
+        let source = try VirtualMicrophone(name: "wake").makeSource()
         _ = try source.configure(AudioConfiguration(
             format: AudioFormat(sampleRate: 8000, channelCount: 1, sampleFormat: .s16), periodFrames: 8000, bufferFrames: 16000))
         try source.start()
@@ -213,6 +213,41 @@ private func frequency(of x: [Float], rate: Int) -> Double {
         #expect(got.count >= 20)
         #expect(got.first?.audioBuffer?.format == AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16))
         for (a, b) in zip(got, got.dropFirst()) { #expect(b.sequenceNumber == a.sequenceNumber + 240) }
+    }
+
+    @Test func unplugStopsTheInputWithAnEvent() async throws {
+        let (mic, device) = Self.microphone("unplug")
+        defer { VirtualMicrophone.uninstall(mic) }
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let output = CaptureAudioDataOutput()
+        output.audioSettings = .init(framesPerBuffer: 480)
+        session.addOutput(output)
+        let events = session.events()
+        let stream = output.sampleBuffers()
+        try session.start()
+        var got = 0
+        for await _ in stream {
+            got += 1
+            if got == 5 { mic.disconnect() }
+        }
+        // The sequence ended because the device went away, within a period or two.
+        #expect(got >= 5 && got < 10, "\(got) buffers")
+        var sawDisconnect = false
+        for await event in events {
+            if case .deviceDisconnected(let d) = event {
+                #expect(d === device)
+                sawDisconnect = true
+                break
+            }
+        }
+        #expect(sawDisconnect)
+        do {
+            _ = try CaptureDeviceInput(device: device)
+            Issue.record("an unplugged microphone opened")
+        } catch { #expect(error.code == .noSuchDevice) }
+        mic.reconnect()
+        _ = try CaptureDeviceInput(device: device)
     }
 
     /// Seed 004 on the host: the virtual camera and microphone in one session, one delegate for

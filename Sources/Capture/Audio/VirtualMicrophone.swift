@@ -36,6 +36,15 @@ public final class VirtualMicrophone: Sendable {
     }
 
     private static let registry = Mutex<[VirtualMicrophone]>([])
+    private let connected = Atomic<Bool>(true)
+
+    /// Simulates an unplug: running captures fail with `.disconnected` within one period and
+    /// opening fails with `.noSuchDevice` until `reconnect()`.
+    public func disconnect() { connected.store(false, ordering: .releasing) }
+    /// Plugs it back in; a session has to be started again.
+    public func reconnect() { connected.store(true, ordering: .releasing) }
+    /// Whether it is plugged in.
+    public var isConnected: Bool { connected.load(ordering: .acquiring) }
 
     /// The installed microphones, in installation order.
     public static var installed: [VirtualMicrophone] { registry.withLock { $0 } }
@@ -54,7 +63,10 @@ public final class VirtualMicrophone: Sendable {
         registry.withLock { $0.removeAll { $0 === microphone } }
     }
 
-    func makeSource() -> VirtualAudioSource { VirtualAudioSource(microphone: self) }
+    func makeSource() throws(CaptureError) -> VirtualAudioSource {
+        guard isConnected else { throw CaptureError(.noSuchDevice, "the virtual microphone '\(name)' is disconnected") }
+        return VirtualAudioSource(microphone: self)
+    }
 }
 
 /// The source behind a `VirtualMicrophone`: period k is ready at start + (k+1)·period/rate.
@@ -119,6 +131,9 @@ final class VirtualAudioSource: AudioSource, @unchecked Sendable {
                 return (c, Self.time(st.start, end, c.format.sampleRate), st.woken)
             }
             if woken { return .interrupted }
+            guard microphone.isConnected else {
+                throw CaptureError(.disconnected, "the virtual microphone '\(microphone.name)' was disconnected")
+            }
             guard let config else {
                 throw CaptureError(.invalidState, "the virtual microphone is not running: call start() first")
             }

@@ -49,7 +49,7 @@ extension CaptureDevice {
 
     /// Opens the device's audio source (ALSA or virtual). Typed errors as `audioDevice(named:)`.
     func openAudioSource() throws(CaptureError) -> any AudioSource {
-        if let mic = payload as? VirtualMicrophone { return mic.makeSource() }
+        if let mic = payload as? VirtualMicrophone { return try mic.makeSource() }
         guard let name = alsaName else {
             throw CaptureError(.notACaptureDevice, "\(localizedName) is not an audio device")
         }
