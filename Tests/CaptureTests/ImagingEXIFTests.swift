@@ -58,7 +58,7 @@ import Testing
         for cut in 0..<payload.count {
             _ = Array(payload.prefix(cut)).withUnsafeBytes { EXIFInfo(app1Payload: $0) }
         }
-        var rng = SplitMix64(state: 99)
+        var rng = ImagingTestRandom(state: 99)
         for _ in 0..<500 {
             var bad = payload
             for _ in 0..<3 { bad[Int.random(in: 0..<bad.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng) }
@@ -73,7 +73,7 @@ import Testing
         let stripped = strippingHuffmanTables(original)
         let info = EXIFInfo(orientation: .right, make: "Make", model: "Model")
         var out: [UInt8] = []
-        try withBytes(stripped) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: info, into: &out) }
+        try withJPEGBytes(stripped) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: info, into: &out) }
         let m = try JPEGMarkers(parsing: out)
         #expect(m.hasHuffmanTables)
         // The camera's JFIF stays first, the Exif follows it.
@@ -86,12 +86,12 @@ import Testing
         // A second pass replaces the Exif segment instead of adding one.
         let again = EXIFInfo(orientation: .left)
         var twice: [UInt8] = []
-        try withBytes(out) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: again, into: &twice) }
+        try withJPEGBytes(out) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: again, into: &twice) }
         #expect(twice.withUnsafeBytes { EXIFInfo(jpeg: $0) } == again)
         #expect(twice.count < out.count + 20)
         // Without EXIF and with tables present the frame is unchanged.
         var same: [UInt8] = []
-        try withBytes(original) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: nil, into: &same) }
+        try withJPEGBytes(original) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: nil, into: &same) }
         #expect(same == original)
     }
 }

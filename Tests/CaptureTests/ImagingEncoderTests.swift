@@ -129,7 +129,7 @@ struct ImagingTestFrame {
 }
 
 /// Deterministic random numbers for the hostile-input tests.
-struct SplitMix64: RandomNumberGenerator {
+struct ImagingTestRandom: RandomNumberGenerator {
     var state: UInt64
     mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15

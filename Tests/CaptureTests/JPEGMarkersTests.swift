@@ -25,12 +25,12 @@ func strippingHuffmanTables(_ jpeg: [UInt8]) -> [UInt8] {
 }
 
 /// `withUnsafeBytes` for closures with typed throws.
-func withBytes<R>(_ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) throws(CaptureError) -> R) throws(CaptureError) -> R {
+func withJPEGBytes<R>(_ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) throws(CaptureError) -> R) throws(CaptureError) -> R {
     let result = bytes.withUnsafeBytes { raw in Result { () throws(CaptureError) in try body(raw) } }
     return try result.get()
 }
 
-func corruptCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.Code? {
+func imagingErrorCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.Code? {
     do { try body(); return nil } catch { return error.code }
 }
 
@@ -61,9 +61,9 @@ func corruptCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.Code? 
         let decoder = JPEGDecoder()
         for cut in Array(0..<40) + Array(stride(from: 40, to: jpeg.count, by: 7)) + [jpeg.count - 1] {
             let piece = Array(jpeg.prefix(cut))
-            #expect(corruptCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: piece) } == .corruptFrame, "cut at \(cut)")
-            #expect(corruptCode { () throws(CaptureError) in try withBytes(piece) { (raw) throws(CaptureError) in _ = try MJPEG.validateFrame(raw) } } == .corruptFrame)
-            #expect(corruptCode { () throws(CaptureError) in _ = try decoder.decode(piece, as: .rgb) } == .corruptFrame, "decode cut at \(cut)")
+            #expect(imagingErrorCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: piece) } == .corruptFrame, "cut at \(cut)")
+            #expect(imagingErrorCode { () throws(CaptureError) in try withJPEGBytes(piece) { (raw) throws(CaptureError) in _ = try MJPEG.validateFrame(raw) } } == .corruptFrame)
+            #expect(imagingErrorCode { () throws(CaptureError) in _ = try decoder.decode(piece, as: .rgb) } == .corruptFrame, "decode cut at \(cut)")
         }
     }
 
@@ -73,23 +73,23 @@ func corruptCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.Code? 
         // A segment that claims more bytes than there are.
         var long = jpeg
         long[m.frameOffset + 2] = 0xFF; long[m.frameOffset + 3] = 0xFF
-        #expect(corruptCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: long) } == .corruptFrame)
+        #expect(imagingErrorCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: long) } == .corruptFrame)
         // A length below 2.
         var tiny = jpeg
         tiny[4] = 0; tiny[5] = 1
-        #expect(corruptCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: tiny) } == .corruptFrame)
+        #expect(imagingErrorCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: tiny) } == .corruptFrame)
         // Zero bytes, no SOI.
-        #expect(corruptCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: [UInt8]()) } == .corruptFrame)
-        #expect(corruptCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: Array(jpeg.dropFirst())) } == .corruptFrame)
+        #expect(imagingErrorCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: [UInt8]()) } == .corruptFrame)
+        #expect(imagingErrorCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: Array(jpeg.dropFirst())) } == .corruptFrame)
         // The size the device was set to.
         let ok = jpeg.withUnsafeBytes { raw in Result { () throws(CaptureError) in try MJPEG.validateFrame(raw, width: 96, height: 64) } }
         #expect((try? ok.get()) != nil)
         let wrong = jpeg.withUnsafeBytes { raw in Result { () throws(CaptureError) in try MJPEG.validateFrame(raw, width: 1280, height: 720) } }
-        #expect(corruptCode { () throws(CaptureError) in _ = try wrong.get() } == .corruptFrame)
+        #expect(imagingErrorCode { () throws(CaptureError) in _ = try wrong.get() } == .corruptFrame)
         // Zero height in the frame header (DNL) is not accepted.
         var zero = jpeg
         zero[m.frameOffset + 5] = 0; zero[m.frameOffset + 6] = 0
-        #expect(corruptCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: zero) } == .corruptFrame)
+        #expect(imagingErrorCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: zero) } == .corruptFrame)
     }
 
     @Test func hugeDeclaredDimensionsAreRejectedBeforeDecoding() throws {
@@ -100,19 +100,19 @@ func corruptCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.Code? 
         let parsed = try JPEGMarkers(parsing: huge)
         #expect(parsed.frame.width == 65535 && parsed.frame.height == 65535)
         let decoder = JPEGDecoder(maximumPixelCount: 4096 * 4096)
-        #expect(corruptCode { () throws(CaptureError) in try withBytes(huge) { (raw) throws(CaptureError) in _ = try decoder.readHeader(raw) } } == .corruptFrame)
-        #expect(corruptCode { () throws(CaptureError) in _ = try decoder.decode(huge, as: .rgb) } == .corruptFrame)
+        #expect(imagingErrorCode { () throws(CaptureError) in try withJPEGBytes(huge) { (raw) throws(CaptureError) in _ = try decoder.readHeader(raw) } } == .corruptFrame)
+        #expect(imagingErrorCode { () throws(CaptureError) in _ = try decoder.decode(huge, as: .rgb) } == .corruptFrame)
     }
 
     @Test func randomBytesNeverTrap() {
-        var rng = SplitMix64(state: 42)
+        var rng = ImagingTestRandom(state: 42)
         let decoder = JPEGDecoder(maximumPixelCount: 1 << 20)
         for round in 0..<400 {
             var bytes = (0..<Int.random(in: 0..<600, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
             if round % 2 == 0, bytes.count >= 2 { bytes[0] = 0xFF; bytes[1] = 0xD8 }
-            let parse = corruptCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: bytes) }
+            let parse = imagingErrorCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: bytes) }
             #expect(parse == .corruptFrame || parse == nil)
-            let decode = corruptCode { () throws(CaptureError) in _ = try decoder.decode(bytes, as: .rgb) }
+            let decode = imagingErrorCode { () throws(CaptureError) in _ = try decoder.decode(bytes, as: .rgb) }
             #expect(decode == .corruptFrame || decode == nil)
             _ = bytes.withUnsafeBytes { MJPEG.hasHuffmanTables($0) }
             _ = bytes.withUnsafeBytes { EXIFInfo(app1Payload: $0) }
@@ -121,7 +121,7 @@ func corruptCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.Code? 
 
     @Test func mutatedJPEGsNeverTrap() throws {
         let jpeg = try sampleJPEG(width: 48, height: 32)
-        var rng = SplitMix64(state: 7)
+        var rng = ImagingTestRandom(state: 7)
         let decoder = JPEGDecoder(maximumPixelCount: 1 << 22)
         var out: [UInt8] = []
         for _ in 0..<500 {
@@ -130,13 +130,13 @@ func corruptCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.Code? 
                 bytes[Int.random(in: 0..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
             }
             if Bool.random(using: &rng) { bytes.removeLast(Int.random(in: 0..<bytes.count, using: &rng)) }
-            let parse = corruptCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: bytes) }
+            let parse = imagingErrorCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: bytes) }
             #expect(parse == .corruptFrame || parse == nil)
-            let insert = corruptCode { () throws(CaptureError) in
-                try withBytes(bytes) { (raw) throws(CaptureError) in _ = try MJPEG.insertStandardHuffmanTables(raw, into: &out) }
+            let insert = imagingErrorCode { () throws(CaptureError) in
+                try withJPEGBytes(bytes) { (raw) throws(CaptureError) in _ = try MJPEG.insertStandardHuffmanTables(raw, into: &out) }
             }
             #expect(insert == .corruptFrame || insert == nil)
-            let decode = corruptCode { () throws(CaptureError) in _ = try decoder.decode(bytes, as: .bgra) }
+            let decode = imagingErrorCode { () throws(CaptureError) in _ = try decoder.decode(bytes, as: .bgra) }
             #expect(decode == .corruptFrame || decode == nil)
         }
     }
@@ -157,7 +157,7 @@ func corruptCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.Code? 
         #expect(!stripped.withUnsafeBytes { MJPEG.hasHuffmanTables($0) })
         #expect(original.withUnsafeBytes { MJPEG.hasHuffmanTables($0) })
 
-        let fixed = try withBytes(stripped) { (raw) throws(CaptureError) in try MJPEG.insertingStandardHuffmanTables(raw) }
+        let fixed = try withJPEGBytes(stripped) { (raw) throws(CaptureError) in try MJPEG.insertingStandardHuffmanTables(raw) }
         let m = try JPEGMarkers(parsing: fixed)
         #expect(m.hasHuffmanTables)
         #expect(fixed.count == stripped.count + 420)
@@ -173,7 +173,7 @@ func corruptCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.Code? 
     @Test func framesWithTablesStayByteIdentical() throws {
         let original = try sampleJPEG() + [0, 0, 0] // a driver's padding is kept too
         var out: [UInt8] = [9, 9]
-        try withBytes(original) { (raw) throws(CaptureError) in _ = try MJPEG.insertStandardHuffmanTables(raw, into: &out) }
+        try withJPEGBytes(original) { (raw) throws(CaptureError) in _ = try MJPEG.insertStandardHuffmanTables(raw, into: &out) }
         #expect(out == original)
         let data = try MJPEG.insertingStandardHuffmanTables(Data(original))
         #expect(Array(data) == original)
@@ -182,9 +182,9 @@ func corruptCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.Code? 
     @Test func insertionReusesTheOutputBuffer() throws {
         let stripped = strippingHuffmanTables(try sampleJPEG())
         var out: [UInt8] = []
-        try withBytes(stripped) { (raw) throws(CaptureError) in _ = try MJPEG.insertStandardHuffmanTables(raw, into: &out) }
+        try withJPEGBytes(stripped) { (raw) throws(CaptureError) in _ = try MJPEG.insertStandardHuffmanTables(raw, into: &out) }
         let storage = out.withUnsafeBufferPointer { $0.baseAddress }
-        try withBytes(stripped) { (raw) throws(CaptureError) in _ = try MJPEG.insertStandardHuffmanTables(raw, into: &out) }
+        try withJPEGBytes(stripped) { (raw) throws(CaptureError) in _ = try MJPEG.insertStandardHuffmanTables(raw, into: &out) }
         #expect(out.withUnsafeBufferPointer { $0.baseAddress } == storage)
     }
 }

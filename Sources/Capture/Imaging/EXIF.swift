@@ -9,6 +9,7 @@ import Glibc
 /// Model, Orientation, DateTime and a pointer to the Exif IFD with ExifVersion and
 /// DateTimeOriginal); `init(jpeg:)` reads them back from a JPEG. Plain value; any thread.
 public struct EXIFInfo: Sendable, Hashable {
+    /// How a viewer must turn the pixels (EXIF `Orientation`).
     public var orientation: EXIFOrientation
     /// The camera maker (EXIF `Make`), ASCII; other characters are written as `?`.
     public var make: String?

@@ -10,7 +10,16 @@ internal import CV4L2Shim
 public final class JPEGDecoder {
     /// The pixel layouts `decode` can write.
     public enum PixelLayout: Sendable, Hashable, CaseIterable {
-        case rgb, bgr, rgba, bgra, grey
+        /// R, G, B bytes.
+        case rgb
+        /// B, G, R bytes.
+        case bgr
+        /// R, G, B, A (A = 255).
+        case rgba
+        /// B, G, R, A (A = 255): AVFoundation's 32BGRA.
+        case bgra
+        /// Luma only.
+        case grey
 
         public var bytesPerPixel: Int {
             switch self {
