@@ -185,7 +185,8 @@ func makeSineBuffer(frequency: Double, amplitude: Double, format: AudioFormat, f
         let devices = ALSADiscovery.procDevices(card: 1, root: root)
         #expect(devices.map(\.info.uniqueID) == ["hw:CARD=Loopback,DEV=0", "hw:CARD=Loopback,DEV=1"])
         #expect(devices.map(\.info.path) == ["hw:1,0", "hw:1,1"])
-        #expect(devices.first?.info.name == "Loopback: Loopback PCM")
+        // Both PCMs are called "Loopback PCM": the device number tells them apart.
+        #expect(devices.map(\.info.name) == ["Loopback: Loopback PCM (device 0)", "Loopback: Loopback PCM (device 1)"])
         #expect(devices.first?.info.busInfo == "Loopback 1")
         #expect(devices.allSatisfy { $0.subdeviceCount == 8 && $0.formats == nil && $0.card == 1 })
         #expect(ALSADiscovery.procDevices(card: 5, root: root).isEmpty)

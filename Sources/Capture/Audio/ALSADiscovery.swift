@@ -83,7 +83,17 @@ enum ALSADiscovery {
             result.append(AudioDeviceInfo(info: info, card: card.index, device: Int(dev), subdeviceCount: subdevices,
                                           formats: formats))
         }
-        return result
+        return distinctNames(result)
+    }
+
+    /// Cards often give every PCM the same name (snd-aloop: "Loopback PCM" twice): number those.
+    static func distinctNames(_ list: [AudioDeviceInfo]) -> [AudioDeviceInfo] {
+        let counts = Dictionary(list.map { ($0.info.name, 1) }, uniquingKeysWith: +)
+        return list.map { d in
+            var d = d
+            if counts[d.info.name, default: 0] > 1, let dev = d.device { d.info.name += " (device \(dev))" }
+            return d
+        }
     }
 
     /// A card's capture devices as /proc/asound describes them (readable by everyone).
@@ -106,7 +116,7 @@ enum ALSADiscovery {
             guard e.hasPrefix("pcm"), e.hasSuffix("c") else { return nil }
             return Int(e.dropFirst(3).dropLast())
         }.sorted()
-        return devices.map { dev in
+        return distinctNames(devices.map { dev in
             var fields: [String: String] = [:]
             for line in (read("\(dir)/pcm\(dev)c/info") ?? "").split(separator: "\n") {
                 let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -114,7 +124,7 @@ enum ALSADiscovery {
             }
             return AudioDeviceInfo(info: info(card: card, device: dev, pcmName: fields["name"] ?? ""), card: index, device: dev,
                                    subdeviceCount: Int(fields["subdevices_count"] ?? "") ?? 1, formats: nil)
-        }
+        })
     }
 
     /// Opens a capture source by discovery ID, plain ALSA name or path. Errors are typed:
