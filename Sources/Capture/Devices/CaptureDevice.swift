@@ -33,10 +33,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     let payload: (any Sendable)?
 
     struct State {
-        // Weak: the node stays open only while an input in a session, a configuration lock or
-        // a held frame needs it; then its descriptor closes.
-        weak var source: (any VideoSource)?
-        var pinned: (any VideoSource)?
+        var source: (any VideoSource)?
         var formats: [Format]?
         var lockCount = 0
         var activeFormat: Format?
@@ -153,16 +150,13 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     /// Takes the configuration lock. Needed before `setActiveFormat`, `setActiveVideoMinFrameDuration`
     /// and `setValue(_:for:)`. Throws when the device is gone.
     public func lockForConfiguration() throws(CaptureError) {
-        let s = try source()
-        state.withLock { $0.lockCount += 1; $0.pinned = s }
+        _ = try source()
+        state.withLock { $0.lockCount += 1 }
     }
 
     /// Gives the configuration lock back.
     public func unlockForConfiguration() {
-        state.withLock {
-            $0.lockCount = max(0, $0.lockCount - 1)
-            if $0.lockCount == 0 { $0.pinned = nil }
-        }
+        state.withLock { $0.lockCount = max(0, $0.lockCount - 1) }
     }
 
     private func requireLock(_ what: String) throws(CaptureError) {
@@ -342,6 +336,6 @@ extension CaptureDevice {
     /// Forgets the opened source (after a disconnect), so the descriptor closes once the last
     /// frame is released and a reconnected device is opened afresh.
     func dropSource() {
-        state.withLock { $0.source = nil; $0.pinned = nil; $0.formats = nil }
+        state.withLock { $0.source = nil; $0.formats = nil }
     }
 }

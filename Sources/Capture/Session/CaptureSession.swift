@@ -32,8 +32,6 @@ public final class CaptureSession: @unchecked Sendable {
     private var runners: [ObjectIdentifier: any InputRunner] = [:]
     /// Format and interval each video input runs (or will run) with.
     private var plans: [ObjectIdentifier: VideoPlan] = [:]
-    /// Keeps the opened device of each running video input (devices only hold them weakly).
-    private var heldSources: [ObjectIdentifier: any VideoSource] = [:]
 
     private let running = Atomic<Bool>(false)
     let hub = EventHub()
@@ -247,10 +245,7 @@ public final class CaptureSession: @unchecked Sendable {
                 return reject(error)
             }
         }
-        for case let di as CaptureDeviceInput in removed {
-            di.device.setOwner(nil)
-            heldSources.removeValue(forKey: ObjectIdentifier(di))
-        }
+        for case let di as CaptureDeviceInput in removed { di.device.setOwner(nil) }
         for case let di as CaptureDeviceInput in stagedInputs { di.device.setOwner(self) }
         for o in appliedOutputs where !stagedOutputs.contains(where: { $0 === o }) {
             for c in o.connections { o.inputDidStop(c, error: nil) }
@@ -286,16 +281,13 @@ public final class CaptureSession: @unchecked Sendable {
         if input.device.mediaType == .video {
             guard let plan else { throw CaptureError(.invalidState, "no format planned for \(input.device.localizedName)") }
             let device = input.device
-            let source = try device.source()
-            heldSources[ObjectIdentifier(input)] = source
             let active = try device.applyFormat(plan.format)
             if let want = plan.interval {
                 if let got = try? device.applyInterval(want), got != want {
                     notes.append("\(device.localizedName): frame interval \(want) became \(got)")
                 }
             }
-            runner = VideoPipeline(session: self, input: input, source: source, format: active,
-                                   connections: connections(of: input))
+            runner = VideoPipeline(session: self, input: input, format: active, connections: connections(of: input))
         } else {
             runner = try makeAudioRunner(for: input, connections: connections(of: input))
         }
@@ -353,7 +345,6 @@ public final class CaptureSession: @unchecked Sendable {
         } catch {
             for r in runners.values { r.stop() }
             runners = [:]
-            heldSources.removeAll()
             throw error
         }
         running.store(true, ordering: .releasing)
@@ -370,7 +361,6 @@ public final class CaptureSession: @unchecked Sendable {
         let all = runners
         runners = [:]
         for r in all.values { r.stop() }
-        heldSources.removeAll()
         for o in appliedOutputs { for c in o.connections { o.inputDidStop(c, error: CaptureError(.cancelled, "the session stopped")) } }
         running.store(false, ordering: .releasing)
         hub.post(.didStopRunning)
@@ -385,7 +375,6 @@ public final class CaptureSession: @unchecked Sendable {
             guard let current = self.runners[ObjectIdentifier(runner.input)], current === runner else { return }
             self.runners.removeValue(forKey: ObjectIdentifier(runner.input))
             runner.stop()
-            self.heldSources.removeValue(forKey: ObjectIdentifier(runner.input))
             if error.code == .disconnected {
                 self.hub.post(.deviceDisconnected(runner.input.device))
                 runner.input.device.dropSource()
@@ -395,7 +384,6 @@ public final class CaptureSession: @unchecked Sendable {
                 // AVFoundation stops the session on a runtime error; the app may start it again.
                 for r in self.runners.values { r.stop() }
                 self.runners = [:]
-                self.heldSources.removeAll()
             }
             if self.runners.isEmpty, self.running.load(ordering: .acquiring) {
                 self.running.store(false, ordering: .releasing)

@@ -16,13 +16,13 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     /// How long without a frame counts as a stall.
     let stallTimeout: Duration
 
-    init(session: CaptureSession, input: CaptureDeviceInput, source: any VideoSource, format: ActiveFormat,
-         connections: [CaptureConnection]) {
+    init(session: CaptureSession, input: CaptureDeviceInput, format: ActiveFormat, connections: [CaptureConnection]) {
         self.session = session
         self.input = input
         self.format = format
         self.connections = Mutex(connections)
-        self.source = source
+        // Force-unwrapped safely: a video input's source was opened when the input was made.
+        self.source = (try? input.device.source())!
         let interval = input.device.activeVideoMinFrameDuration?.seconds ?? (1.0 / 30)
         self.stallTimeout = .milliseconds(Int64(max(2.0, 10 * interval) * 1000))
     }
