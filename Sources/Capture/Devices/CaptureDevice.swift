@@ -85,7 +85,10 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
 
     // MARK: Opened source
 
-    /// The device's opened source, opening it on first use.
+    /// The device's opened source, opening it on first use. It stays open while the device
+    /// object lives (and closes after a disconnect): a frame the app still holds from an earlier
+    /// session owns the driver's buffers on this descriptor, and a second descriptor could not
+    /// stream until that frame is released.
     func source() throws(CaptureError) -> any VideoSource {
         if let s = state.withLock({ $0.source }) { return s }
         let s = try opener()
