@@ -4,16 +4,16 @@ import Glibc
 #endif
 
 /// Makes the virtual camera's MJPEG frames: the test pattern is drawn into a full-range planar
-/// 4:2:2 picture (as UVC cameras send MJPEG), compressed by TurboJPEG straight into the
-/// stream's buffer, and optionally stripped of its Huffman tables (DHT), as many UVC cameras do.
+/// 4:2:2 picture (as UVC cameras send MJPEG), compressed by the imaging layer's `JPEGEncoder`,
+/// copied into the stream's buffer, and optionally stripped of its Huffman tables (DHT), as
+/// many UVC cameras do.
 ///
 /// Owned by one producer thread; not shared.
 final class MJPEGFrameEncoder {
     let width: Int
     let height: Int
-    let quality: Int32
     let omitsHuffmanTables: Bool
-    private let handle: tjhandle
+    private let encoder: JPEGEncoder
     private let planes: UnsafeMutableRawPointer
     private var renderedVersion: UInt64 = .max
 
@@ -22,26 +22,18 @@ final class MJPEGFrameEncoder {
         Int(tjBufSize(Int32(width), Int32(height), Int32(TJSAMP_422.rawValue)))
     }
 
-    init(width: Int, height: Int, quality: Int32 = 90, omitsHuffmanTables: Bool) throws(CaptureError) {
-        guard let h = tjInitCompress() else {
-            throw CaptureError(.driverError, "TurboJPEG could not start a compressor for the virtual camera",
-                               operation: "tjInitCompress")
-        }
+    init(width: Int, height: Int, quality: Int = 90, omitsHuffmanTables: Bool) {
         self.width = width
         self.height = height
-        self.quality = quality
         self.omitsHuffmanTables = omitsHuffmanTables
-        handle = h
+        encoder = JPEGEncoder(quality: quality, subsampling: .s422)
         planes = .allocate(byteCount: width * height * 2, alignment: 64)
     }
 
-    deinit {
-        tjDestroy(handle)
-        planes.deallocate()
-    }
+    deinit { planes.deallocate() }
 
-    /// Draws frame `sequence` and compresses it into `destination` (at least `bufferSize` bytes).
-    /// Returns the JPEG's length.
+    /// Draws frame `sequence` and compresses it into `destination` (`capacity` bytes, at least
+    /// `bufferSize`). Returns the JPEG's length.
     func encode(renderer: PatternRenderer, version: UInt64, sequence: UInt32,
                 into destination: UnsafeMutableRawPointer, capacity: Int) throws(CaptureError) -> Int {
         let canvas = PatternCanvas(base: planes, width: width, height: height, layout: .planar(rows: 1, cbFirst: true))
@@ -51,29 +43,14 @@ final class MJPEGFrameEncoder {
         }
         renderer.drawFrame(canvas, sequence: sequence)
 
-        let y = UnsafePointer(planes.assumingMemoryBound(to: UInt8.self))
-        let cb = y + width * height
-        let cr = cb + (width / 2) * height
-        var src: (UnsafePointer<UInt8>?, UnsafePointer<UInt8>?, UnsafePointer<UInt8>?) = (y, cb, cr)
-        var strides: (Int32, Int32, Int32) = (Int32(width), Int32(width / 2), Int32(width / 2))
-        var out: UnsafeMutablePointer<UInt8>? = destination.assumingMemoryBound(to: UInt8.self)
-        var size = UInt(capacity)
-        let rc = withUnsafeMutablePointer(to: &src) { srcp in
-            withUnsafeMutablePointer(to: &strides) { stp in
-                srcp.withMemoryRebound(to: UnsafePointer<UInt8>?.self, capacity: 3) { s in
-                    stp.withMemoryRebound(to: Int32.self, capacity: 3) { st in
-                        tjCompressFromYUVPlanes(handle, s, Int32(width), st, Int32(height), Int32(TJSAMP_422.rawValue),
-                                                &out, &size, quality, TJFLAG_NOREALLOC | TJFLAG_FASTDCT)
-                    }
-                }
-            }
+        let jpeg = try encoder.encode(UnsafeRawBufferPointer(start: planes, count: width * height * 2),
+                                      pixelFormat: .yuv422p, width: width, height: height, bytesPerLine: width,
+                                      colorRange: .full)
+        guard jpeg.count <= capacity, let source = jpeg.baseAddress else {
+            throw CaptureError(.driverError, "the virtual camera's MJPEG frame (\(jpeg.count) bytes) does not fit its buffer (\(capacity))")
         }
-        guard rc == 0, out == destination.assumingMemoryBound(to: UInt8.self), Int(size) <= capacity else {
-            let why = String(cString: tjGetErrorStr2(handle))
-            throw CaptureError(.driverError, "the virtual camera could not encode an MJPEG frame: \(why)",
-                               operation: "tjCompressFromYUVPlanes")
-        }
-        var length = Int(size)
+        memcpy(destination, source, jpeg.count)
+        var length = jpeg.count
         if omitsHuffmanTables {
             length = Self.removeHuffmanTables(UnsafeMutableRawBufferPointer(start: destination, count: length))
         }

@@ -398,7 +398,7 @@ final class FrameProducer: @unchecked Sendable {
         let w = m.dimensions.width, h = m.dimensions.height
         if m.pixelFormat == .mjpeg {
             layout = nil
-            encoder = try MJPEGFrameEncoder(width: w, height: h, omitsHuffmanTables: m.omitsHuffmanTables)
+            encoder = MJPEGFrameEncoder(width: w, height: h, omitsHuffmanTables: m.omitsHuffmanTables)
         } else {
             layout = PatternLayout(m.pixelFormat)
             encoder = nil
