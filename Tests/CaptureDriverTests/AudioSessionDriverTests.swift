@@ -274,39 +274,33 @@ extension AudioDriverTests {
         let audioSeconds = Double(last.sample.sequenceNumber - first.sample.sequenceNumber) / 48000
         #expect(audioSeconds > 9, "\(audioSeconds) s of audio in 10 s")
         // Latency of each item: arrival at the delegate minus the capture time of its last
-        // sample. On one clock each stream's median latency is within a frame interval of zero
-        // (vivid stamps a frame with the ideal end of its period, about one interval after it
-        // hands it over, so its latency is slightly negative), and the offset between the two
-        // streams stays the same to within a frame interval from the first to the last seconds.
+        // sample. Its floor (the fastest delivery) is the stamp's offset from the clock the
+        // delegate reads, free of queueing delays a loaded machine adds. On one clock both
+        // floors are within a frame interval of zero (vivid stamps a frame with the ideal end of
+        // its period, handed over about one interval early, so its floor is slightly negative),
+        // and the offset between the streams stays the same from the first to the last seconds.
         let videoLatency = video.map { (at: $0.arrival, latency: Double($0.arrival - $0.timestamp) / 1e9) }
         let audioLatency = audio.map { a in
             (at: a.arrival, latency: Double(a.arrival - a.sample.presentationTimeStamp) / 1e9 - a.sample.audioBuffer!.duration)
         }
-        // No stamp lies far in the future or the past (vivid's stamps run up to an interval
-        // ahead; aloop moves in jiffies: a little jitter either way is theirs).
-        #expect(videoLatency.allSatisfy { $0.latency > -2 * interval && $0.latency < 1 }, "\(videoLatency.map(\.latency).min()!)")
-        #expect(audioLatency.allSatisfy { $0.latency > -2 * interval && $0.latency < 1 }, "\(audioLatency.map(\.latency).min()!)")
+        // No stamp lies far in the future or the past.
+        #expect(videoLatency.allSatisfy { $0.latency > -2 * interval && $0.latency < 1.5 }, "\(videoLatency.map(\.latency).min()!)")
+        #expect(audioLatency.allSatisfy { $0.latency > -2 * interval && $0.latency < 1.5 }, "\(audioLatency.map(\.latency).min()!)")
         let t0 = video[0].arrival
-        func median(_ x: [(at: CaptureTime, latency: Double)], _ from: Double, _ to: Double) -> Double {
-            let s = x.filter { let t = Double($0.at - t0) / 1e9; return t >= from && t < to }.map(\.latency).sorted()
-            return s.isEmpty ? .infinity : s[s.count / 2]
+        func window(_ x: [(at: CaptureTime, latency: Double)], _ from: Double, _ to: Double) -> [Double] {
+            x.filter { let t = Double($0.at - t0) / 1e9; return t >= from && t < to }.map(\.latency).sorted()
         }
         func pct(_ x: [(at: CaptureTime, latency: Double)]) -> String {
             let s = x.map(\.latency).sorted()
             return [0, 0.1, 0.5, 0.9].map { String(format: "%.1f", s[Int($0 * Double(s.count - 1))] * 1000) }.joined(separator: "/") + " ms"
         }
-        print("audio+video latency min/p10/median/p90: video \(pct(videoLatency)), audio \(pct(audioLatency))")
-        let early = median(audioLatency, 0, 3) - median(videoLatency, 0, 3)
-        let late = median(audioLatency, 7, 11) - median(videoLatency, 7, 11)
-        print("audio+video: \(video.count) frames, \(audio.count) audio buffers (\(audioSeconds) s), interval \(interval) s; audio - video median latency: first 3 s \(early) s, last 3 s \(late) s")
-        let videoMedian = median(videoLatency, 0, 11), audioMedian = median(audioLatency, 0, 11)
-        #expect(abs(videoMedian) < interval, "video stamps are \(videoMedian) s from the clock at delivery")
-        #expect(abs(audioMedian) < interval, "audio stamps are \(audioMedian) s from the clock at delivery")
-        #expect(abs(late - early) < interval, "the clocks drift: \(early) s then \(late) s")
-        // Both streams carry stamps from now, not from another clock.
-        let lastVideo = try #require(video.last), lastAudio = try #require(audio.last)
-        #expect(lastVideo.arrival - lastVideo.timestamp < 1_000_000_000)
-        #expect(lastAudio.arrival - lastAudio.sample.presentationTimeStamp < 1_000_000_000)
+        let videoFloor = try #require(window(videoLatency, 0, 11).first), audioFloor = try #require(window(audioLatency, 0, 11).first)
+        let early = try #require(window(audioLatency, 0, 3).first) - (try #require(window(videoLatency, 0, 3).first))
+        let late = try #require(window(audioLatency, 7, 11).first) - (try #require(window(videoLatency, 7, 11).first))
+        print("audio+video: \(video.count) frames, \(audio.count) audio buffers (\(audioSeconds) s), interval \(interval) s; latency min/p10/median/p90: video \(pct(videoLatency)), audio \(pct(audioLatency)); audio - video floor: first 3 s \(early) s, last 3 s \(late) s")
+        #expect(abs(videoFloor) < interval, "video stamps are \(videoFloor) s from the clock at delivery")
+        #expect(abs(audioFloor) < interval, "audio stamps are \(audioFloor) s from the clock at delivery")
+        #expect(abs(late - early) < interval, "the streams drift apart: \(early) s then \(late) s")
     }
 }
 }

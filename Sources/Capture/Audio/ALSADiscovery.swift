@@ -18,13 +18,16 @@ enum ALSADiscovery {
                 found += procDevices(card: index)
             }
         }
-        // "default" exists in every alsa-lib configuration; it is only worth listing when it can
-        // open (with no cards, or a playback-only card, it cannot).
-        if !found.isEmpty || defaultCanCapture() {
-            if let source = try? ALSAAudioSource(name: "default", info: defaultInfo) {
-                let formats = probeFormats ? try? source.formats() : nil
-                found.insert(AudioDeviceInfo(info: defaultInfo, card: nil, device: nil, subdeviceCount: 1, formats: formats), at: 0)
-            }
+        // "default" exists in every alsa-lib configuration; it is listed when it can capture:
+        // it opens, or is only busy (our own session may hold it) or forbidden to this user.
+        do {
+            let source = try ALSAAudioSource(name: "default", info: defaultInfo)
+            let formats = probeFormats ? try? source.formats() : nil
+            found.insert(AudioDeviceInfo(info: defaultInfo, card: nil, device: nil, subdeviceCount: 1, formats: formats), at: 0)
+        } catch where error.code == .deviceBusy || error.code == .permissionDenied {
+            found.insert(AudioDeviceInfo(info: defaultInfo, card: nil, device: nil, subdeviceCount: 1, formats: nil), at: 0)
+        } catch {
+            // No capture behind "default" (no card, or a playback-only one).
         }
         return found
     }
@@ -43,13 +46,6 @@ enum ALSADiscovery {
 
     static let defaultInfo = SourceInfo(uniqueID: "default", name: "Default audio input", driver: "alsa", busInfo: "",
                                         path: "default", position: .unspecified)
-
-    private static func defaultCanCapture() -> Bool {
-        var pcm: OpaquePointer?
-        guard snd_pcm_open(&pcm, "default", SND_PCM_STREAM_CAPTURE, SND_PCM_NONBLOCK) >= 0, let pcm else { return false }
-        snd_pcm_close(pcm)
-        return true
-    }
 
     /// The identity discovery gives card `card`'s PCM device `device`.
     static func info(card: ALSA.Card, device: Int, pcmName: String, path: String? = nil) -> SourceInfo {
