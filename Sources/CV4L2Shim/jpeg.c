@@ -642,3 +642,39 @@ int cv4l2_jpeg_encode(cv4l2_jpeg_encoder *e, const cv4l2_jpeg_image *im, int qua
     *out_len = e->out_cap - e->dest.free_in_buffer;
     return 0;
 }
+
+// MARK: YUV to BGRA (colour conversion for callers who ask for BGRA), BT.601 in 8.8 fixed point.
+
+static inline __attribute__((always_inline)) void
+yuv_to_bgra(const uint8_t *restrict y, const size_t ys, const uint8_t *restrict u,
+            const uint8_t *restrict v, const size_t cs, size_t width, int limited,
+            uint8_t *restrict o) {
+    const int cy = limited ? 298 : 256, yoff = limited ? 16 : 0;
+    const int crv = limited ? 409 : 359, cgu = limited ? 100 : 88, cgv = limited ? 208 : 183;
+    const int cbu = limited ? 516 : 454;
+    for (size_t x = 0; x < width; x += 2) {
+        int du = u[(x >> 1) * cs] - 128, dv = v[(x >> 1) * cs] - 128;
+        int r = crv * dv + 128, g = -cgu * du - cgv * dv + 128, b = cbu * du + 128;
+        int c0 = (y[x * ys] - yoff) * cy;
+        o[4 * x] = clamp255((c0 + b) >> 8);
+        o[4 * x + 1] = clamp255((c0 + g) >> 8);
+        o[4 * x + 2] = clamp255((c0 + r) >> 8);
+        o[4 * x + 3] = 255;
+        if (x + 1 < width) {
+            int c1 = (y[(x + 1) * ys] - yoff) * cy;
+            o[4 * x + 4] = clamp255((c1 + b) >> 8);
+            o[4 * x + 5] = clamp255((c1 + g) >> 8);
+            o[4 * x + 6] = clamp255((c1 + r) >> 8);
+            o[4 * x + 7] = 255;
+        }
+    }
+}
+
+void cv4l2_yuv_to_bgra_row(const uint8_t *y, size_t y_step, const uint8_t *u, const uint8_t *v,
+                           size_t c_step, size_t width, int limited, uint8_t *out) {
+    // Constant steps let the compiler specialise the common layouts.
+    if (y_step == 2 && c_step == 4) yuv_to_bgra(y, 2, u, v, 4, width, limited, out);
+    else if (y_step == 1 && c_step == 2) yuv_to_bgra(y, 1, u, v, 2, width, limited, out);
+    else if (y_step == 1 && c_step == 1) yuv_to_bgra(y, 1, u, v, 1, width, limited, out);
+    else yuv_to_bgra(y, y_step, u, v, c_step, width, limited, out);
+}

@@ -83,4 +83,9 @@ uint64_t cv4l2_jpeg_encoder_allocation_count(const cv4l2_jpeg_encoder *encoder);
 void cv4l2_expand_luma(uint8_t *samples, size_t count);
 void cv4l2_expand_chroma(uint8_t *samples, size_t count);
 
+/// One row of YUV (BT.601; limited range when `limited`, else full) to B, G, R, A bytes. Luma
+/// sample x is `y[x * y_step]`, chroma for pixels 2i and 2i+1 is `u[i * c_step]`, `v[i * c_step]`.
+void cv4l2_yuv_to_bgra_row(const uint8_t *y, size_t y_step, const uint8_t *u, const uint8_t *v,
+                           size_t c_step, size_t width, int limited, uint8_t *out);
+
 #endif

@@ -1,3 +1,5 @@
+internal import CV4L2Shim
+
 /// Converts frames into a pixel format the device cannot deliver (for the video data output's
 /// `videoSettings`): YUV camera formats, GREY, RGB and MJPEG into BGRA, and YUV, GREY and MJPEG
 /// into NV12 or YUYV.
@@ -153,7 +155,15 @@ final class PixelFormatConverter {
                     d[4 * x + 2] = src[step * x + rOffset]
                     d[4 * x + 3] = 255
                 }
-            default:
+            case let .packed422(y0, _, cbOffset, crOffset):
+                cv4l2_yuv_to_bgra_row(src + y0, 2, src + cbOffset, src + crOffset, 4, w, limited ? 1 : 0, d)
+            case let .semiPlanar(cbFirst):
+                let c = s.cb! + (layout.chromaHalfHeight ? row >> 1 : row) * layout.cbStride
+                cv4l2_yuv_to_bgra_row(src, 1, c + (cbFirst ? 0 : 1), c + (cbFirst ? 1 : 0), 2, w, limited ? 1 : 0, d)
+            case .planar:
+                let c = layout.chromaHalfHeight ? row >> 1 : row
+                cv4l2_yuv_to_bgra_row(src, 1, s.cb! + c * layout.cbStride, s.cr! + c * layout.crStride, 1, w, limited ? 1 : 0, d)
+            case .grey:
                 for x in 0..<w {
                     let (u, v) = s.chroma(row, x >> 1)
                     let du = u - 128, dv = v - 128
