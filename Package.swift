@@ -31,7 +31,9 @@ let package = Package(
         .executableTarget(name: "StillCamera", dependencies: ["Capture"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
         .executableTarget(name: "LiveCapture", dependencies: ["Capture"], path: "Examples/LiveCapture"),
-        .executableTarget(name: "CaptureBench", dependencies: ["Capture", "CV4L2Shim"],
+        // Counts the process's heap allocations (defines malloc); only capture-bench links it.
+        .target(name: "CAllocCounter", path: "Benchmarks/CAllocCounter"),
+        .executableTarget(name: "CaptureBench", dependencies: ["Capture", "CV4L2Shim", "CAllocCounter"],
                           path: "Benchmarks/CaptureBench"),
         // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.
         .target(name: "CaptureTestSupport", dependencies: ["Capture", "CV4L2Shim"], path: "Tests/CaptureTestSupport"),

@@ -1,0 +1,21 @@
+// Counts every heap allocation of the process: this target defines malloc and friends, which
+// the dynamic linker then uses for the Swift runtime, Foundation and libc alike. Link it into
+// one executable only (capture-bench).
+#ifndef CALLOC_COUNTER_H
+#define CALLOC_COUNTER_H
+#include <stdint.h>
+
+/// Allocations (malloc, calloc, realloc, posix_memalign, aligned_alloc, memalign, valloc) by
+/// every thread since the process started.
+uint64_t calloc_counter_total(void);
+/// Allocations made by the calling thread.
+uint64_t calloc_counter_thread(void);
+/// Bytes requested by every thread since the process started.
+uint64_t calloc_counter_total_bytes(void);
+/// Calls to free with a non-NULL pointer, by every thread.
+uint64_t calloc_counter_frees(void);
+/// Non-zero when this target's malloc is the one the process really uses (it is not when the
+/// link put another definition first).
+int calloc_counter_is_active(void);
+
+#endif
