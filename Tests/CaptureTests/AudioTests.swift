@@ -136,6 +136,22 @@ func makeSineBuffer(frequency: Double, amplitude: Double, format: AudioFormat, f
         #expect(!loopbackLike.supports(AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16, isInterleaved: false)))
     }
 
+    @Test func outputSettingsBecomeADeviceRequest() {
+        // No settings: 48 kHz stereo s16, 1024-frame periods, about a second of ring.
+        let std = AudioPipeline.request(for: nil, range: loopbackLike)
+        #expect(std.format == AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16))
+        #expect(std.periodFrames == 1024 && std.bufferFrames == 49152)
+        // Settings the device cannot meet move to its nearest offer; the ring scales with the rate.
+        let wanted = CaptureAudioDataOutput.AudioSettings(sampleRate: 16000, channelCount: 1, sampleFormat: .float32, framesPerBuffer: 160)
+        let r = AudioPipeline.request(for: wanted, range: fixed)
+        #expect(r.format == AudioFormat(sampleRate: 44100, channelCount: 2, sampleFormat: .s32))
+        #expect(r.periodFrames == 160)
+        #expect(r.bufferFrames == 49152 * 44100 / 48000)
+        // A huge period still gets four of them in the ring.
+        let big = AudioPipeline.request(for: .init(framesPerBuffer: 48000), range: loopbackLike)
+        #expect(big.bufferFrames == 4 * 48000)
+    }
+
     @Test func descriptionListsTheOffer() {
         #expect(fixed.description == "s32, 44100/48000 Hz, 2 ch")
     }
