@@ -81,6 +81,33 @@ import Testing
         }
     }
 
+    /// A new frame rate on a running session takes effect without a failed restart, while the
+    /// delegate holds a frame from before.
+    @Test func frameRateChangeWhileRunning() throws {
+        let cam = VirtualCamera(name: "Rate", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30, 15])])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let video = CaptureVideoDataOutput()
+        let collector = FrameCollector()
+        let kept = FrameStore()
+        collector.onFrame = { s in kept.put(0, s.data()) }
+        video.setSampleBufferDelegate(collector, queue: collector.queue)
+        session.addOutput(video)
+        try session.start()
+        defer { session.stopRunning() }
+        #expect(collector.wait(for: 3, timeout: 5))
+        try device.lockForConfiguration()
+        try device.setActiveVideoMinFrameDuration(FrameInterval(framesPerSecond: 15))
+        device.unlockForConfiguration()
+        #expect(device.activeVideoMinFrameDuration == FrameInterval(framesPerSecond: 15))
+        let n = collector.count
+        #expect(collector.wait(for: n + 5, timeout: 5))
+        #expect(session.isRunning)
+    }
+
     /// Orientation and mirroring of a still connection become the EXIF orientation tag.
     @Test func orientationToEXIF() async throws {
         let cam = VirtualCamera(name: "Orientation", position: .back, formats: [.init(.yuyv, width: 320, height: 240)])

@@ -202,6 +202,13 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     @discardableResult
     func applyFormat(_ format: Format) throws(CaptureError) -> ActiveFormat {
         let src = try source()
+        // S_FMT fails with EBUSY while buffers of an earlier stream are still held: skip it
+        // when the driver already has the format.
+        if let current = try? src.currentFormat(), current.pixelFormat == format.pixelFormat,
+           current.dimensions == format.dimensions {
+            state.withLock { $0.activeFormat = format }
+            return current
+        }
         let applied = try src.setFormat(pixelFormat: format.pixelFormat, width: format.dimensions.width,
                                         height: format.dimensions.height)
         guard applied.pixelFormat == format.pixelFormat, applied.dimensions == format.dimensions else {

@@ -218,11 +218,19 @@ public final class CaptureSession: @unchecked Sendable {
         let oldInputs = appliedInputs
         let removed = oldInputs.filter { o in !stagedInputs.contains { $0 === o } }
         let added = stagedInputs.filter { n in !oldInputs.contains { $0 === n } }
-        let changed = stagedInputs.filter { i in
+        var changed = stagedInputs.filter { i in
             oldInputs.contains { $0 === i } && plans[ObjectIdentifier(i)] != newPlans[ObjectIdentifier(i)]
         }
         var notes: [String] = []
         if running.load(ordering: .acquiring) {
+            // A new frame rate alone is set on the running stream (S_PARM), without a restart.
+            changed.removeAll { i in
+                guard let di = i as? CaptureDeviceInput, let old = plans[ObjectIdentifier(i)],
+                      let new = newPlans[ObjectIdentifier(i)], old.format == new.format, let want = new.interval,
+                      let got = try? di.device.applyInterval(want) else { return false }
+                if got != want { notes.append("\(di.device.localizedName): frame interval \(want) became \(got)") }
+                return true
+            }
             // Stop what goes away or changes; start what is new or changed; undo all on failure.
             let toStop = removed + changed
             for i in toStop { runners.removeValue(forKey: ObjectIdentifier(i))?.stop() }
