@@ -19,7 +19,7 @@ enum VM {
     }
 }
 
-@Suite(.serialized) struct SessionDriverTests {
+@Suite(.serialized, .timeLimit(.minutes(3))) struct SessionDriverTests {
     @Test func stillAt720pHasVividBars() async throws {
         let cam = try VM.vividCameras()[0]
         try await SessionFlows.stillAt720p(cam)
@@ -139,7 +139,8 @@ final class LoopbackFeeder: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     init(path: String, width: Int, height: Int, frame: Data) throws {
-        fd = open(path, O_RDWR)
+        // Non-blocking: with no reader a blocking write could wait forever and hang stop().
+        fd = open(path, O_RDWR | O_NONBLOCK)
         try #require(fd >= 0, "open \(path): errno \(errno)")
         var f = v4l2_format()
         f.type = V4L2_BUF_TYPE_VIDEO_OUTPUT.rawValue
