@@ -2,7 +2,7 @@
 // JPEG-encoded, and a still through CaptureStillImageOutput every 500 frames. Resident size after
 // warm-up and at the end must match within a small margin, and every frame must be accounted for.
 // scripts/soak runs it alone with CAPTURE_SOAK_FRAMES=100000 (the RSS check applies then); in the
-// ordinary host run it streams 3000 frames and checks the accounting only, since other suites
+// ordinary host run it streams 1500 frames at 300 fps and checks the accounting only, since other suites
 // running in parallel move the resident size.
 import Capture
 import Foundation
@@ -56,11 +56,13 @@ enum Resident {
 @Suite struct ReliabilitySoakTests {
     @Test func memoryStaysFlatOverManyFrames() async throws {
         let env = ProcessInfo.processInfo.environment
-        let frames = env["CAPTURE_SOAK_FRAMES"].flatMap { Int($0) } ?? 3000
+        let frames = env["CAPTURE_SOAK_FRAMES"].flatMap { Int($0) } ?? 1500
         let checkMemory = env["CAPTURE_SOAK_FRAMES"] != nil
-        let warmUp = max(1000, frames / 10)
+        let warmUp = max(500, frames / 10)
+        // The ordinary host run shares the CPU with timing-sensitive suites: a gentler rate there.
+        let rate: Double = checkMemory ? 1000 : 300
         let camera = VirtualCamera(name: "Soak \(UUID().uuidString.prefix(8))",
-                                   formats: [.init(.yuyv, width: 160, height: 120, frameRates: [1000])])
+                                   formats: [.init(.yuyv, width: 160, height: 120, frameRates: [rate])])
         VirtualCamera.install(camera)
         defer { VirtualCamera.uninstall(camera) }
         let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
