@@ -32,8 +32,13 @@ $PY -c 'import PIL' 2>/dev/null || DEBIAN_FRONTEND=noninteractive apt-get instal
     || pip install pillow >&2
 
 gcc -O3 -Wall -o "$HERE/ceiling/ceiling" "$HERE/ceiling/ceiling.c" -ljpeg -lturbojpeg
-(cd "$ROOT" && swift build -c release --product capture-bench --scratch-path "$ROOT/.build-bench-rel" >&2)
-BENCH="$ROOT/.build-bench-rel/release/capture-bench"
+# CAPTURE_BENCH=path uses a capture-bench built elsewhere (it must be a release build).
+if [ -n "${CAPTURE_BENCH:-}" ]; then
+    BENCH=$CAPTURE_BENCH
+else
+    (cd "$ROOT" && swift build -c release --product capture-bench --scratch-path "$ROOT/.build-bench-rel" >&2)
+    BENCH="$ROOT/.build-bench-rel/release/capture-bench"
+fi
 
 CONTENTS="testsrc2 noisy detailed" FORMATS=yuyv422 "$HERE/make-frames.sh" "$HERE/frames" 6 >&2
 

@@ -9,9 +9,9 @@ import Foundation
 /// newest frame wins; the drop is delivered, in sequence, as `.dropped`.
 ///
 /// Results are delivered on the worker threads, one at a time, in submission order. The JPEG bytes
-/// are borrowed from the worker's encoder (nothing is copied or allocated per frame): they are
-/// valid only during the `deliver` call, which should return promptly because the next frame in
-/// order waits for it.
+/// are borrowed (from the worker's encoder, or from a result slot when a frame finished ahead of
+/// its turn; nothing is allocated per frame): they are valid only during the `deliver` call,
+/// which should return promptly because the frames after it wait for it.
 ///
 /// Thread-safe. Do not call `shutdown` from inside `deliver`.
 package final class JPEGEncoderPool: @unchecked Sendable {
@@ -86,12 +86,29 @@ package final class JPEGEncoderPool: @unchecked Sendable {
 
 // The shared state lives apart from the pool so that the worker threads do not keep the pool
 // alive: the pool's deinit shuts them down.
+//
+// Ordering without idling: a worker whose frame is next delivers straight from its encoder's
+// buffer. A worker that finishes ahead of its turn copies the JPEG into one of its two result
+// slots (memory kept from frame to frame) and goes on with the next frame; whoever delivers the
+// frame before it delivers it. Only when both of its slots wait does a worker wait.
 private final class Core: @unchecked Sendable {
     private struct DropRange {
         var start: UInt64
         var count: Int
         var firstSequence: UInt32
     }
+
+    /// A finished frame waiting for its turn, in a worker's slot.
+    private struct Ready {
+        var ticket: UInt64
+        var sequence: UInt32
+        var timestamp: CaptureTime
+        var count: Int
+        var failure: CaptureError?
+        var inUse: Bool
+    }
+
+    static let slotsPerWorker = 2
 
     let workerCount: Int
     private let quality: Int
@@ -108,11 +125,14 @@ private final class Core: @unchecked Sendable {
     private var nextDeliver: UInt64 = 0
     private var delivering = false
     // Dropped tickets not yet reported, as ranges. Ranges are separated by tickets still queued
-    // or in a worker, so at most depth + workers + 1 exist at once.
+    // or held by a worker, so at most depth + workers * (1 + slots) + 1 exist at once.
     private var drops: [DropRange]
     private var dropHead = 0, dropCount = 0
+    private var ready: [Ready]
+    // Slot memory: written by its worker while the slot is reserved, read by the deliverer.
+    private var slotMemory: [UnsafeMutableRawPointer?]
+    private var slotCapacity: [Int]
     private var closing = false
-    private var running: Int
     private var workerThreads: [pthread_t?]
     private var stats = JPEGEncoderPool.Statistics()
     private let exited = DispatchSemaphore(value: 0)
@@ -125,14 +145,19 @@ private final class Core: @unchecked Sendable {
         self.deliver = deliver
         queue = Array(repeating: nil, count: depth)
         queueTickets = Array(repeating: 0, count: depth)
-        drops = Array(repeating: DropRange(start: 0, count: 0, firstSequence: 0), count: depth + workers + 2)
-        running = workers
+        let slots = workers * Self.slotsPerWorker
+        drops = Array(repeating: DropRange(start: 0, count: 0, firstSequence: 0), count: depth + workers + slots + 2)
+        ready = Array(repeating: Ready(ticket: 0, sequence: 0, timestamp: CaptureTime(nanoseconds: 0), count: 0,
+                                       failure: nil, inUse: false), count: slots)
+        slotMemory = Array(repeating: nil, count: slots)
+        slotCapacity = Array(repeating: 0, count: slots)
         workerThreads = Array(repeating: nil, count: workers)
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(cond, nil)
     }
 
     deinit {
+        for m in slotMemory { free(m) }
         pthread_cond_destroy(cond)
         pthread_mutex_destroy(mutex)
         cond.deallocate()
@@ -198,19 +223,39 @@ private final class Core: @unchecked Sendable {
         dropCount += 1
     }
 
-    /// With the lock held: reports dropped frames that are next in order. Returns whether it did.
-    private func deliverDueDrops() -> Bool {
+    /// With the lock held: delivers whatever is next in order and already done (dropped frames,
+    /// frames waiting in slots). Returns whether it delivered anything.
+    @discardableResult
+    private func deliverDue() -> Bool {
         var did = false
-        while !delivering, dropCount > 0, drops[dropHead].start == nextDeliver {
-            let range = drops[dropHead]
-            dropHead = (dropHead + 1) % drops.count
-            dropCount -= 1
-            delivering = true
-            nextDeliver += UInt64(range.count)
-            unlock()
-            deliver(.dropped(DroppedFrames(reason: .frameWasLate, count: range.count,
-                                           sequenceNumber: UInt64(range.firstSequence))))
-            lock()
+        while !delivering {
+            if dropCount > 0, drops[dropHead].start == nextDeliver {
+                let range = drops[dropHead]
+                dropHead = (dropHead + 1) % drops.count
+                dropCount -= 1
+                delivering = true
+                nextDeliver += UInt64(range.count)
+                unlock()
+                deliver(.dropped(DroppedFrames(reason: .frameWasLate, count: range.count,
+                                               sequenceNumber: UInt64(range.firstSequence))))
+                lock()
+            } else if let i = ready.firstIndex(where: { $0.inUse && $0.ticket == nextDeliver }) {
+                let r = ready[i]
+                delivering = true
+                unlock()
+                if let failure = r.failure {
+                    deliver(.failed(sequence: r.sequence, error: failure))
+                } else {
+                    deliver(.encoded(sequence: r.sequence, timestamp: r.timestamp,
+                                     bytes: UnsafeRawBufferPointer(start: slotMemory[i], count: r.count)))
+                }
+                lock()
+                if r.failure == nil { stats.encoded += 1 } else { stats.failed += 1 }
+                ready[i].inUse = false
+                nextDeliver = r.ticket + 1
+            } else {
+                break
+            }
             delivering = false
             wakeAll()
             did = true
@@ -220,10 +265,11 @@ private final class Core: @unchecked Sendable {
 
     func work(_ index: Int) {
         let encoder = JPEGEncoder(quality: quality, subsampling: subsampling)
+        let mySlots = (index * Self.slotsPerWorker)..<((index + 1) * Self.slotsPerWorker)
         lock()
         workerThreads[index] = pthread_self()
         while true {
-            _ = deliverDueDrops()
+            deliverDue()
             guard queued > 0 else {
                 if closing { break }
                 wait()
@@ -252,24 +298,57 @@ private final class Core: @unchecked Sendable {
             frame = nil
 
             lock()
-            while nextDeliver != ticket || delivering {
-                if deliverDueDrops() { continue }
+            var slot: Int?
+            while true {
+                if nextDeliver == ticket && !delivering {
+                    // Our turn: straight from the encoder's buffer, nothing copied.
+                    delivering = true
+                    unlock()
+                    if let failure {
+                        deliver(.failed(sequence: sequence, error: failure))
+                    } else {
+                        deliver(.encoded(sequence: sequence, timestamp: timestamp, bytes: bytes))
+                    }
+                    lock()
+                    if failure == nil { stats.encoded += 1 } else { stats.failed += 1 }
+                    delivering = false
+                    nextDeliver = ticket + 1
+                    wakeAll()
+                    break
+                }
+                if deliverDue() { continue }
+                if let free = mySlots.first(where: { !ready[$0].inUse }) {
+                    slot = free
+                    break
+                }
                 wait()
             }
-            delivering = true
-            unlock()
-            if let failure {
-                deliver(.failed(sequence: sequence, error: failure))
-            } else {
-                deliver(.encoded(sequence: sequence, timestamp: timestamp, bytes: bytes))
+            if let slot {
+                // Ahead of our turn: park the JPEG in a slot and go on with the next frame.
+                ready[slot].inUse = true
+                ready[slot].ticket = UInt64.max // reserved, not yet deliverable
+                let need = bytes.count
+                var memory = slotMemory[slot]
+                let capacity = slotCapacity[slot]
+                unlock()
+                if need > capacity {
+                    // Grows only for a bigger frame than any before; steady state allocates nothing.
+                    free(memory)
+                    memory = malloc(max(need + need / 4, 4096))
+                }
+                if need > 0, let memory, let src = bytes.baseAddress { memcpy(memory, src, need) }
+                lock()
+                if need > capacity {
+                    slotMemory[slot] = memory
+                    slotCapacity[slot] = memory == nil ? 0 : max(need + need / 4, 4096)
+                }
+                let lost = memory == nil && need > 0
+                ready[slot] = Ready(ticket: ticket, sequence: sequence, timestamp: timestamp, count: lost ? 0 : need,
+                                    failure: lost ? CaptureError(.ioError, "out of memory holding a JPEG for its turn") : failure,
+                                    inUse: true)
+                wakeAll()
             }
-            lock()
-            if failure == nil { stats.encoded += 1 } else { stats.failed += 1 }
-            delivering = false
-            nextDeliver = ticket + 1
-            wakeAll()
         }
-        running -= 1
         wakeAll()
         unlock()
         exited.signal()
