@@ -12,7 +12,12 @@ public final class FrameCollector: CaptureVideoDataOutputSampleBufferDelegate, @
     public var delay: Double = 0
     public var holdAll = false
     public let queue: DispatchQueue
-    public var onFrame: (@Sendable (SampleBuffer) -> Void)?
+    private var _onFrame: (@Sendable (SampleBuffer) -> Void)?
+    /// Called with every frame, on the delegate's queue; may be set while frames arrive.
+    public var onFrame: (@Sendable (SampleBuffer) -> Void)? {
+        get { lock.withLock { _onFrame } }
+        set { lock.withLock { _onFrame = newValue } }
+    }
 
     public init(queue: DispatchQueue = DispatchQueue(label: "test.frames")) { self.queue = queue }
 

@@ -266,6 +266,20 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Drops V4L2 cameras that a scan no longer finds: their cached node, formats and settings
+    /// belong to a device that is gone (a reloaded driver starts afresh), so a camera that comes
+    /// back is a new object.
+    private static func forgetVanished(present: Set<String>) {
+        let gone: [CaptureDevice] = registry.withLock { reg in
+            // A device in a session stays: its session reports the unplug itself.
+            let ids = reg.filter {
+                $0.value.mediaType == .video && !$0.value.isVirtual && !present.contains($0.key) && $0.value.owner == nil
+            }.map(\.key)
+            return ids.compactMap { reg.removeValue(forKey: $0) }
+        }
+        for d in gone { d.dropSource() }
+    }
+
     /// Every device that captures `mediaType`: V4L2 cameras (by node number), then installed
     /// virtual cameras; for audio, ALSA capture devices with the default first.
     public static func devices(for mediaType: MediaType) -> [CaptureDevice] {
@@ -278,6 +292,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
                                   opener: { () throws(CaptureError) -> any VideoSource in try V4L2Discovery.open(info) })
                 }
             }
+            forgetVanished(present: Set(v4l2.map(\.uniqueID)))
             let virtual = VirtualCamera.installed.map { cam in
                 canonical {
                     CaptureDevice(info: cam.info, mediaType: .video, deviceType: .virtual, virtualCamera: cam,

@@ -81,25 +81,33 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                 }
             case .corrupt(let seq, _):
                 lastFrame = .now
-                if let e = expected, seq != e { report(gapFrom: e, to: seq, starved: starved) }
-                starved = false
-                expected = seq &+ 1
-                report(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: UInt64(seq)))
+                corrupt(seq, expected: &expected, starved: &starved)
             case .frame(var frame):
                 if stalled {
                     stalled = false
                     session?.hub.post(.deviceResumed(device))
                 }
                 let conns = connections.withLock { $0 }
+                var corruptAfter: UInt32?
                 // A pending still wants the newest frame: skip (but still deliver) older ones.
                 if conns.contains(where: { $0.output.wantsNewestFrame }) {
-                    while case .frame(let newer)? = try? source.nextFrame(timeout: .zero) {
-                        deliver(frame, to: conns, stillsToo: false, expected: &expected, starved: &starved)
-                        frame = newer
+                    drain: while true {
+                        switch try? source.nextFrame(timeout: .zero) {
+                        case .frame(let newer)?:
+                            deliver(frame, to: conns, stillsToo: false, expected: &expected, starved: &starved)
+                            frame = newer
+                        case .corrupt(let seq, _)?:
+                            // Reported after `frame`, which is older, so the counts stay in order.
+                            corruptAfter = seq
+                            break drain
+                        default:
+                            break drain
+                        }
                     }
                 }
                 lastFrame = .now
                 deliver(frame, to: conns, stillsToo: true, expected: &expected, starved: &starved)
+                if let seq = corruptAfter { corrupt(seq, expected: &expected, starved: &starved) }
                 checkStarvation = true
             }
         }
@@ -114,6 +122,14 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         for c in conns where c.isEnabled && (stillsToo || !c.output.wantsNewestFrame) {
             c.output.handleFrame(frame, format: format, connection: c)
         }
+    }
+
+    /// A damaged frame: a gap before it is reported first, then the frame itself as corrupt.
+    private func corrupt(_ seq: UInt32, expected: inout UInt32?, starved: inout Bool) {
+        if let e = expected, seq != e { report(gapFrom: e, to: seq, starved: starved) }
+        starved = false
+        expected = seq &+ 1
+        report(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: UInt64(seq)))
     }
 
     private func report(gapFrom expected: UInt32, to seq: UInt32, starved: Bool) {
