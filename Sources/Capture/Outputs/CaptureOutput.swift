@@ -75,6 +75,4 @@ public class CaptureOutput: @unchecked Sendable {
     func handleAudio(_ sample: SampleBuffer, connection: CaptureConnection) {}
     /// The input failed (disconnect, fatal driver error) or the session stopped.
     func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {}
-    /// The session started running with this output connected.
-    func sessionDidStart() {}
 }

@@ -115,10 +115,6 @@ public final class SampleBuffer: @unchecked Sendable {
         if case .video(let f, _) = content { return f }
         return nil
     }
-    var activeFormat: ActiveFormat? {
-        if case .video(_, let a) = content { return a }
-        return nil
-    }
 }
 
 /// The kind of media a device captures or an output accepts.

@@ -266,7 +266,6 @@ public final class CaptureSession: @unchecked Sendable {
         plans = newPlans
         rebuildConnections(inputs: appliedInputs, outputs: appliedOutputs)
         for r in runners.values { r.setConnections(connections(of: r.input)) }
-        if running.load(ordering: .acquiring) { for o in appliedOutputs { o.sessionDidStart() } }
         return notes.isEmpty ? .applied : .adjusted(notes)
     }
 
@@ -356,7 +355,6 @@ public final class CaptureSession: @unchecked Sendable {
             throw error
         }
         running.store(true, ordering: .releasing)
-        for o in appliedOutputs { o.sessionDidStart() }
         hub.post(.didStartRunning)
     }
 
