@@ -79,7 +79,7 @@ struct EncoderPoolTests {
         for seq in UInt32(0)..<60 {
             // Every third frame is big: the two small ones after it finish first on other workers.
             let frames = seq % 3 == 0 ? big : small
-            #expect(pool.submit(frames.replay.frame(Int(seq) % 2, sequence: seq), whenFull: .wait))
+            #expect(pool.submit(frames.replay.sample(Int(seq) % 2, sequence: seq), whenFull: .wait))
             expected.append(.encoded(seq, width: frames.width, height: frames.height))
         }
         pool.shutdown()
@@ -102,10 +102,10 @@ struct EncoderPoolTests {
             }
         }
         let pool = JPEGEncoderPool(workers: 1, queueDepth: 1, quality: 80) { recorder.take($0) }
-        #expect(pool.submit(frames.replay.frame(0, sequence: 0)))
+        #expect(pool.submit(frames.replay.sample(0, sequence: 0)))
         #expect(entered.wait(timeout: .now() + 10) == .success)
         // The worker is busy: each new frame replaces the waiting one.
-        for seq in UInt32(1)...9 { #expect(pool.submit(frames.replay.frame(0, sequence: seq))) }
+        for seq in UInt32(1)...9 { #expect(pool.submit(frames.replay.sample(0, sequence: seq))) }
         // Replaced frames went back to the driver at once, before the worker moved on.
         #expect(frames.replay.recycledCount == 9)
         release.signal()
@@ -133,12 +133,12 @@ struct EncoderPoolTests {
             }
         }
         let pool = JPEGEncoderPool(workers: 1, queueDepth: 1) { recorder.take($0) }
-        pool.submit(frames.replay.frame(0, sequence: 0))
+        pool.submit(frames.replay.sample(0, sequence: 0))
         #expect(entered.wait(timeout: .now() + 10) == .success)
-        for seq in UInt32(1)...3 { pool.submit(frames.replay.frame(0, sequence: seq)) }
+        for seq in UInt32(1)...3 { pool.submit(frames.replay.sample(0, sequence: seq)) }
         gate.signal()
         #expect(entered.wait(timeout: .now() + 10) == .success)
-        for seq in UInt32(4)...6 { pool.submit(frames.replay.frame(0, sequence: seq)) }
+        for seq in UInt32(4)...6 { pool.submit(frames.replay.sample(0, sequence: seq)) }
         gate.signal()
         pool.shutdown()
         #expect(recorder.snapshot == [
@@ -153,10 +153,10 @@ struct EncoderPoolTests {
         let frames = YUYVFrames(width: 320, height: 240, count: 2, seed: 5)
         let recorder = Recorder()
         let pool = JPEGEncoderPool(workers: 2, queueDepth: 8) { recorder.take($0) }
-        for seq in UInt32(0)..<10 { pool.submit(frames.replay.frame(Int(seq) % 2, sequence: seq), whenFull: .wait) }
+        for seq in UInt32(0)..<10 { pool.submit(frames.replay.sample(Int(seq) % 2, sequence: seq), whenFull: .wait) }
         #expect(finishes(within: 20) { pool.shutdown() })
         #expect(recorder.snapshot.count == 10)
-        #expect(!pool.submit(frames.replay.frame(0, sequence: 99)))
+        #expect(!pool.submit(frames.replay.sample(0, sequence: 99)))
         #expect(finishes(within: 5) { pool.shutdown() })
         #expect(frames.replay.recycledCount == 11)
     }
@@ -177,14 +177,14 @@ struct EncoderPoolTests {
         }
         let pool = JPEGEncoderPool(workers: 1, queueDepth: 1) { recorder.take($0) }
         box.pool = pool
-        pool.submit(frames.replay.frame(0, sequence: 0))
+        pool.submit(frames.replay.sample(0, sequence: 0))
         #expect(entered.wait(timeout: .now() + 10) == .success)
-        pool.submit(frames.replay.frame(0, sequence: 1))
+        pool.submit(frames.replay.sample(0, sequence: 1))
         // The queue is full and the worker is held: a waiting submitter blocks until shutdown.
         let refused = Flag()
         let submitter = DispatchSemaphore(value: 0)
         Thread {
-            refused.set(!pool.submit(frames.replay.frame(0, sequence: 2), whenFull: .wait))
+            refused.set(!pool.submit(frames.replay.sample(0, sequence: 2), whenFull: .wait))
             submitter.signal()
         }.start()
         release.signal()
@@ -204,7 +204,7 @@ struct EncoderPoolTests {
         do {
             let pool = JPEGEncoderPool(workers: 2) { recorder.take($0) }
             weakPool = pool
-            for seq in UInt32(0)..<6 { pool.submit(frames.replay.frame(0, sequence: seq), whenFull: .wait) }
+            for seq in UInt32(0)..<6 { pool.submit(frames.replay.sample(0, sequence: seq), whenFull: .wait) }
         }
         #expect(weakPool == nil)
         #expect(frames.replay.recycledCount == 6)
@@ -221,9 +221,9 @@ struct EncoderPoolTests {
         let bad = FrameReplay(pixelFormat: .yuyv, width: 32, height: 16, buffers: [UnsafeRawBufferPointer(short)])
         let recorder = Recorder()
         let pool = JPEGEncoderPool(workers: 2) { recorder.take($0) }
-        pool.submit(good.replay.frame(0, sequence: 0), whenFull: .wait)
-        pool.submit(bad.frame(0, sequence: 1), whenFull: .wait)
-        pool.submit(good.replay.frame(0, sequence: 2), whenFull: .wait)
+        pool.submit(good.replay.sample(0, sequence: 0), whenFull: .wait)
+        pool.submit(bad.sample(0, sequence: 1), whenFull: .wait)
+        pool.submit(good.replay.sample(0, sequence: 2), whenFull: .wait)
         pool.shutdown()
         #expect(recorder.snapshot == [.encoded(0, width: 32, height: 16), .failed(1), .encoded(2, width: 32, height: 16)])
         #expect(pool.statistics.failed == 1)

@@ -19,15 +19,21 @@ private func open(_ camera: VirtualCamera, _ format: PixelFormat = .yuyv, _ w: I
 
 /// Waits for the next good frame, skipping nothing: fails on anything else.
 private func nextGood(_ s: any VideoSource, timeout: Duration = .seconds(2)) throws -> FrameBuffer {
-    let event = try s.nextFrame(timeout: timeout)
-    guard case .frame(let f) = event else {
-        Issue.record("expected a frame, got \(event)")
+    switch try s.nextFrame(timeout: timeout) {
+    case .frame(let f): return f
+    case let other:
+        Issue.record("expected a frame, got \(other.summary)")
         throw CaptureError(.timedOut, "no frame")
     }
-    return f
 }
 
-private func luma(_ f: FrameBuffer, _ x: Int, _ y: Int) -> UInt8 {
+/// Keeps a frame (and so its buffer) in a collection.
+private final class HeldFrame {
+    let frame: FrameBuffer
+    init(_ f: consuming FrameBuffer) { frame = f }
+}
+
+private func luma(_ f: borrowing FrameBuffer, _ x: Int, _ y: Int) -> UInt8 {
     patternLuma(f.image.plane0.bytes, layout: PatternLayout(f.image.pixelFormat)!, width: f.image.width,
                 height: f.image.height, x: x, y: y)!
 }
@@ -285,7 +291,7 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
             case .corrupt(let seq, let reason):
                 corruptSequences.append(seq)
                 #expect(!reason.isEmpty)
-            case let other: Issue.record("unexpected \(other)")
+            case let other: Issue.record("unexpected \(other.summary)")
             }
         }
         #expect(corruptSequences.count == 1)
@@ -312,22 +318,22 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         for damage in VirtualCamera.FrameDamage.allCases { camera.injectDamagedFrame(damage) }
         camera.resume()
         var seen: [Int] = []
-        var scrambled: FrameBuffer?
+        var scrambled: HeldFrame?
         for _ in 0..<3 {
             let f = try nextGood(s)
             seen.append(f.image.plane0.count)
-            if seen.count == 3 { scrambled = f }
+            if seen.count == 3 { scrambled = HeldFrame(f) }
         }
         let halfway = (format == .mjpeg ? cleanCount : sizeImage) / 2
         #expect(abs(seen[0] - halfway) <= 2000 && seen[0] < (format == .mjpeg ? cleanCount : sizeImage), "truncated: \(seen)")
         #expect(seen[1] == 0, "empty: \(seen)")
-        let bytes = scrambled!.image.plane0.bytes
+        let bytes = scrambled!.frame.image.plane0.bytes
         if format == .mjpeg {
             #expect(bytes[0] == 0xFF && bytes[1] == 0xD8)
-            #expect(VirtualCamera.frameNumber(in: scrambled!.image) == nil)
+            #expect(VirtualCamera.frameNumber(in: scrambled!.frame.image) == nil)
         } else {
             #expect(bytes.count == sizeImage)
-            #expect(VirtualCamera.frameNumber(in: scrambled!.image) == nil)
+            #expect(VirtualCamera.frameNumber(in: scrambled!.frame.image) == nil)
         }
         #expect(camera.statistics.framesDamaged == 3)
         // The next frames are clean again, counter included.
@@ -385,8 +391,8 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         camera.stall(for: .milliseconds(1500))
         // Drain what was queued before the stall took effect, then expect silence.
         var event = try s.nextFrame(timeout: .milliseconds(200))
-        while case .frame = event { event = try s.nextFrame(timeout: .milliseconds(200)) }
-        guard case .timeout = event else { Issue.record("expected timeout, got \(event)"); return }
+        while event.isFrame { event = try s.nextFrame(timeout: .milliseconds(200)) }
+        guard event.summary == "timeout" else { Issue.record("expected timeout, got \(event.summary)"); return }
         let producedDuringStall = camera.framesProduced
         Thread.sleep(forTimeInterval: 0.2)
         #expect(camera.framesProduced == producedDuringStall)
@@ -396,8 +402,8 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
 
         camera.stall(for: nil)
         var quiet = try s.nextFrame(timeout: .milliseconds(300))
-        while case .frame = quiet { quiet = try s.nextFrame(timeout: .milliseconds(300)) }
-        guard case .timeout = quiet else { Issue.record("expected timeout, got \(quiet)"); return }
+        while quiet.isFrame { quiet = try s.nextFrame(timeout: .milliseconds(300)) }
+        guard quiet.summary == "timeout" else { Issue.record("expected timeout, got \(quiet.summary)"); return }
         camera.resume()
         _ = try nextGood(s, timeout: .seconds(2))
     }
@@ -410,15 +416,15 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         camera.stall(for: nil)
         var t0 = CaptureTime.now()
         var event = try s.nextFrame(timeout: .milliseconds(150))
-        while case .frame = event { t0 = .now(); event = try s.nextFrame(timeout: .milliseconds(150)) }
+        while event.isFrame { t0 = .now(); event = try s.nextFrame(timeout: .milliseconds(150)) }
         let waited = Double(CaptureTime.now() - t0) / 1e6
-        guard case .timeout = event else { Issue.record("expected timeout, got \(event)"); return }
+        guard event.summary == "timeout" else { Issue.record("expected timeout, got \(event.summary)"); return }
         #expect(waited >= 149 && waited < 1500, "timeout after \(waited) ms")
 
         let waiter = Thread.detachedResult { () -> (String, Double) in
             let t = CaptureTime.now()
             let e = try? s.nextFrame(timeout: .seconds(10))
-            return ("\(String(describing: e))", Double(CaptureTime.now() - t) / 1e6)
+            return (e?.summary ?? "nil", Double(CaptureTime.now() - t) / 1e6)
         }
         Thread.sleep(forTimeInterval: 0.1)
         s.wakeUp()
@@ -426,7 +432,7 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         #expect(what.contains("interrupted"), "got \(what)")
         #expect(ms < 2000, "wake-up took \(ms) ms")
         // A stop from another thread ends a wait too.
-        let stopped = Thread.detachedResult { () -> String in "\(String(describing: try? s.nextFrame(timeout: .seconds(10))))" }
+        let stopped = Thread.detachedResult { () -> String in (try? s.nextFrame(timeout: .seconds(10)))?.summary ?? "nil" }
         Thread.sleep(forTimeInterval: 0.1)
         s.stopStreaming()
         #expect(stopped.wait().contains("interrupted"))
@@ -443,15 +449,15 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         try s.startStreaming(bufferCount: 4)
         defer { s.stopStreaming() }
         #expect(s.bufferCount == 4)
-        var held: [FrameBuffer] = []
-        for _ in 0..<4 { held.append(try nextGood(s)) }
+        var held: [HeldFrame] = []
+        for _ in 0..<4 { held.append(HeldFrame(try nextGood(s))) }
         #expect(s.buffersHeldByClients == 4)
         let dropsBefore = camera.statistics.framesDroppedForLackOfBuffers
         guard case .timeout = try s.nextFrame(timeout: .milliseconds(300)) else {
             Issue.record("a frame arrived although every buffer is held"); return
         }
         #expect(camera.statistics.framesDroppedForLackOfBuffers > dropsBefore)
-        let lastHeld = held.last!.metadata.sequence
+        let lastHeld = held.last!.frame.metadata.sequence
         held.removeFirst()
         #expect(s.buffersHeldByClients == 3)
         let next = try nextGood(s)

@@ -74,15 +74,17 @@ protocol BufferPool: AnyObject, Sendable {
     func recycle(index: Int)
 }
 
-/// A frame borrowed from a source's buffer pool. The buffer goes back to the device when the
-/// last reference goes away (deinit), exactly once. Holding it keeps the pool's memory mapped.
-final class FrameBuffer: @unchecked Sendable {
+/// A frame borrowed from a source's buffer pool: a value with one owner that goes back to the
+/// device exactly once, when it is consumed or dropped (deinit). It holds its pool, so the
+/// mapping stays readable while the frame lives. Not copyable: to share a frame, wrap it in
+/// a `SampleBuffer` (the object model's retained, reusable holder).
+struct FrameBuffer: ~Copyable, @unchecked Sendable {
     let image: ImageBuffer
     let metadata: FrameMetadata
     // Strong: keeps the mapping alive as long as anybody can read `image`.
-    private let pool: BufferPool
+    private let pool: any BufferPool
 
-    init(image: ImageBuffer, metadata: FrameMetadata, pool: BufferPool) {
+    init(image: ImageBuffer, metadata: FrameMetadata, pool: any BufferPool) {
         self.image = image
         self.metadata = metadata
         self.pool = pool
@@ -92,7 +94,7 @@ final class FrameBuffer: @unchecked Sendable {
 }
 
 /// What one wait for a frame produced.
-enum FrameEvent: Sendable {
+enum FrameEvent: ~Copyable, Sendable {
     /// A good frame.
     case frame(FrameBuffer)
     /// The driver flagged a buffer as damaged (`V4L2_BUF_FLAG_ERROR`, bad `bytesused`, truncated
@@ -102,6 +104,25 @@ enum FrameEvent: Sendable {
     case timeout
     /// `wakeUp()` was called.
     case interrupted
+}
+
+extension FrameEvent {
+    var isFrame: Bool {
+        switch self {
+        case .frame: true
+        default: false
+        }
+    }
+
+    /// One line for logs and test messages.
+    var summary: String {
+        switch self {
+        case .frame(let f): "frame \(f.metadata.sequence) (buffer \(f.metadata.bufferIndex))"
+        case .corrupt(let sequence, let reason): "corrupt frame \(sequence): \(reason)"
+        case .timeout: "timeout"
+        case .interrupted: "interrupted"
+        }
+    }
 }
 
 /// A frame rate range as the device states it.

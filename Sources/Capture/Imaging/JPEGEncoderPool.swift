@@ -63,18 +63,12 @@ package final class JPEGEncoderPool: @unchecked Sendable {
     /// Number of encoder threads.
     package var workerCount: Int { core.workerCount }
 
-    /// Queues `frame` for encoding. Returns false (and drops nothing) after `shutdown`.
-    @discardableResult
-    func submit(_ frame: FrameBuffer, whenFull: WhenFull = .dropOldest) -> Bool {
-        core.submit(frame, whenFull: whenFull)
-    }
-
     /// Queues a video sample buffer's frame (zero-copy: the driver buffer is held until it is
     /// encoded). Returns false for samples that are not raw video frames, and after `shutdown`.
     @discardableResult
     package func submit(_ sample: SampleBuffer, whenFull: WhenFull = .dropOldest) -> Bool {
-        guard let frame = sample.frameBuffer else { return false }
-        return core.submit(frame, whenFull: whenFull)
+        guard sample.videoImage != nil else { return false }
+        return core.submit(sample, whenFull: whenFull)
     }
 
     /// Encodes and delivers what is queued, then stops the workers and waits for them. Later
@@ -118,7 +112,7 @@ private final class Core: @unchecked Sendable {
     // Everything below is guarded by `mutex`; one condition serves every wait (few threads).
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var queue: [FrameBuffer?]
+    private var queue: [SampleBuffer?]
     private var queueTickets: [UInt64]
     private var head = 0, queued = 0
     private var nextTicket: UInt64 = 0
@@ -175,8 +169,8 @@ private final class Core: @unchecked Sendable {
         return stats
     }
 
-    func submit(_ frame: FrameBuffer, whenFull: JPEGEncoderPool.WhenFull) -> Bool {
-        var evicted: FrameBuffer?
+    func submit(_ frame: SampleBuffer, whenFull: JPEGEncoderPool.WhenFull) -> Bool {
+        var evicted: SampleBuffer?
         lock()
         while queued == queue.count && !closing {
             if whenFull == .wait {
@@ -189,7 +183,7 @@ private final class Core: @unchecked Sendable {
             queue[head] = nil
             head = (head + 1) % queue.count
             queued -= 1
-            recordDrop(ticket: ticket, sequence: old?.metadata.sequence ?? 0)
+            recordDrop(ticket: ticket, sequence: old.map { UInt32(truncatingIfNeeded: $0.sequenceNumber) } ?? 0)
             evicted = old
         }
         guard !closing else {
@@ -283,13 +277,16 @@ private final class Core: @unchecked Sendable {
             wakeAll()
             unlock()
 
-            let sequence = frame?.metadata.sequence ?? 0
-            let timestamp = frame?.metadata.timestamp ?? CaptureTime(nanoseconds: 0)
+            let sequence = frame.map { UInt32(truncatingIfNeeded: $0.sequenceNumber) } ?? 0
+            let timestamp = frame?.presentationTimeStamp ?? CaptureTime(nanoseconds: 0)
             var bytes = UnsafeRawBufferPointer(start: nil, count: 0)
             var failure: CaptureError?
             if let f = frame {
                 do throws(CaptureError) {
-                    bytes = try encoder.encode(f.image)
+                    bytes = try f.withVideoImage { image throws(CaptureError) in
+                        guard let image else { throw CaptureError(.invalidArgument, "not a raw video sample") }
+                        return try encoder.encode(image)
+                    }
                 } catch {
                     failure = error
                 }
@@ -417,6 +414,13 @@ package final class FrameReplay: @unchecked Sendable {
         SampleBuffer(frame: frame(index, sequence: sequence), format: format)
     }
 
+    /// The same, reusing the samples of `pool` as a capture thread does (nothing allocated
+    /// once each index was seen and its sample let go).
+    package func sample(_ index: Int, sequence: UInt32, reusing pool: ReplaySamples) -> SampleBuffer {
+        pool.pool.reclaim()
+        return pool.pool.wrap(frame(index, sequence: sequence), format: format)
+    }
+
     /// Frames whose buffer was given back so far.
     package var recycledCount: Int {
         pool.lock.lock()
@@ -425,24 +429,30 @@ package final class FrameReplay: @unchecked Sendable {
     }
 }
 
+/// Reusable samples for `FrameReplay.sample(_:sequence:reusing:)`; one thread uses it.
+package final class ReplaySamples: @unchecked Sendable {
+    let pool = SampleBufferPool()
+    package init() {}
+}
+
 /// The library's encode paths, reachable from `capture-bench` without `@testable`.
 package enum EncodePaths {
     /// What the encoder pool's workers run: the frame read in place, the bytes borrowed from
     /// `encoder` until its next encode.
     package static func encodeInPlace(_ sample: SampleBuffer, with encoder: JPEGEncoder) throws(CaptureError) -> UnsafeRawBufferPointer {
-        guard let frame = sample.frameBuffer else { throw CaptureError(.invalidArgument, "not a raw video sample") }
-        return try encoder.encode(frame.image)
+        guard let image = sample.videoImage else { throw CaptureError(.invalidArgument, "not a raw video sample") }
+        return try withExtendedLifetime(sample) { () throws(CaptureError) in try encoder.encode(image) }
     }
 
     /// What `CaptureStillImageOutput` runs for a raw frame (no EXIF: orientation up).
     package static func still(_ sample: SampleBuffer, with encoder: JPEGEncoder) throws(CaptureError) -> Data {
-        guard let frame = sample.frameBuffer else { throw CaptureError(.invalidArgument, "not a raw video sample") }
-        return try StillEncoding.encode(frame.image, with: encoder, exif: nil)
+        guard let image = sample.videoImage else { throw CaptureError(.invalidArgument, "not a raw video sample") }
+        return try withExtendedLifetime(sample) { () throws(CaptureError) in try StillEncoding.encode(image, with: encoder, exif: nil) }
     }
 
     /// What `CaptureStillImageOutput` runs for an MJPEG frame.
     package static func stillPassThrough(_ sample: SampleBuffer) throws(CaptureError) -> Data {
-        guard let frame = sample.frameBuffer else { throw CaptureError(.invalidArgument, "not a video sample") }
-        return try StillEncoding.passThrough(frame.image, exif: nil)
+        guard let image = sample.videoImage else { throw CaptureError(.invalidArgument, "not a video sample") }
+        return try withExtendedLifetime(sample) { () throws(CaptureError) in try StillEncoding.passThrough(image, exif: nil) }
     }
 }

@@ -68,7 +68,8 @@ public class CaptureOutput: @unchecked Sendable {
     var wantsNewestFrame: Bool { false }
 
     /// A good frame from `connection`'s input. Must return quickly: it runs on the capture thread.
-    func handleFrame(_ frame: FrameBuffer, format: ActiveFormat, connection: CaptureConnection) {}
+    /// Keeping `sample` keeps its driver buffer.
+    func handleFrame(_ sample: SampleBuffer, connection: CaptureConnection) {}
     /// Frames lost on `connection`'s input.
     func handleDrop(_ drop: DroppedFrames, connection: CaptureConnection) {}
     /// An audio buffer from `connection`'s input.

@@ -98,7 +98,7 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     override var supportsOrientation: Bool { true }
     override var wantsNewestFrame: Bool { state.withLock { !$0.pending.isEmpty } }
 
-    override func handleFrame(_ frame: FrameBuffer, format: ActiveFormat, connection: CaptureConnection) {
+    override func handleFrame(_ frame: SampleBuffer, connection: CaptureConnection) {
         let requests: [Request] = state.withLock { st in
             let mine = st.pending.filter { $0.connection === connection }
             st.pending.removeAll { $0.connection === connection }
@@ -114,10 +114,11 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             } catch {
                 result = .failure(error)
             }
-            let dims = VideoDimensions(width: frame.image.width, height: frame.image.height)
+            let dims = frame.dimensions ?? VideoDimensions(width: 0, height: 0)
+            let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp, bufferIndex: -1)
             for r in requests {
                 switch result {
-                case .success(let data): r.completion(SampleBuffer(jpeg: data, dimensions: dims, metadata: frame.metadata), nil)
+                case .success(let data): r.completion(SampleBuffer(jpeg: data, dimensions: dims, metadata: meta), nil)
                 case .failure(let e): r.completion(nil, e)
                 }
             }
@@ -125,18 +126,21 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     }
 
     /// Encodes on `encodeQueue` (the encoder is not shared between threads).
-    private func encode(_ frame: FrameBuffer, orientation: EXIFOrientation, model: String?) throws(CaptureError) -> Data {
+    private func encode(_ frame: SampleBuffer, orientation: EXIFOrientation, model: String?) throws(CaptureError) -> Data {
         let settings = state.withLock { $0.settings }
         let exif: EXIFInfo? = orientation == .up ? nil : EXIFInfo(orientation: orientation, model: model, date: Date())
-        if frame.image.pixelFormat.isCompressed {
-            return try StillEncoding.passThrough(frame.image, exif: exif)
+        return try frame.withVideoImage { image throws(CaptureError) -> Data in
+            guard let image else { throw CaptureError(.invalidArgument, "not a raw video sample") }
+            if image.pixelFormat.isCompressed {
+                return try StillEncoding.passThrough(image, exif: exif)
+            }
+            let key = (settings, image.pixelFormat)
+            if encoder == nil || encoderKey.map({ $0 != key }) ?? true {
+                encoder = try StillEncoding.makeEncoder(settings, for: image.pixelFormat)
+                encoderKey = key
+            }
+            return try StillEncoding.encode(image, with: encoder!, exif: exif)
         }
-        let key = (settings, frame.image.pixelFormat)
-        if encoder == nil || encoderKey.map({ $0 != key }) ?? true {
-            encoder = try StillEncoding.makeEncoder(settings, for: frame.image.pixelFormat)
-            encoderKey = key
-        }
-        return try StillEncoding.encode(frame.image, with: encoder!, exif: exif)
     }
 
     private func fail(where match: (Request) -> Bool, _ error: CaptureError) {

@@ -31,14 +31,21 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     private struct State {
         var delegate: (any CaptureVideoDataOutputSampleBufferDelegate)?
         var queue: DispatchQueue?
+        /// Wakes `drain` on the delegate's queue; unlike `queue.async` it allocates nothing.
+        var wakeup: Wakeup?
         var discardsLate = true
         var settings = VideoSettings()
         var busy = false
         /// Frames and drop reports waiting for the delegate, in order.
-        var backlog: [Pending] = []
+        var backlog: [Pending] = { var b: [Pending] = []; b.reserveCapacity(16); return b }()
         var streams: [UUID: AsyncStream<SampleBuffer>.Continuation] = [:]
         var delivered = 0
         var dropped: [DropReason: Int] = [:]
+    }
+    /// A dispatch source is thread-safe; the type is just not marked so.
+    private struct Wakeup: @unchecked Sendable {
+        let source: DispatchSourceUserDataAdd
+        func poke() { source.add(data: 1) }
     }
     private enum Pending {
         case frame(SampleBuffer, CaptureConnection)
@@ -49,6 +56,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     // Used only by the one running `drain` (the busy flag keeps drains from overlapping).
     private var converter: PixelFormatConverter?
     private var convertedPool: ConvertedBufferPool?
+    private let convertedSamples = SampleBufferPool(capacity: 4)
 
     public override init() { super.init() }
 
@@ -57,10 +65,26 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
 
     /// Sets the delegate and the serial queue its methods run on (nil removes the delegate).
     public func setSampleBufferDelegate(_ delegate: (any CaptureVideoDataOutputSampleBufferDelegate)?, queue: DispatchQueue?) {
-        state.withLock {
-            $0.delegate = delegate
-            $0.queue = delegate == nil ? nil : (queue ?? DispatchQueue(label: "swift-capture.video-data"))
+        let q = delegate == nil ? nil : (queue ?? DispatchQueue(label: "swift-capture.video-data"))
+        let wakeup = q.map { q in
+            let source = DispatchSource.makeUserDataAddSource(queue: q)
+            source.setEventHandler { [weak self] in self?.drain() }
+            source.activate()
+            return Wakeup(source: source)
         }
+        let old: Wakeup? = state.withLock { st in
+            defer { st.wakeup = wakeup }
+            st.delegate = delegate
+            st.queue = q
+            // A drain already scheduled on the old queue hands the backlog to the new delegate;
+            // otherwise the new queue takes over what waits.
+            if !st.busy, !st.backlog.isEmpty, delegate != nil {
+                st.busy = true
+                wakeup?.poke()
+            }
+            return st.wakeup
+        }
+        old?.source.cancel()
     }
     /// The delegate, if set.
     public var sampleBufferDelegate: (any CaptureVideoDataOutputSampleBufferDelegate)? { state.withLock { $0.delegate } }
@@ -100,9 +124,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     override var acceptedMediaTypes: Set<MediaType> { [.video] }
     override var preferredPixelFormat: PixelFormat? { state.withLock { $0.settings.pixelFormat } }
 
-    override func handleFrame(_ frame: FrameBuffer, format: ActiveFormat, connection: CaptureConnection) {
-        let sample = SampleBuffer(frame: frame, format: format)
-        let job: (any CaptureVideoDataOutputSampleBufferDelegate, DispatchQueue)? = state.withLock { st in
+    override func handleFrame(_ sample: SampleBuffer, connection: CaptureConnection) {
+        let job: Wakeup? = state.withLock { st in
             for s in st.streams.values { s.yield(sample) }
             guard st.delegate != nil else {
                 if !st.streams.isEmpty { st.delivered += 1 }
@@ -118,37 +141,37 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             st.backlog.append(.frame(sample, connection))
             return startDrainIfIdle(&st)
         }
-        if let (d, q) = job { q.async { self.drain(d) } }
+        job?.poke()
     }
 
     override func handleDrop(_ drop: DroppedFrames, connection: CaptureConnection) {
-        let job: (any CaptureVideoDataOutputSampleBufferDelegate, DispatchQueue)? = state.withLock { st in
+        let job: Wakeup? = state.withLock { st in
             st.dropped[drop.reason, default: 0] += drop.count
             guard st.delegate != nil else { return nil }
             st.backlog.append(.drop(drop, connection))
             return startDrainIfIdle(&st)
         }
-        if let (d, q) = job { q.async { self.drain(d) } }
+        job?.poke()
     }
 
-    private func startDrainIfIdle(_ st: inout State) -> (any CaptureVideoDataOutputSampleBufferDelegate, DispatchQueue)? {
-        guard !st.busy, let d = st.delegate, let q = st.queue else { return nil }
+    private func startDrainIfIdle(_ st: inout State) -> Wakeup? {
+        guard !st.busy, st.delegate != nil, let w = st.wakeup else { return nil }
         st.busy = true
-        return (d, q)
+        return w
     }
 
     /// Runs on the delegate's queue: delivers frames and drop reports, in order, until none is left.
-    private func drain(_ delegate: any CaptureVideoDataOutputSampleBufferDelegate) {
+    private func drain() {
         while true {
-            let next: Pending? = state.withLock { st in
-                guard !st.backlog.isEmpty else { st.busy = false; return nil }
+            let next: (Pending, any CaptureVideoDataOutputSampleBufferDelegate)? = state.withLock { st in
+                guard !st.backlog.isEmpty, let d = st.delegate else { st.busy = false; return nil }
                 let item = st.backlog.removeFirst()
                 if item.isFrame { st.delivered += 1 }
-                return item
+                return (item, d)
             }
-            switch next {
-            case nil: return
-            case .frame(let sample, let connection)?:
+            guard let (item, delegate) = next else { return }
+            switch item {
+            case .frame(let sample, let connection):
                 do throws(CaptureError) {
                     delegate.captureOutput(self, didOutput: try converted(sample), from: connection)
                 } catch {
@@ -156,7 +179,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                     state.withLock { $0.dropped[reason, default: 0] += 1 }
                     delegate.captureOutput(self, didDrop: DroppedFrames(reason: reason, count: 1, sequenceNumber: sample.sequenceNumber), from: connection)
                 }
-            case .drop(let drop, let connection)?: delegate.captureOutput(self, didDrop: drop, from: connection)
+            case .drop(let drop, let connection): delegate.captureOutput(self, didDrop: drop, from: connection)
             }
         }
     }
@@ -164,34 +187,40 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// The frame in the format `videoSettings` asks for: as it is when it already is (or when no
     /// conversion exists), converted into an owned buffer otherwise.
     private func converted(_ sample: SampleBuffer) throws(CaptureError) -> SampleBuffer {
-        guard let want = state.withLock({ $0.settings.pixelFormat }), let frame = sample.frameBuffer,
-              frame.image.pixelFormat != want,
-              PixelFormatConverter.canConvert(from: frame.image.pixelFormat, to: want),
-              let size = PixelFormatConverter.frameSize(want, width: frame.image.width, height: frame.image.height)
+        guard let want = state.withLock({ $0.settings.pixelFormat }), let image = sample.videoImage,
+              let meta = sample.videoMetadata, image.pixelFormat != want,
+              PixelFormatConverter.canConvert(from: image.pixelFormat, to: want),
+              let size = PixelFormatConverter.frameSize(want, width: image.width, height: image.height)
         else { return sample }
         let conv = converter ?? PixelFormatConverter()
         converter = conv
-        if convertedPool?.byteCount != size.byteCount { convertedPool = ConvertedBufferPool(byteCount: size.byteCount, count: 4) }
+        convertedSamples.reclaim()
+        if convertedPool?.byteCount != size.byteCount {
+            convertedSamples.abandon()
+            convertedPool = ConvertedBufferPool(byteCount: size.byteCount, count: 4)
+        }
         guard let pool = convertedPool, let index = pool.take() else {
             throw CaptureError(.invalidState, "every converted buffer is held by the app")
         }
         let buffer = pool.buffer(index)
         do {
-            try conv.convert(frame.image, to: want, into: buffer, bytesPerLine: size.bytesPerLine)
+            try sample.withVideoImage { _ throws(CaptureError) in
+                try conv.convert(image, to: want, into: buffer, bytesPerLine: size.bytesPerLine)
+            }
         } catch {
             pool.recycle(index: index)
             throw error
         }
-        var image = ImageBuffer(pixelFormat: want, width: frame.image.width, height: frame.image.height,
-                                colorRange: want == .nv12 || want == .yuyv ? .limited : .full,
-                                plane0: PlaneView(base: UnsafeRawPointer(buffer.baseAddress), count: size.byteCount, bytesPerLine: size.bytesPerLine))
-        image.planeCount = 1
-        var meta = frame.metadata
-        meta.bufferIndex = index
-        let active = ActiveFormat(pixelFormat: want, width: image.width, height: image.height,
+        var out = ImageBuffer(pixelFormat: want, width: image.width, height: image.height,
+                              colorRange: want == .nv12 || want == .yuyv ? .limited : .full,
+                              plane0: PlaneView(base: UnsafeRawPointer(buffer.baseAddress), count: size.byteCount, bytesPerLine: size.bytesPerLine))
+        out.planeCount = 1
+        var outMeta = meta
+        outMeta.bufferIndex = index
+        let active = ActiveFormat(pixelFormat: want, width: out.width, height: out.height,
                                   planes: [PlaneFormat(bytesPerLine: size.bytesPerLine, sizeImage: size.byteCount)],
-                                  colorRange: image.colorRange)
-        return SampleBuffer(frame: FrameBuffer(image: image, metadata: meta, pool: pool), format: active)
+                                  colorRange: out.colorRange)
+        return convertedSamples.wrap(FrameBuffer(image: out, metadata: outMeta, pool: pool), format: active)
     }
 
     override func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {

@@ -1,96 +1,147 @@
 import Foundation
+import Synchronization
 
 /// One captured sample: a video frame or a block of audio, with its timing.
 ///
 /// A video sample buffer is a zero-copy view of the driver's buffer: while you hold it, that
 /// buffer stays out of the driver's queue (as in AVFoundation). Release it promptly; a caller
 /// that keeps every buffer sees drops with reason `.outOfBuffers`. Safe to pass between threads.
+///
+/// Video sample buffers are reused: once nobody holds a sample any more, the session gives its
+/// driver buffer back and may hand the same object out again for a later frame. Keep a strong
+/// reference for as long as you use a sample (a `weak` or `unowned` one may later show another frame).
 public final class SampleBuffer: @unchecked Sendable {
-    enum Content {
-        case video(FrameBuffer, ActiveFormat)
+    enum Kind {
+        case video(ImageBuffer, ActiveFormat)
         case audio(AudioPCMBuffer)
         case jpeg(Data, VideoDimensions)
+        /// A video sample whose frame went back to the driver (seen only through a weak reference).
+        case empty
     }
-    let content: Content
+    private struct Contents: ~Copyable {
+        var kind: Kind
+        var timestamp: CaptureTime
+        var sequence: UInt64
+        /// The driver buffer a video sample holds; nil once given back (or for other samples).
+        var lease: FrameBuffer?
+    }
+    // Written only while the writer holds the sole reference (refill, reclaim); the lock makes
+    // that hand-over between threads explicit.
+    private let contents: Mutex<Contents>
 
     /// `.video` or `.audio`.
     public let mediaType: MediaType
-    /// When the sample was captured, on the monotonic clock shared by video and audio.
-    public let presentationTimeStamp: CaptureTime
-    /// The driver's frame sequence number (video), or the running frame count of the first
-    /// audio frame in this buffer (audio).
-    public let sequenceNumber: UInt64
 
-    init(frame: FrameBuffer, format: ActiveFormat) {
-        content = .video(frame, format)
+    init(frame: consuming FrameBuffer, format: ActiveFormat) {
+        let image = frame.image, meta = frame.metadata
+        contents = Mutex(Contents(kind: .video(image, format), timestamp: meta.timestamp, sequence: UInt64(meta.sequence),
+                                  lease: consume frame))
         mediaType = .video
-        presentationTimeStamp = frame.metadata.timestamp
-        sequenceNumber = UInt64(frame.metadata.sequence)
     }
 
     init(jpeg: Data, dimensions: VideoDimensions, metadata: FrameMetadata) {
-        content = .jpeg(jpeg, dimensions)
+        contents = Mutex(Contents(kind: .jpeg(jpeg, dimensions), timestamp: metadata.timestamp,
+                                  sequence: UInt64(metadata.sequence), lease: nil))
         mediaType = .video
-        presentationTimeStamp = metadata.timestamp
-        sequenceNumber = UInt64(metadata.sequence)
     }
 
     init(audio: AudioPCMBuffer, timestamp: CaptureTime, firstFrame: UInt64) {
-        content = .audio(audio)
+        contents = Mutex(Contents(kind: .audio(audio), timestamp: timestamp, sequence: firstFrame, lease: nil))
         mediaType = .audio
-        presentationTimeStamp = timestamp
-        sequenceNumber = firstFrame
     }
+
+    /// Reuses a video sample for a new frame. Only for the holder of the sole reference.
+    func refill(with frame: consuming FrameBuffer, format: ActiveFormat) {
+        let image = frame.image, meta = frame.metadata
+        var incoming: FrameBuffer? = consume frame
+        contents.withLock { c in
+            c.kind = .video(image, format)
+            c.timestamp = meta.timestamp
+            c.sequence = UInt64(meta.sequence)
+            c.lease = incoming.take()
+        }
+    }
+
+    /// Reuses a still sample for new JPEG bytes. Only for the holder of the sole reference.
+    func refill(jpeg: Data, dimensions: VideoDimensions, metadata: FrameMetadata) {
+        contents.withLock { c in
+            c.kind = .jpeg(jpeg, dimensions)
+            c.timestamp = metadata.timestamp
+            c.sequence = UInt64(metadata.sequence)
+        }
+    }
+
+    /// Gives the driver buffer back now. Only for the holder of the sole reference.
+    func releaseFrame() {
+        let lease: FrameBuffer? = contents.withLock { c in
+            let l = c.lease.take()
+            c.kind = .empty
+            return l
+        }
+        _ = consume lease
+    }
+
+    var kind: Kind { contents.withLock { $0.kind } }
+
+    /// When the sample was captured, on the monotonic clock shared by video and audio.
+    public var presentationTimeStamp: CaptureTime { contents.withLock { $0.timestamp } }
+    /// The driver's frame sequence number (video), or the running frame count of the first
+    /// audio frame in this buffer (audio).
+    public var sequenceNumber: UInt64 { contents.withLock { $0.sequence } }
 
     // MARK: Video
 
     /// Pixel format of a video sample; nil for audio.
     public var pixelFormat: PixelFormat? {
-        switch content {
-        case .video(let f, _): return f.image.pixelFormat
+        switch kind {
+        case .video(let image, _): return image.pixelFormat
         case .jpeg: return .jpeg
-        case .audio: return nil
+        case .audio, .empty: return nil
         }
     }
     /// Dimensions of a video sample; nil for audio.
     public var dimensions: VideoDimensions? {
-        switch content {
-        case .video(let f, _): return VideoDimensions(width: f.image.width, height: f.image.height)
+        switch kind {
+        case .video(let image, _): return VideoDimensions(width: image.width, height: image.height)
         case .jpeg(_, let d): return d
-        case .audio: return nil
+        case .audio, .empty: return nil
         }
     }
     /// Number of planes (1 for packed and single-buffer formats).
     public var planeCount: Int {
-        switch content {
-        case .video(let f, _): return f.image.planeCount
+        switch kind {
+        case .video(let image, _): return image.planeCount
         case .jpeg: return 1
-        case .audio: return 0
+        case .audio, .empty: return 0
         }
     }
     /// Bytes per row of a plane (0 for compressed formats).
     public func bytesPerRow(plane: Int = 0) -> Int {
-        if case .video(let f, _) = content, plane < f.image.planeCount { return f.image.plane(plane).bytesPerLine }
+        if case .video(let image, _) = kind, plane < image.planeCount { return image.plane(plane).bytesPerLine }
         return 0
     }
     /// Whether the pixels use the full 0-255 range.
     public var colorRange: ColorRange? {
-        if case .video(let f, _) = content { return f.image.colorRange }
+        if case .video(let image, _) = kind { return image.colorRange }
         return nil
     }
 
     /// Calls `body` with the bytes of one plane, straight from the driver's buffer (no copy).
     /// The pointer is valid only inside `body`.
     public func withUnsafeBytes<R>(plane: Int = 0, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        switch content {
-        case .video(let f, _):
-            return try withExtendedLifetime(f) {
-                try body(plane < f.image.planeCount ? f.image.plane(plane).bytes : UnsafeRawBufferPointer(start: nil, count: 0))
+        switch kind {
+        case .video(let image, _):
+            defer {
+                contents.withLock { _ in }
+                withExtendedLifetime(self) {}
             }
+            return try body(plane < image.planeCount ? image.plane(plane).bytes : UnsafeRawBufferPointer(start: nil, count: 0))
         case .audio(let a):
             return try a.data.withUnsafeBytes(body)
         case .jpeg(let d, _):
             return try d.withUnsafeBytes(body)
+        case .empty:
+            return try body(UnsafeRawBufferPointer(start: nil, count: 0))
         }
     }
 
@@ -99,7 +150,7 @@ public final class SampleBuffer: @unchecked Sendable {
 
     /// The JPEG bytes of a still taken by `CaptureStillImageOutput`; nil for other samples.
     public var jpegData: Data? {
-        if case .jpeg(let d, _) = content { return d }
+        if case .jpeg(let d, _) = kind { return d }
         return nil
     }
 
@@ -107,13 +158,104 @@ public final class SampleBuffer: @unchecked Sendable {
 
     /// The audio of an audio sample; nil for video.
     public var audioBuffer: AudioPCMBuffer? {
-        if case .audio(let a) = content { return a }
+        if case .audio(let a) = kind { return a }
         return nil
     }
 
-    var frameBuffer: FrameBuffer? {
-        if case .video(let f, _) = content { return f }
+    // MARK: Internal access to the pixels
+
+    /// The raw image of a video sample (nil for stills and audio). Its planes are valid while
+    /// this sample is held; read them inside `withVideoImage`.
+    var videoImage: ImageBuffer? {
+        if case .video(let image, _) = kind { return image }
         return nil
+    }
+    /// The format the device delivered a video sample in.
+    var videoFormat: ActiveFormat? {
+        if case .video(_, let f) = kind { return f }
+        return nil
+    }
+    /// Sequence, timestamp and buffer index of a video sample.
+    var videoMetadata: FrameMetadata? {
+        contents.withLock { c in
+            guard case .video = c.kind else { return nil }
+            return FrameMetadata(sequence: UInt32(truncatingIfNeeded: c.sequence), timestamp: c.timestamp,
+                                 bufferIndex: c.lease?.metadata.bufferIndex ?? -1)
+        }
+    }
+
+    /// Runs `body` with the raw image of a video sample (nil for other samples), keeping the
+    /// sample, and so the driver buffer, alive meanwhile.
+    func withVideoImage<R, E: Error>(_ body: (ImageBuffer?) throws(E) -> R) throws(E) -> R {
+        let image = videoImage
+        // The reads in `body` come before any later reuse of this sample (which takes the lock).
+        defer {
+            contents.withLock { _ in }
+            withExtendedLifetime(self) {}
+        }
+        return try body(image)
+    }
+}
+
+/// Reusable video sample buffers, one per buffer index of a pool, so that handing a frame out
+/// allocates nothing once every index was seen. A sample comes back when nobody else holds it:
+/// `reclaim()` finds those and gives their buffers back (each exactly once, by consuming the
+/// frame). Not thread-safe: one thread (a capture thread, an output's queue) owns it.
+final class SampleBufferPool {
+    private var slots: [SampleBuffer?] = []
+    /// Indices whose samples are handed out.
+    private var lent: [Int] = []
+
+    init(capacity: Int = 8) {
+        slots.reserveCapacity(capacity)
+        lent.reserveCapacity(capacity)
+    }
+
+    /// Samples handed out and not yet reclaimed.
+    var lentCount: Int { lent.count }
+
+    /// A sample holding `frame`: the one of its buffer index when free, else a new one.
+    func wrap(_ frame: consuming FrameBuffer, format: ActiveFormat) -> SampleBuffer {
+        let i = frame.metadata.bufferIndex
+        guard i >= 0 else { return SampleBuffer(frame: frame, format: format) }
+        if i >= slots.count { slots.append(contentsOf: repeatElement(nil, count: i + 1 - slots.count)) }
+        if let at = lent.firstIndex(of: i) {
+            // The index came back while its sample is still out: a pool whose indices are not
+            // exclusive (replayed frames). A held sample is left to its holder.
+            lent.remove(at: at)
+            if isKnownUniquelyReferenced(&slots[i]) { slots[i]?.releaseFrame() } else { slots[i] = nil }
+        }
+        if isKnownUniquelyReferenced(&slots[i]), let s = slots[i] {
+            s.refill(with: frame, format: format)
+        } else {
+            slots[i] = SampleBuffer(frame: frame, format: format)
+        }
+        lent.append(i)
+        return slots[i]!
+    }
+
+    /// Gives back the buffers of samples nobody holds any more; returns how many are still held.
+    @discardableResult
+    func reclaim() -> Int {
+        var k = 0
+        while k < lent.count {
+            let i = lent[k]
+            if isKnownUniquelyReferenced(&slots[i]) {
+                slots[i]?.releaseFrame()
+                lent.swapAt(k, lent.count - 1)
+                lent.removeLast()
+            } else {
+                k += 1
+            }
+        }
+        return lent.count
+    }
+
+    /// Lets go of every sample: held ones now belong to their holders alone and give their
+    /// buffers back when released. For the end of a stream.
+    func abandon() {
+        slots.removeAll()
+        lent.removeAll()
     }
 }
 

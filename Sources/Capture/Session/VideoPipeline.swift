@@ -15,6 +15,8 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     private let stopped = Atomic<Bool>(false)
     /// How long without a frame counts as a stall.
     let stallTimeout: Duration
+    // The reusable sample buffers frames are handed out in; only the capture thread uses it.
+    private let samples = SampleBufferPool()
 
     init(session: CaptureSession, input: CaptureDeviceInput, format: ActiveFormat, connections: [CaptureConnection]) {
         self.session = session
@@ -47,7 +49,12 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     }
 
     private func run() {
-        defer { finished.signal() }
+        defer {
+            // Unheld frames go back now; held ones when their holders let go.
+            samples.reclaim()
+            samples.abandon()
+            finished.signal()
+        }
         var expected: UInt32? = nil
         var starved = false
         var lastFrame = ContinuousClock.now
@@ -55,19 +62,24 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         var checkStarvation = false
         let device = input.device
         while !stopRequested.load(ordering: .acquiring) {
-            // Counted here, when this loop's own references to the last frame are gone.
+            // Here this loop's own references to the last frame are gone: frames nobody holds
+            // go back to the driver, and what is still held is counted.
+            let lent = samples.reclaim()
             if checkStarvation, source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount { starved = true }
             checkStarvation = false
+            // Released samples are only noticed here, so while the driver is short of buffers
+            // the wait is cut into slices that let them go back promptly.
+            let short = lent > 0 && source.bufferCount - source.buffersHeldByClients <= 1
             let event: FrameEvent
             do {
-                event = try source.nextFrame(timeout: .milliseconds(100))
+                event = try source.nextFrame(timeout: short ? .milliseconds(5) : .milliseconds(100))
             } catch {
                 let conns = connections.withLock { $0 }
                 for c in conns { c.output.inputDidStop(c, error: error) }
                 session?.runnerFailed(self, error: error)
                 return
             }
-            switch event {
+            switch consume event {
             case .interrupted:
                 continue
             case .timeout:
@@ -82,22 +94,25 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             case .corrupt(let seq, _):
                 lastFrame = .now
                 corrupt(seq, expected: &expected, starved: &starved)
-            case .frame(var frame):
+            case .frame(let first):
                 if stalled {
                     stalled = false
                     session?.hub.post(.deviceResumed(device))
                 }
                 let conns = connections.withLock { $0 }
                 var corruptAfter: UInt32?
+                var sample = samples.wrap(first, format: format)
                 // A pending still wants the newest frame: skip (but still deliver) older ones.
                 if conns.contains(where: { $0.output.wantsNewestFrame }) {
                     drain: while true {
-                        switch try? source.nextFrame(timeout: .zero) {
-                        case .frame(let newer)?:
-                            deliver(frame, to: conns, stillsToo: false, expected: &expected, starved: &starved)
-                            frame = newer
-                        case .corrupt(let seq, _)?:
-                            // Reported after `frame`, which is older, so the counts stay in order.
+                        let next: FrameEvent
+                        do { next = try source.nextFrame(timeout: .zero) } catch { break drain }
+                        switch consume next {
+                        case .frame(let newer):
+                            deliver(sample, to: conns, stillsToo: false, expected: &expected, starved: &starved)
+                            sample = samples.wrap(newer, format: format)
+                        case .corrupt(let seq, _):
+                            // Reported after `sample`, which is older, so the counts stay in order.
                             corruptAfter = seq
                             break drain
                         default:
@@ -106,21 +121,21 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                     }
                 }
                 lastFrame = .now
-                deliver(frame, to: conns, stillsToo: true, expected: &expected, starved: &starved)
+                deliver(sample, to: conns, stillsToo: true, expected: &expected, starved: &starved)
                 if let seq = corruptAfter { corrupt(seq, expected: &expected, starved: &starved) }
                 checkStarvation = true
             }
         }
     }
 
-    private func deliver(_ frame: FrameBuffer, to conns: [CaptureConnection], stillsToo: Bool,
+    private func deliver(_ sample: SampleBuffer, to conns: [CaptureConnection], stillsToo: Bool,
                          expected: inout UInt32?, starved: inout Bool) {
-        let seq = frame.metadata.sequence
+        let seq = UInt32(truncatingIfNeeded: sample.sequenceNumber)
         if let e = expected, seq != e { report(gapFrom: e, to: seq, starved: starved) }
         expected = seq &+ 1
         starved = false
         for c in conns where c.isEnabled && (stillsToo || !c.output.wantsNewestFrame) {
-            c.output.handleFrame(frame, format: format, connection: c)
+            c.output.handleFrame(sample, connection: c)
         }
     }
 

@@ -9,8 +9,7 @@ extension VirtualCamera {
     /// nil if the frame is not one of the virtual camera's or is too damaged to read.
     /// Works for every raw format the camera offers and for MJPEG.
     public static func frameNumber(in sample: SampleBuffer) -> UInt32? {
-        guard let frame = sample.frameBuffer else { return nil }
-        return withExtendedLifetime(frame) { frameNumber(in: frame.image) }
+        sample.withVideoImage { image in image.flatMap { frameNumber(in: $0) } }
     }
 
     /// The frame number drawn into a JPEG photo of a virtual camera frame (e.g. a still from
