@@ -569,12 +569,14 @@ func session(_ a: Arguments) {
     let stills = max(5, Int(seconds * 4))
     let done = DispatchSemaphore(value: 0)
     nonisolated(unsafe) var stillBytes = 0
+    // One handler for every still, so the count is the library's, not the closure a caller makes.
+    let handler: @Sendable (SampleBuffer?, CaptureError?) -> Void = { sample, error in
+        if let error { fail("still: \(error)") }
+        stillBytes = sample?.jpegData?.count ?? 0
+        done.signal()
+    }
     func takeOne() {
-        still.captureStillImageAsynchronously(from: connection) { sample, error in
-            if let error { fail("still: \(error)") }
-            stillBytes = sample?.jpegData?.count ?? 0
-            done.signal()
-        }
+        still.captureStillImageAsynchronously(from: connection, completionHandler: handler)
         done.wait()
     }
     for _ in 0..<3 { takeOne() }

@@ -71,4 +71,61 @@ import Testing
         for _ in 0..<50 where camera.isStreaming { try await Task.sleep(for: .milliseconds(20)) }
         #expect(!camera.isStreaming)
     }
+
+    /// Sample buffers are reused once let go, never while held: a held sample keeps its frame
+    /// (metadata and pixels) while the session goes on, and released ones come back as the
+    /// same few objects (one per driver buffer), so delivering a frame allocates nothing.
+    @Test func heldSamplesKeepTheirFrameAndReleasedOnesAreReused() throws {
+        let camera = VirtualCamera(name: "Reuse \(UUID().uuidString.prefix(8))", position: .front,
+                                   formats: [VirtualCamera.Mode(.yuyv, width: 320, height: 240, frameRates: [120])])
+        VirtualCamera.install(camera)
+        defer { VirtualCamera.uninstall(camera) }
+        let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let output = CaptureVideoDataOutput()
+        output.alwaysDiscardsLateVideoFrames = false
+        session.addOutput(output)
+
+        final class Watcher: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+            let lock = NSLock()
+            var kept: SampleBuffer?
+            var keptSequence: UInt64 = 0
+            var objects: [ObjectIdentifier] = []
+            var sequences: [UInt64] = []
+            var pixelsMatch = true
+            let done = DispatchSemaphore(value: 0)
+            func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+                let n = VirtualCamera.frameNumber(in: sampleBuffer)
+                lock.withLock {
+                    if kept == nil {
+                        kept = sampleBuffer
+                        keptSequence = sampleBuffer.sequenceNumber
+                        return
+                    }
+                    if n.map(UInt64.init) != sampleBuffer.sequenceNumber { pixelsMatch = false }
+                    objects.append(ObjectIdentifier(sampleBuffer))
+                    sequences.append(sampleBuffer.sequenceNumber)
+                    if objects.count == 60 { done.signal() }
+                }
+            }
+        }
+        let watcher = Watcher()
+        output.setSampleBufferDelegate(watcher, queue: DispatchQueue(label: "test.reuse"))
+        try session.start()
+        defer { session.stopRunning() }
+        #expect(watcher.done.wait(timeout: .now() + 10) == .success, "60 frames did not arrive")
+        let (kept, keptSequence, objects, sequences, pixelsMatch) = watcher.lock.withLock {
+            (watcher.kept!, watcher.keptSequence, watcher.objects, watcher.sequences, watcher.pixelsMatch)
+        }
+        // The held sample still shows its own frame, in its metadata and in its pixels.
+        #expect(kept.sequenceNumber == keptSequence)
+        #expect(VirtualCamera.frameNumber(in: kept).map(UInt64.init) == keptSequence)
+        #expect(!objects.contains(ObjectIdentifier(kept)), "a held sample was handed out again")
+        #expect(pixelsMatch, "a frame's pixels did not match its sequence number")
+        #expect(zip(sequences, sequences.dropFirst()).allSatisfy { $1 > $0 })
+        // 60 frames through a handful of reused objects, at most one per driver buffer.
+        let distinct = Set(objects).count
+        #expect(distinct <= 8, "\(distinct) distinct sample buffers for 60 frames")
+    }
 }

@@ -28,19 +28,58 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         var connection: CaptureConnection
         var completion: @Sendable (SampleBuffer?, CaptureError?) -> Void
         var id: UInt64
+        var deadline: DispatchTime
     }
     private struct State {
         var settings = OutputSettings()
         var pending: [Request] = []
         var nextID: UInt64 = 0
+        /// The frame chosen for `assigned` requests, waiting for the encode queue.
+        var frame: SampleBuffer?
+        var assigned: [Request] = []
+        var timerRunning = false
     }
-    private let state = Mutex(State())
+    /// Dispatch sources are thread-safe; the types are just not marked so.
+    private struct Sources: @unchecked Sendable {
+        let encode: DispatchSourceUserDataAdd
+        let timeouts: DispatchSourceTimer
+    }
+    private let state: Mutex<State>
     private let encodeQueue = DispatchQueue(label: "swift-capture.still-encode")
+    // Wake the encode queue without allocating (unlike `async`): one for frames, one timer that
+    // runs only while captures wait.
+    private let sources: Sources
     // Touched only on `encodeQueue`.
     private var encoder: JPEGEncoder?
     private var encoderKey: (OutputSettings, PixelFormat)?
+    private var batch: [Request] = []
+    private var passThroughBytes: [UInt8] = []
+    private var stillBytes = Data()
+    private var stillSample: SampleBuffer?
 
-    public override init() { super.init() }
+    public override init() {
+        var st = State()
+        st.pending.reserveCapacity(8)
+        st.assigned.reserveCapacity(8)
+        state = Mutex(st)
+        sources = Sources(encode: DispatchSource.makeUserDataAddSource(queue: encodeQueue),
+                          timeouts: DispatchSource.makeTimerSource(queue: encodeQueue))
+        super.init()
+        batch.reserveCapacity(8)
+        sources.encode.setEventHandler { [weak self] in self?.encodeAssigned() }
+        sources.encode.activate()
+        sources.timeouts.setEventHandler { [weak self] in self?.failExpired() }
+        sources.timeouts.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250), leeway: .milliseconds(50))
+        // Created suspended: `captureStillImageAsynchronously` resumes it.
+    }
+
+    deinit {
+        sources.encode.cancel()
+        sources.timeouts.setEventHandler {}
+        sources.timeouts.cancel()
+        // A suspended (or never started) source must be resumed before it is released.
+        if state.withLock({ !$0.timerRunning }) { sources.timeouts.resume() }
+    }
 
     /// The encoding of the next stills.
     public var outputSettings: OutputSettings {
@@ -64,15 +103,17 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             encodeQueue.async { completionHandler(nil, CaptureError(.invalidState, "the session is not running: call startRunning() before capturing a still")) }
             return
         }
-        let id: UInt64 = state.withLock { st in
-            st.nextID += 1
-            st.pending.append(Request(connection: connection, completion: completionHandler, id: st.nextID))
-            return st.nextID
-        }
         let interval = connection.device?.activeVideoMinFrameDuration?.seconds ?? (1.0 / 30)
         let timeout = max(5.0, 20 * interval)
-        encodeQueue.asyncAfter(deadline: .now() + timeout) { [weak self] in
-            self?.fail(where: { $0.id == id }, CaptureError(.timedOut, "no frame arrived within \(Int(timeout)) s: check that the camera delivers (a stalled device?)"))
+        state.withLock { st in
+            st.nextID += 1
+            st.pending.append(Request(connection: connection, completion: completionHandler, id: st.nextID,
+                                      deadline: .now() + timeout))
+            // Under the lock, so that resume and suspend always alternate.
+            if !st.timerRunning {
+                st.timerRunning = true
+                sources.timeouts.resume()
+            }
         }
     }
 
@@ -99,47 +140,101 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     override var wantsNewestFrame: Bool { state.withLock { !$0.pending.isEmpty } }
 
     override func handleFrame(_ frame: SampleBuffer, connection: CaptureConnection) {
-        let requests: [Request] = state.withLock { st in
-            let mine = st.pending.filter { $0.connection === connection }
+        let wake: Bool = state.withLock { st in
+            guard st.pending.contains(where: { $0.connection === connection }) else { return false }
+            for r in st.pending where r.connection === connection { st.assigned.append(r) }
             st.pending.removeAll { $0.connection === connection }
-            return mine
+            // Not picked up yet: the earlier requests get this newer frame too.
+            st.frame = frame
+            return true
         }
-        guard !requests.isEmpty else { return }
+        if wake { sources.encode.add(data: 1) }
+    }
+
+    /// On `encodeQueue`: encodes the chosen frame and completes its requests.
+    private func encodeAssigned() {
+        let frame: SampleBuffer? = state.withLock { st in
+            swap(&st.assigned, &batch)
+            defer { st.frame = nil }
+            return st.frame
+        }
+        defer { batch.removeAll(keepingCapacity: true) }
+        guard let frame, let first = batch.first else { return }
+        let connection = first.connection
         let orientation = EXIFOrientation(videoOrientation: connection.videoOrientation, mirrored: connection.isVideoMirrored)
-        let model = connection.device?.localizedName
-        encodeQueue.async { [self] in
-            let result: Result<Data, CaptureError>
-            do throws(CaptureError) {
-                result = .success(try encode(frame, orientation: orientation, model: model))
-            } catch {
-                result = .failure(error)
-            }
-            let dims = frame.dimensions ?? VideoDimensions(width: 0, height: 0)
-            let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp, bufferIndex: -1)
-            for r in requests {
-                switch result {
-                case .success(let data): r.completion(SampleBuffer(jpeg: data, dimensions: dims, metadata: meta), nil)
-                case .failure(let e): r.completion(nil, e)
-                }
+        let result: Result<SampleBuffer, CaptureError>
+        do throws(CaptureError) {
+            result = .success(try encode(frame, orientation: orientation, model: connection.device?.localizedName))
+        } catch {
+            result = .failure(error)
+        }
+        for r in batch {
+            switch result {
+            case .success(let sample): r.completion(sample, nil)
+            case .failure(let e): r.completion(nil, e)
             }
         }
     }
 
-    /// Encodes on `encodeQueue` (the encoder is not shared between threads).
-    private func encode(_ frame: SampleBuffer, orientation: EXIFOrientation, model: String?) throws(CaptureError) -> Data {
+    /// On `encodeQueue`: the still for `frame`, in a reused sample and reused bytes when the app
+    /// let go of the previous ones (`Data` copies on write when it did not).
+    private func encode(_ frame: SampleBuffer, orientation: EXIFOrientation, model: String?) throws(CaptureError) -> SampleBuffer {
         let settings = state.withLock { $0.settings }
         let exif: EXIFInfo? = orientation == .up ? nil : EXIFInfo(orientation: orientation, model: model, date: Date())
-        return try frame.withVideoImage { image throws(CaptureError) -> Data in
+        let reuse = isKnownUniquelyReferenced(&stillSample)
+        // Our sample's reference to the bytes goes first, so that they are ours alone again.
+        if reuse { stillSample?.refill(jpeg: Data(), dimensions: VideoDimensions(width: 0, height: 0), metadata: Self.noFrame) }
+        let dims = frame.dimensions ?? VideoDimensions(width: 0, height: 0)
+        try frame.withVideoImage { image throws(CaptureError) in
             guard let image else { throw CaptureError(.invalidArgument, "not a raw video sample") }
             if image.pixelFormat.isCompressed {
-                return try StillEncoding.passThrough(image, exif: exif)
+                _ = try MJPEG.makeStill(image.plane0.bytes, exif: exif, into: &passThroughBytes)
+                passThroughBytes.withUnsafeBytes { store($0) }
+                return
             }
             let key = (settings, image.pixelFormat)
             if encoder == nil || encoderKey.map({ $0 != key }) ?? true {
                 encoder = try StillEncoding.makeEncoder(settings, for: image.pixelFormat)
                 encoderKey = key
             }
-            return try StillEncoding.encode(image, with: encoder!, exif: exif)
+            store(try encoder!.encode(image, exif: exif))
+        }
+        let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp,
+                                 bufferIndex: -1)
+        if reuse, let s = stillSample {
+            s.refill(jpeg: stillBytes, dimensions: dims, metadata: meta)
+            return s
+        }
+        let s = SampleBuffer(jpeg: stillBytes, dimensions: dims, metadata: meta)
+        stillSample = s
+        return s
+    }
+
+    private static let noFrame = FrameMetadata(sequence: 0, timestamp: CaptureTime(nanoseconds: 0), bufferIndex: -1)
+
+    /// Copies a finished JPEG into `stillBytes`, in place when nobody else holds them. Capacity
+    /// only grows, so steady state resizes nothing.
+    private func store(_ jpeg: UnsafeRawBufferPointer) {
+        if stillBytes.count < jpeg.count {
+            stillBytes = Data(count: max(jpeg.count, stillBytes.count * 2))
+        }
+        stillBytes.count = jpeg.count
+        stillBytes.withUnsafeMutableBytes { $0.copyMemory(from: jpeg) }
+    }
+
+    /// On `encodeQueue`, every 250 ms while captures wait: fails those past their deadline.
+    private func failExpired() {
+        let now = DispatchTime.now()
+        let expired: Bool = state.withLock { st in
+            if st.pending.isEmpty, st.timerRunning {
+                st.timerRunning = false
+                sources.timeouts.suspend()
+            }
+            return st.pending.contains { $0.deadline <= now }
+        }
+        if expired {
+            fail(where: { $0.deadline <= now },
+                 CaptureError(.timedOut, "no frame arrived in time: check that the camera delivers (a stalled device?)"))
         }
     }
 
