@@ -190,9 +190,10 @@ func hotpath(_ a: Arguments) {
     let encoder = JPEGEncoder(quality: quality, subsampling: subsampling)
     var sequence: UInt32 = 0
     var lastBytes = 0
+    let samples = ReplaySamples()
     func encodeOne(_ i: Int) {
-        // As the capture thread does: the dequeued buffer wrapped as a frame, then encoded in place.
-        let sample = replay.sample(i, sequence: sequence)
+        // As the capture thread does: the dequeued buffer wrapped in its reused sample, then encoded in place.
+        let sample = replay.sample(i, sequence: sequence, reusing: samples)
         sequence &+= 1
         do { lastBytes = try EncodePaths.encodeInPlace(sample, with: encoder).count } catch { fail("encode: \(error)") }
     }
@@ -226,15 +227,16 @@ func hotpath(_ a: Arguments) {
     for _ in 0..<4 { for s in prewrapped { _ = try? EncodePaths.encodeInPlace(s, with: encoder) } }
     let allocsEncodeOnly = Double(calloc_counter_thread() - a0) / Double(4 * count)
     a0 = calloc_counter_thread()
-    for i in 0..<(4 * count) { _ = replay.sample(i % count, sequence: UInt32(i)) }
+    for i in 0..<(4 * count) { _ = replay.sample(i % count, sequence: UInt32(i), reusing: samples) }
     let allocsWrapOnly = Double(calloc_counter_thread() - a0) / Double(4 * count)
-    // The still output's path copies the JPEG into a Data.
-    var stillBytes = 0
-    for s in prewrapped { stillBytes = (try? EncodePaths.still(s, with: encoder))?.count ?? 0 }
+    // The still output's path: the JPEG copied into a reused Data.
+    var stillEncoder: JPEGEncoder?, stillScratch: [UInt8] = [], stillData = Data()
+    for s in prewrapped { _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, buffer: &stillData) }
     a0 = calloc_counter_thread()
-    for _ in 0..<2 { for s in prewrapped { stillBytes = (try? EncodePaths.still(s, with: encoder))?.count ?? 0 } }
+    for _ in 0..<2 {
+        for s in prewrapped { _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, buffer: &stillData) }
+    }
     let allocsStill = Double(calloc_counter_thread() - a0) / Double(2 * count)
-    _ = stillBytes
 
     var r = Report()
     r.add("mode", "hotpath")
@@ -349,9 +351,22 @@ func runPool(replay: FrameReplay, workers: Int, quality: Int, subsampling: Chrom
         tally.take($0)
     }
     var seq: UInt32 = 0
+    let samples = ReplaySamples()
+    // As a driver: the next buffer that is not held (frames waiting in the pool hold theirs).
+    var cursor = 0
+    func nextSample() -> SampleBuffer {
+        while true {
+            for _ in 0..<replay.count {
+                let i = cursor
+                cursor = (cursor + 1) % replay.count
+                if !samples.isHeld(i) { return replay.sample(i, sequence: seq, reusing: samples) }
+            }
+            usleep(100)
+        }
+    }
     // Warm-up: every worker sizes its encoder.
     for _ in 0..<(4 * workers) {
-        pool.submit(replay.sample(Int(seq) % replay.count, sequence: seq), whenFull: .wait)
+        pool.submit(nextSample(), whenFull: .wait)
         seq &+= 1
     }
     while tally.lock.withLock({ tally.frames }) < Int(seq) { usleep(1000) }
@@ -359,7 +374,7 @@ func runPool(replay: FrameReplay, workers: Int, quality: Int, subsampling: Chrom
     let a0 = calloc_counter_total(), c0 = processCPUNow(), t0 = wallNow()
     while wallNow() - t0 < seconds {
         for _ in 0..<replay.count {
-            pool.submit(replay.sample(Int(seq) % replay.count, sequence: seq), whenFull: .wait)
+            pool.submit(nextSample(), whenFull: .wait)
             seq &+= 1
         }
     }
@@ -422,6 +437,7 @@ func passthrough(_ a: Arguments) {
     for f in used { _ = try? MJPEG.insertStandardHuffmanTables(f, into: &out) }
 
     // The library's MJPEG hand-out: parse, DHT check, insertion when missing, into a reused buffer.
+    let samples = ReplaySamples()
     var passCPU: [Double] = [], outBytes = 0, n = 0
     passCPU.reserveCapacity(100_000)
     var a0 = calloc_counter_thread()
@@ -430,7 +446,7 @@ func passthrough(_ a: Arguments) {
         let c0 = threadCPUNow()
         for i in 0..<used.count {
             // The capture thread's wrap, as in hotpath.
-            let sample = replay.sample(i, sequence: UInt32(truncatingIfNeeded: n))
+            let sample = replay.sample(i, sequence: UInt32(truncatingIfNeeded: n), reusing: samples)
             sample.withUnsafeBytes { b in _ = try? MJPEG.insertStandardHuffmanTables(b, into: &out) }
             outBytes += out.count
             n += 1
@@ -454,9 +470,17 @@ func passthrough(_ a: Arguments) {
     }
     let inBytes = Double(used.map(\.count).reduce(0, +)) / Double(used.count)
 
-    // The still output's MJPEG path (allocates its output).
+    // The still output's MJPEG path: rewritten into reused bytes, copied into a reused Data.
+    var noEncoder: JPEGEncoder?, scratch: [UInt8] = [], stillData = Data()
+    for i in 0..<used.count {
+        _ = try? EncodePaths.still(replay.sample(i, sequence: 0, reusing: samples), encoder: &noEncoder, quality: 90,
+                                   scratch: &scratch, buffer: &stillData)
+    }
     a0 = calloc_counter_thread()
-    for i in 0..<used.count { _ = try? EncodePaths.stillPassThrough(replay.sample(i, sequence: 0)) }
+    for i in 0..<used.count {
+        _ = try? EncodePaths.still(replay.sample(i, sequence: 0, reusing: samples), encoder: &noEncoder, quality: 90,
+                                   scratch: &scratch, buffer: &stillData)
+    }
     let allocsStill = Double(calloc_counter_thread() - a0) / Double(used.count)
 
     let passMedian = median(passCPU), copyMedian = median(copyCPU)

@@ -433,6 +433,12 @@ package final class FrameReplay: @unchecked Sendable {
 package final class ReplaySamples: @unchecked Sendable {
     let pool = SampleBufferPool()
     package init() {}
+    /// Whether buffer `index`'s sample is still held by someone, as a driver knows whether a
+    /// buffer was queued back.
+    package func isHeld(_ index: Int) -> Bool {
+        pool.reclaim()
+        return pool.isLent(index)
+    }
 }
 
 /// The library's encode paths, reachable from `capture-bench` without `@testable`.
@@ -444,15 +450,15 @@ package enum EncodePaths {
         return try withExtendedLifetime(sample) { () throws(CaptureError) in try encoder.encode(image) }
     }
 
-    /// What `CaptureStillImageOutput` runs for a raw frame (no EXIF: orientation up).
-    package static func still(_ sample: SampleBuffer, with encoder: JPEGEncoder) throws(CaptureError) -> Data {
-        guard let image = sample.videoImage else { throw CaptureError(.invalidArgument, "not a raw video sample") }
-        return try withExtendedLifetime(sample) { () throws(CaptureError) in try StillEncoding.encode(image, with: encoder, exif: nil) }
+    /// What `CaptureStillImageOutput` runs for any frame: the JPEG, in `buffer`'s reused storage;
+    /// `scratch` serves MJPEG frames.
+    package static func still(_ sample: SampleBuffer, encoder: inout JPEGEncoder?, quality: Int,
+                              scratch: inout [UInt8], buffer: inout Data) throws(CaptureError) -> Data {
+        guard let image = sample.videoImage else { throw CaptureError(.invalidArgument, "not a video sample") }
+        return try withExtendedLifetime(sample) { () throws(CaptureError) -> Data in
+            try StillEncoding.still(image, encoder: &encoder, settings: .init(quality: quality), exif: nil,
+                                    scratch: &scratch, buffer: &buffer)
+        }
     }
 
-    /// What `CaptureStillImageOutput` runs for an MJPEG frame.
-    package static func stillPassThrough(_ sample: SampleBuffer) throws(CaptureError) -> Data {
-        guard let image = sample.videoImage else { throw CaptureError(.invalidArgument, "not a video sample") }
-        return try withExtendedLifetime(sample) { () throws(CaptureError) in try StillEncoding.passThrough(image, exif: nil) }
-    }
 }

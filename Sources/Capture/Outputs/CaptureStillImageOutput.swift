@@ -54,6 +54,7 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     private var encoderKey: (OutputSettings, PixelFormat)?
     private var batch: [Request] = []
     private var passThroughBytes: [UInt8] = []
+    // Capacity for the stills' bytes; each still is a slice of it (see `StillEncoding.store`).
     private var stillBytes = Data()
     private var stillSample: SampleBuffer?
 
@@ -185,42 +186,28 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         // Our sample's reference to the bytes goes first, so that they are ours alone again.
         if reuse { stillSample?.refill(jpeg: Data(), dimensions: VideoDimensions(width: 0, height: 0), metadata: Self.noFrame) }
         let dims = frame.dimensions ?? VideoDimensions(width: 0, height: 0)
-        try frame.withVideoImage { image throws(CaptureError) in
+        let jpeg = try frame.withVideoImage { image throws(CaptureError) -> Data in
             guard let image else { throw CaptureError(.invalidArgument, "not a raw video sample") }
-            if image.pixelFormat.isCompressed {
-                _ = try MJPEG.makeStill(image.plane0.bytes, exif: exif, into: &passThroughBytes)
-                passThroughBytes.withUnsafeBytes { store($0) }
-                return
-            }
             let key = (settings, image.pixelFormat)
-            if encoder == nil || encoderKey.map({ $0 != key }) ?? true {
-                encoder = try StillEncoding.makeEncoder(settings, for: image.pixelFormat)
+            if encoderKey.map({ $0 != key }) ?? true {
+                encoder = nil
                 encoderKey = key
             }
-            store(try encoder!.encode(image, exif: exif))
+            return try StillEncoding.still(image, encoder: &encoder, settings: settings, exif: exif, scratch: &passThroughBytes,
+                                           buffer: &stillBytes)
         }
         let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp,
                                  bufferIndex: -1)
         if reuse, let s = stillSample {
-            s.refill(jpeg: stillBytes, dimensions: dims, metadata: meta)
+            s.refill(jpeg: jpeg, dimensions: dims, metadata: meta)
             return s
         }
-        let s = SampleBuffer(jpeg: stillBytes, dimensions: dims, metadata: meta)
+        let s = SampleBuffer(jpeg: jpeg, dimensions: dims, metadata: meta)
         stillSample = s
         return s
     }
 
     private static let noFrame = FrameMetadata(sequence: 0, timestamp: CaptureTime(nanoseconds: 0), bufferIndex: -1)
-
-    /// Copies a finished JPEG into `stillBytes`, in place when nobody else holds them. Capacity
-    /// only grows, so steady state resizes nothing.
-    private func store(_ jpeg: UnsafeRawBufferPointer) {
-        if stillBytes.count < jpeg.count {
-            stillBytes = Data(count: max(jpeg.count, stillBytes.count * 2))
-        }
-        stillBytes.count = jpeg.count
-        stillBytes.withUnsafeMutableBytes { $0.copyMemory(from: jpeg) }
-    }
 
     /// On `encodeQueue`, every 250 ms while captures wait: fails those past their deadline.
     private func failExpired() {

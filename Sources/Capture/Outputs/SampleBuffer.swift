@@ -213,6 +213,8 @@ final class SampleBufferPool {
 
     /// Samples handed out and not yet reclaimed.
     var lentCount: Int { lent.count }
+    /// Whether the sample of buffer `index` is handed out (call `reclaim` first for news).
+    func isLent(_ index: Int) -> Bool { lent.contains(index) }
 
     /// A sample holding `frame`: the one of its buffer index when free, else a new one.
     func wrap(_ frame: consuming FrameBuffer, format: ActiveFormat) -> SampleBuffer {
