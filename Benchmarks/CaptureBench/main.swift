@@ -563,6 +563,9 @@ func session(_ a: Arguments) {
 
     let delegate = CountingDelegate()
     let video = CaptureVideoDataOutput()
+    // --jpeg-threads N: the output delivers JPEG, encoded on N threads.
+    let jpegThreads = a.int("jpeg-threads", 0)
+    if jpegThreads > 0 { video.videoSettings = .init(jpeg: .init(quality: quality, threads: jpegThreads)) }
     video.setSampleBufferDelegate(delegate, queue: DispatchQueue(label: "bench.video"))
     let still = CaptureStillImageOutput()
     still.outputSettings = .init(quality: quality)
@@ -619,6 +622,7 @@ func session(_ a: Arguments) {
     r.add("height", h)
     r.add("frames_produced", Int(produced1 - produced0))
     r.add("frames_delivered", videoFrames)
+    r.add("jpeg_threads", jpegThreads)
     r.add("allocations_per_frame_video_data_output", videoPerFrame)
     r.add("allocations_per_frame_without_delegate", basePerFrame)
     r.add("cpu_ms_per_frame", (c1 - c0) / Double(max(1, videoFrames)) * 1000)
@@ -690,7 +694,7 @@ default:
     usage: capture-bench hotpath --input FILE --size WxH --format YUYV|UYVY|NV12|YU12 --quality Q
                                  [--subsampling 422|420] [--threads N] [--seconds S] [--range limited|full] [--json]
            capture-bench passthrough --input FILE.mjpeg [--strip-dht] [--seconds S] [--json]
-           capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--json]
+           capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--jpeg-threads N] [--json]
            capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
     """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Capture
+import CaptureTestSupport
 
 /// The virtual camera as a user's own test uses it: installed, found through `CaptureDevice`,
 /// streamed by a session, faults injected from outside. Mirrors the example in the
@@ -127,5 +128,64 @@ import Testing
         // 60 frames through a handful of reused objects, at most one per driver buffer.
         let distinct = Set(objects).count
         #expect(distinct <= 8, "\(distinct) distinct sample buffers for 60 frames")
+    }
+
+    /// JPEG delivery: raw frames encoded on two threads arrive in order, each a complete JPEG
+    /// of its own frame; MJPEG frames without Huffman tables arrive with them inserted.
+    @Test(arguments: [PixelFormat.yuyv, .nv12, .mjpeg])
+    func jpegDeliveryInOrder(format: PixelFormat) throws {
+        let camera = VirtualCamera(name: "JPEG \(format) \(UUID().uuidString.prefix(8))", position: .front,
+                                   formats: [VirtualCamera.Mode(format, width: 320, height: 240, frameRates: [60],
+                                                                omitsHuffmanTables: format == .mjpeg)])
+        VirtualCamera.install(camera)
+        defer { VirtualCamera.uninstall(camera) }
+        let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let output = CaptureVideoDataOutput()
+        output.videoSettings = .init(jpeg: .init(quality: 80, threads: 2))
+        output.alwaysDiscardsLateVideoFrames = false
+        session.addOutput(output)
+
+        final class Check: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+            let lock = NSLock()
+            var sequences: [UInt64] = []
+            var problems: [String] = []
+            var drops = 0
+            let done = DispatchSemaphore(value: 0)
+            func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+                var problem: String?
+                if sampleBuffer.pixelFormat != .jpeg { problem = "pixel format \(String(describing: sampleBuffer.pixelFormat))" }
+                if let data = sampleBuffer.jpegData {
+                    if let img = TestJPEG.decode(data) {
+                        if img.width != 320 || img.height != 240 { problem = "\(img.width)x\(img.height)" }
+                    } else { problem = "frame \(sampleBuffer.sequenceNumber) does not decode" }
+                    if !data.withUnsafeBytes({ MJPEG.hasHuffmanTables($0) }) { problem = "no Huffman tables" }
+                    if VirtualCamera.frameNumber(inJPEG: data).map(UInt64.init) != sampleBuffer.sequenceNumber {
+                        problem = "frame \(sampleBuffer.sequenceNumber) shows another frame's counter"
+                    }
+                } else { problem = "no JPEG bytes" }
+                lock.withLock {
+                    if let problem { problems.append(problem) }
+                    sequences.append(sampleBuffer.sequenceNumber)
+                    if sequences.count == 40 { done.signal() }
+                }
+            }
+            func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
+                lock.withLock { drops += drop.count }
+            }
+        }
+        let check = Check()
+        output.setSampleBufferDelegate(check, queue: DispatchQueue(label: "test.jpeg"))
+        try session.start()
+        #expect(check.done.wait(timeout: .now() + 20) == .success, "40 JPEG frames did not arrive")
+        session.stopRunning()
+        let (sequences, problems, drops) = check.lock.withLock { (check.sequences, check.problems, check.drops) }
+        #expect(problems.isEmpty, "\(problems.prefix(5))")
+        #expect(zip(sequences, sequences.dropFirst()).allSatisfy { $1 > $0 }, "out of order: \(sequences.prefix(20))")
+        // Every frame the camera produced between the first and the last delivered is accounted for.
+        if let first = sequences.first, let last = sequences.last {
+            #expect(Int(last - first) + 1 <= sequences.count + drops)
+        }
     }
 }

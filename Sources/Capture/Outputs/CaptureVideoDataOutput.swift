@@ -25,7 +25,31 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         /// converted (to `.bgra32`, `.xbgr32`, `.nv12` or `.yuyv`, from any camera format
         /// including MJPEG) on the delegate's queue, into buffers the output owns.
         public var pixelFormat: PixelFormat?
-        public init(pixelFormat: PixelFormat? = nil) { self.pixelFormat = pixelFormat }
+        /// When set, every frame is delivered as JPEG (`pixelFormat` `.jpeg`, bytes through
+        /// `withUnsafeBytes` or `jpegData`): raw frames are encoded on `JPEGSettings.threads`
+        /// encoder threads, in order, and MJPEG frames pass through (Huffman tables inserted
+        /// where missing). `pixelFormat` is then ignored.
+        public var jpeg: JPEGSettings?
+        public init(pixelFormat: PixelFormat? = nil, jpeg: JPEGSettings? = nil) {
+            self.pixelFormat = pixelFormat
+            self.jpeg = jpeg
+        }
+    }
+
+    /// JPEG delivery (`VideoSettings.jpeg`).
+    public struct JPEGSettings: Sendable, Hashable {
+        /// JPEG quality from 1 to 100.
+        public var quality: Int
+        /// Chroma subsampling; nil keeps the camera's (4:2:2 for YUYV, 4:2:0 for NV12).
+        public var subsampling: ChromaSubsampling?
+        /// Encoder threads. When they fall behind, the newest frame wins and the frames it
+        /// replaced are reported as `.frameWasLate`.
+        public var threads: Int
+        public init(quality: Int = 85, subsampling: ChromaSubsampling? = nil, threads: Int = 1) {
+            self.quality = quality
+            self.subsampling = subsampling
+            self.threads = threads
+        }
     }
 
     private struct State {
@@ -57,6 +81,11 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     private var converter: PixelFormatConverter?
     private var convertedPool: ConvertedBufferPool?
     private let convertedSamples = SampleBufferPool(capacity: 4)
+    // JPEG delivery: the encoder pool (capture thread submits) and the reused JPEG samples.
+    private let encoding = Mutex<(pool: JPEGEncoderPool?, settings: JPEGSettings?)>((nil, nil))
+    private let jpegSamples = JPEGSampleRing(count: 6)
+    // MJPEG frames in JPEG mode, rewritten on the delegate's queue (like `converter`).
+    private var passThroughBytes: [UInt8] = []
 
     public override init() { super.init() }
 
@@ -125,6 +154,53 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     override var preferredPixelFormat: PixelFormat? { state.withLock { $0.settings.pixelFormat } }
 
     override func handleFrame(_ sample: SampleBuffer, connection: CaptureConnection) {
+        if let jpeg = state.withLock({ $0.settings.jpeg }), sample.pixelFormat?.isCompressed == false {
+            encoder(for: jpeg, connection: connection).submit(sample, whenFull: .dropOldest)
+            return
+        }
+        enqueue(sample, connection: connection)
+    }
+
+    /// The encoder pool for `settings`, made (or remade) on first use; called on the capture thread.
+    private func encoder(for settings: JPEGSettings, connection: CaptureConnection) -> JPEGEncoderPool {
+        let (pool, old): (JPEGEncoderPool, JPEGEncoderPool?) = encoding.withLock { e in
+            if let p = e.pool, e.settings == settings { return (p, nil) }
+            let old = e.pool
+            let p = JPEGEncoderPool(workers: max(1, settings.threads), quality: settings.quality,
+                                    subsampling: settings.subsampling) { [weak self, weak connection] out in
+                guard let self, let connection else { return }
+                self.encoded(out, connection: connection)
+            }
+            e = (p, settings)
+            return (p, old)
+        }
+        old?.shutdown()
+        return pool
+    }
+
+    /// On an encoder thread, in frame order: hands a JPEG (or a drop) on to the delegate.
+    private func encoded(_ out: JPEGEncoderPool.Output, connection: CaptureConnection) {
+        switch out {
+        case .encoded(let sequence, let timestamp, let bytes):
+            let meta = FrameMetadata(sequence: sequence, timestamp: timestamp, bufferIndex: -1)
+            guard let sample = jpegSamples.sample(copying: bytes, dimensions: jpegDimensions(connection), metadata: meta) else {
+                handleDrop(DroppedFrames(reason: .outOfBuffers, count: 1, sequenceNumber: UInt64(sequence)), connection: connection)
+                return
+            }
+            enqueue(sample, connection: connection)
+        case .dropped(let drop):
+            handleDrop(drop, connection: connection)
+        case .failed(let sequence, _):
+            handleDrop(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: UInt64(sequence)), connection: connection)
+        }
+    }
+
+    private func jpegDimensions(_ connection: CaptureConnection) -> VideoDimensions {
+        connection.device?.activeFormat?.dimensions ?? VideoDimensions(width: 0, height: 0)
+    }
+
+    /// Hands a frame to the async sequences and queues it for the delegate.
+    private func enqueue(_ sample: SampleBuffer, connection: CaptureConnection) {
         let job: Wakeup? = state.withLock { st in
             for s in st.streams.values { s.yield(sample) }
             guard st.delegate != nil else {
@@ -187,6 +263,18 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// The frame in the format `videoSettings` asks for: as it is when it already is (or when no
     /// conversion exists), converted into an owned buffer otherwise.
     private func converted(_ sample: SampleBuffer) throws(CaptureError) -> SampleBuffer {
+        if state.withLock({ $0.settings.jpeg != nil }), let image = sample.videoImage, image.pixelFormat.isCompressed,
+           let meta = sample.videoMetadata {
+            // JPEG mode, MJPEG camera: the camera's JPEG, made complete, in a reused sample.
+            try sample.withVideoImage { _ throws(CaptureError) in
+                _ = try MJPEG.insertStandardHuffmanTables(image.plane0.bytes, into: &passThroughBytes)
+            }
+            let dims = VideoDimensions(width: image.width, height: image.height)
+            guard let out = passThroughBytes.withUnsafeBytes({ jpegSamples.sample(copying: $0, dimensions: dims, metadata: meta) }) else {
+                throw CaptureError(.invalidState, "every JPEG sample is held by the app")
+            }
+            return out
+        }
         guard let want = state.withLock({ $0.settings.pixelFormat }), let image = sample.videoImage,
               let meta = sample.videoMetadata, image.pixelFormat != want,
               PixelFormatConverter.canConvert(from: image.pixelFormat, to: want),
@@ -224,6 +312,12 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     }
 
     override func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {
+        // What the encoders hold is delivered first.
+        let pool = encoding.withLock { e in
+            defer { e = (nil, nil) }
+            return e.pool
+        }
+        pool?.shutdown()
         // Frames waiting for the delegate are still delivered; async sequences end here.
         let streams = state.withLock { st in
             defer { st.streams.removeAll() }
@@ -250,4 +344,37 @@ final class ConvertedBufferPool: BufferPool, @unchecked Sendable {
     func take() -> Int? { free.withLock { $0.popLast() } }
     func buffer(_ i: Int) -> UnsafeMutableRawBufferPointer { storage[i] }
     func recycle(index: Int) { free.withLock { $0.append(index) } }
+}
+
+/// The reused sample buffers JPEG frames are delivered in: one is taken when nobody holds it
+/// any more, its bytes rewritten in place (see `StillEncoding.store`). Thread-safe.
+final class JPEGSampleRing: @unchecked Sendable {
+    private struct Slot {
+        var sample: SampleBuffer?
+        var storage = Data()
+    }
+    private let slots: Mutex<[Slot]>
+
+    init(count: Int) { slots = Mutex(Array(repeating: Slot(), count: max(1, count))) }
+
+    /// A sample holding a copy of `jpeg`, or nil when the app holds every one.
+    func sample(copying jpeg: UnsafeRawBufferPointer, dimensions: VideoDimensions, metadata: FrameMetadata) -> SampleBuffer? {
+        slots.withLock { slots in
+            for i in slots.indices {
+                if slots[i].sample == nil {
+                    let bytes = StillEncoding.store(jpeg, in: &slots[i].storage)
+                    let s = SampleBuffer(jpeg: bytes, dimensions: dimensions, metadata: metadata)
+                    slots[i].sample = s
+                    return s
+                }
+                guard isKnownUniquelyReferenced(&slots[i].sample) else { continue }
+                let s = slots[i].sample!
+                // The sample lets go of the old bytes first, so that they are the slot's alone.
+                s.refill(jpeg: Data(), dimensions: dimensions, metadata: metadata)
+                s.refill(jpeg: StillEncoding.store(jpeg, in: &slots[i].storage), dimensions: dimensions, metadata: metadata)
+                return s
+            }
+            return nil
+        }
+    }
 }
