@@ -122,3 +122,14 @@ public final class EventLog: @unchecked Sendable {
         return false
     }
 }
+
+/// Waits until `condition` holds, polling without blocking a thread (a blocked test would
+/// starve the concurrency pool that the other tests share). Returns whether it held in time.
+public func eventually(timeout: Double = 10, _ condition: @Sendable () -> Bool) async -> Bool {
+    let end = Date().addingTimeInterval(timeout)
+    while !condition() {
+        if Date() > end { return false }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return true
+}

@@ -34,7 +34,8 @@ final class MonitorLog: Sendable {
                 "events: \(log.events)")
         #expect(monitor.devices.contains { $0.uniqueID == camera.uniqueID })
         // The device in the event is the one discovery hands out (one device, one object).
-        if case .connected(let d)? = log.events.last(where: { if case .connected = $0 { true } else { false } }) {
+        // (Other suites install cameras meanwhile: pick this camera's event.)
+        if case .connected(let d)? = log.events.last(where: { if case .connected(let d) = $0 { d.uniqueID == camera.uniqueID } else { false } }) {
             #expect(d === CaptureDevice.device(withUniqueID: camera.uniqueID))
         }
         VirtualCamera.uninstall(camera)
@@ -98,6 +99,8 @@ final class MonitorLog: Sendable {
             try monitor.start()
             weakMonitor = monitor
         }
+        // Another suite installing a camera may hold it for a moment while it notifies it.
+        for _ in 0..<200 where weakMonitor != nil { Thread.sleep(forTimeInterval: 0.01) }
         #expect(weakMonitor == nil, "the watcher thread must not keep the monitor alive")
         // Changes after the monitor is gone reach nobody and crash nothing.
         let camera = VirtualCamera(name: "Monitor D \(UUID().uuidString.prefix(8))")

@@ -76,7 +76,7 @@ import CaptureTestSupport
     /// Sample buffers are reused once let go, never while held: a held sample keeps its frame
     /// (metadata and pixels) while the session goes on, and released ones come back as the
     /// same few objects (one per driver buffer), so delivering a frame allocates nothing.
-    @Test func heldSamplesKeepTheirFrameAndReleasedOnesAreReused() throws {
+    @Test func heldSamplesKeepTheirFrameAndReleasedOnesAreReused() async throws {
         let camera = VirtualCamera(name: "Reuse \(UUID().uuidString.prefix(8))", position: .front,
                                    formats: [VirtualCamera.Mode(.yuyv, width: 320, height: 240, frameRates: [120])])
         VirtualCamera.install(camera)
@@ -95,7 +95,6 @@ import CaptureTestSupport
             var objects: [ObjectIdentifier] = []
             var sequences: [UInt64] = []
             var pixelsMatch = true
-            let done = DispatchSemaphore(value: 0)
             func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
                 let n = VirtualCamera.frameNumber(in: sampleBuffer)
                 lock.withLock {
@@ -107,7 +106,6 @@ import CaptureTestSupport
                     if n.map(UInt64.init) != sampleBuffer.sequenceNumber { pixelsMatch = false }
                     objects.append(ObjectIdentifier(sampleBuffer))
                     sequences.append(sampleBuffer.sequenceNumber)
-                    if objects.count == 60 { done.signal() }
                 }
             }
         }
@@ -115,7 +113,7 @@ import CaptureTestSupport
         output.setSampleBufferDelegate(watcher, queue: DispatchQueue(label: "test.reuse"))
         try session.start()
         defer { session.stopRunning() }
-        #expect(watcher.done.wait(timeout: .now() + 10) == .success, "60 frames did not arrive")
+        #expect(await eventually { watcher.lock.withLock { watcher.objects.count >= 60 } }, "60 frames did not arrive")
         let (kept, keptSequence, objects, sequences, pixelsMatch) = watcher.lock.withLock {
             (watcher.kept!, watcher.keptSequence, watcher.objects, watcher.sequences, watcher.pixelsMatch)
         }
@@ -133,7 +131,7 @@ import CaptureTestSupport
     /// JPEG delivery: raw frames encoded on two threads arrive in order, each a complete JPEG
     /// of its own frame; MJPEG frames without Huffman tables arrive with them inserted.
     @Test(arguments: [PixelFormat.yuyv, .nv12, .mjpeg])
-    func jpegDeliveryInOrder(format: PixelFormat) throws {
+    func jpegDeliveryInOrder(format: PixelFormat) async throws {
         let camera = VirtualCamera(name: "JPEG \(format) \(UUID().uuidString.prefix(8))", position: .front,
                                    formats: [VirtualCamera.Mode(format, width: 320, height: 240, frameRates: [60],
                                                                 omitsHuffmanTables: format == .mjpeg)])
@@ -152,7 +150,6 @@ import CaptureTestSupport
             var sequences: [UInt64] = []
             var problems: [String] = []
             var drops = 0
-            let done = DispatchSemaphore(value: 0)
             func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
                 var problem: String?
                 if sampleBuffer.pixelFormat != .jpeg { problem = "pixel format \(String(describing: sampleBuffer.pixelFormat))" }
@@ -168,7 +165,6 @@ import CaptureTestSupport
                 lock.withLock {
                     if let problem { problems.append(problem) }
                     sequences.append(sampleBuffer.sequenceNumber)
-                    if sequences.count == 40 { done.signal() }
                 }
             }
             func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
@@ -178,7 +174,7 @@ import CaptureTestSupport
         let check = Check()
         output.setSampleBufferDelegate(check, queue: DispatchQueue(label: "test.jpeg"))
         try session.start()
-        #expect(check.done.wait(timeout: .now() + 20) == .success, "40 JPEG frames did not arrive")
+        #expect(await eventually(timeout: 20) { check.lock.withLock { check.sequences.count >= 40 } }, "40 JPEG frames did not arrive")
         session.stopRunning()
         let (sequences, problems, drops) = check.lock.withLock { (check.sequences, check.problems, check.drops) }
         #expect(problems.isEmpty, "\(problems.prefix(5))")
