@@ -230,11 +230,12 @@ func hotpath(_ a: Arguments) {
     for i in 0..<(4 * count) { _ = replay.sample(i % count, sequence: UInt32(i), reusing: samples) }
     let allocsWrapOnly = Double(calloc_counter_thread() - a0) / Double(4 * count)
     // The still output's path: the JPEG copied into a reused Data.
-    var stillEncoder: JPEGEncoder?, stillScratch: [UInt8] = [], stillData = Data()
-    for s in prewrapped { _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, buffer: &stillData) }
+    var stillEncoder: JPEGEncoder?, stillScratch: [UInt8] = []
+    let stillSamples = StillSamples()
+    for s in prewrapped { _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, into: stillSamples) }
     a0 = calloc_counter_thread()
     for _ in 0..<2 {
-        for s in prewrapped { _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, buffer: &stillData) }
+        for s in prewrapped { _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, into: stillSamples) }
     }
     let allocsStill = Double(calloc_counter_thread() - a0) / Double(2 * count)
 
@@ -471,15 +472,16 @@ func passthrough(_ a: Arguments) {
     let inBytes = Double(used.map(\.count).reduce(0, +)) / Double(used.count)
 
     // The still output's MJPEG path: rewritten into reused bytes, copied into a reused Data.
-    var noEncoder: JPEGEncoder?, scratch: [UInt8] = [], stillData = Data()
+    var noEncoder: JPEGEncoder?, scratch: [UInt8] = []
+    let stillSamples = StillSamples()
     for i in 0..<used.count {
         _ = try? EncodePaths.still(replay.sample(i, sequence: 0, reusing: samples), encoder: &noEncoder, quality: 90,
-                                   scratch: &scratch, buffer: &stillData)
+                                   scratch: &scratch, into: stillSamples)
     }
     a0 = calloc_counter_thread()
     for i in 0..<used.count {
         _ = try? EncodePaths.still(replay.sample(i, sequence: 0, reusing: samples), encoder: &noEncoder, quality: 90,
-                                   scratch: &scratch, buffer: &stillData)
+                                   scratch: &scratch, into: stillSamples)
     }
     let allocsStill = Double(calloc_counter_thread() - a0) / Double(used.count)
 

@@ -441,6 +441,12 @@ package final class ReplaySamples: @unchecked Sendable {
     }
 }
 
+/// The reused still sample of `EncodePaths.still`, as a still output keeps one.
+package final class StillSamples: @unchecked Sendable {
+    let ring = JPEGSampleRing(count: 1)
+    package init() {}
+}
+
 /// The library's encode paths, reachable from `capture-bench` without `@testable`.
 package enum EncodePaths {
     /// What the encoder pool's workers run: the frame read in place, the bytes borrowed from
@@ -450,14 +456,18 @@ package enum EncodePaths {
         return try withExtendedLifetime(sample) { () throws(CaptureError) in try encoder.encode(image) }
     }
 
-    /// What `CaptureStillImageOutput` runs for any frame: the JPEG, in `buffer`'s reused storage;
-    /// `scratch` serves MJPEG frames.
+    /// What `CaptureStillImageOutput` runs for any frame: the JPEG in `stills`' reused sample
+    /// (nil when the caller still holds it); `scratch` serves MJPEG frames.
     package static func still(_ sample: SampleBuffer, encoder: inout JPEGEncoder?, quality: Int,
-                              scratch: inout [UInt8], buffer: inout Data) throws(CaptureError) -> Data {
+                              scratch: inout [UInt8], into stills: StillSamples) throws(CaptureError) -> SampleBuffer? {
         guard let image = sample.videoImage else { throw CaptureError(.invalidArgument, "not a video sample") }
-        return try withExtendedLifetime(sample) { () throws(CaptureError) -> Data in
-            try StillEncoding.still(image, encoder: &encoder, settings: .init(quality: quality), exif: nil,
-                                    scratch: &scratch, buffer: &buffer)
+        let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: sample.sequenceNumber), timestamp: sample.presentationTimeStamp,
+                                 bufferIndex: -1)
+        let dims = VideoDimensions(width: image.width, height: image.height)
+        return try sample.withVideoImage { _ throws(CaptureError) in
+            try StillEncoding.still(image, encoder: &encoder, settings: .init(quality: quality), exif: nil, scratch: &scratch) {
+                stills.ring.sample(copying: $0, dimensions: dims, metadata: meta)
+            }
         }
     }
 

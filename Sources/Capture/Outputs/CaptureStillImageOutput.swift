@@ -54,9 +54,8 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     private var encoderKey: (OutputSettings, PixelFormat)?
     private var batch: [Request] = []
     private var passThroughBytes: [UInt8] = []
-    // Capacity for the stills' bytes; each still is a slice of it (see `StillEncoding.store`).
-    private var stillBytes = Data()
-    private var stillSample: SampleBuffer?
+    // The still handed out, reused once the app let go of it.
+    private let stills = JPEGSampleRing(count: 1)
 
     public override init() {
         var st = State()
@@ -177,37 +176,27 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         }
     }
 
-    /// On `encodeQueue`: the still for `frame`, in a reused sample and reused bytes when the app
-    /// let go of the previous ones (`Data` copies on write when it did not).
+    /// On `encodeQueue`: the still for `frame`, in the reused sample when the app let go of the
+    /// previous one, else in a new one.
     private func encode(_ frame: SampleBuffer, orientation: EXIFOrientation, model: String?) throws(CaptureError) -> SampleBuffer {
         let settings = state.withLock { $0.settings }
         let exif: EXIFInfo? = orientation == .up ? nil : EXIFInfo(orientation: orientation, model: model, date: Date())
-        let reuse = isKnownUniquelyReferenced(&stillSample)
-        // Our sample's reference to the bytes goes first, so that they are ours alone again.
-        if reuse { stillSample?.refill(jpeg: Data(), dimensions: VideoDimensions(width: 0, height: 0), metadata: Self.noFrame) }
         let dims = frame.dimensions ?? VideoDimensions(width: 0, height: 0)
-        let jpeg = try frame.withVideoImage { image throws(CaptureError) -> Data in
+        let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp,
+                                 bufferIndex: -1)
+        return try frame.withVideoImage { image throws(CaptureError) -> SampleBuffer in
             guard let image else { throw CaptureError(.invalidArgument, "not a raw video sample") }
             let key = (settings, image.pixelFormat)
             if encoderKey.map({ $0 != key }) ?? true {
                 encoder = nil
                 encoderKey = key
             }
-            return try StillEncoding.still(image, encoder: &encoder, settings: settings, exif: exif, scratch: &passThroughBytes,
-                                           buffer: &stillBytes)
+            return try StillEncoding.still(image, encoder: &encoder, settings: settings, exif: exif, scratch: &passThroughBytes) { jpeg in
+                stills.sample(copying: jpeg, dimensions: dims, metadata: meta)
+                    ?? SampleBuffer(jpeg: Data(jpeg), dimensions: dims, metadata: meta)
+            }
         }
-        let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp,
-                                 bufferIndex: -1)
-        if reuse, let s = stillSample {
-            s.refill(jpeg: jpeg, dimensions: dims, metadata: meta)
-            return s
-        }
-        let s = SampleBuffer(jpeg: jpeg, dimensions: dims, metadata: meta)
-        stillSample = s
-        return s
     }
-
-    private static let noFrame = FrameMetadata(sequence: 0, timestamp: CaptureTime(nanoseconds: 0), bufferIndex: -1)
 
     /// On `encodeQueue`, every 250 ms while captures wait: fails those past their deadline.
     private func failExpired() {

@@ -261,6 +261,39 @@ final class SampleBufferPool {
     }
 }
 
+/// Reused sample buffers for JPEG bytes (video data output in JPEG mode, stills): one is taken when nobody holds it
+/// any more, its bytes rewritten in place (see `StillEncoding.store`). Thread-safe.
+final class JPEGSampleRing: @unchecked Sendable {
+    private struct Slot {
+        var sample: SampleBuffer?
+        var storage = Data()
+    }
+    private let slots: Mutex<[Slot]>
+
+    init(count: Int) { slots = Mutex(Array(repeating: Slot(), count: max(1, count))) }
+
+    /// A sample holding a copy of `jpeg`, or nil when the app holds every one.
+    func sample(copying jpeg: UnsafeRawBufferPointer, dimensions: VideoDimensions, metadata: FrameMetadata) -> SampleBuffer? {
+        slots.withLock { slots in
+            for i in slots.indices {
+                if slots[i].sample == nil {
+                    let bytes = StillEncoding.store(jpeg, in: &slots[i].storage)
+                    let s = SampleBuffer(jpeg: bytes, dimensions: dimensions, metadata: metadata)
+                    slots[i].sample = s
+                    return s
+                }
+                guard isKnownUniquelyReferenced(&slots[i].sample) else { continue }
+                let s = slots[i].sample!
+                // The sample lets go of the old bytes first, so that they are the slot's alone.
+                s.refill(jpeg: Data(), dimensions: dimensions, metadata: metadata)
+                s.refill(jpeg: StillEncoding.store(jpeg, in: &slots[i].storage), dimensions: dimensions, metadata: metadata)
+                return s
+            }
+            return nil
+        }
+    }
+}
+
 /// The kind of media a device captures or an output accepts.
 public enum MediaType: String, Sendable, Hashable, CaseIterable {
     case video

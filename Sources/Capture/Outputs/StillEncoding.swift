@@ -9,17 +9,16 @@ enum StillEncoding {
         return JPEGEncoder(quality: settings.quality, subsampling: settings.subsampling)
     }
 
-    /// What the still output hands out: the JPEG of `image`, in `buffer`'s storage (which is
-    /// reused; `scratch` holds an MJPEG frame's rewrite). Allocates nothing in steady state
-    /// unless the app still holds the previous still's bytes, which are then copied on write.
-    static func still(_ image: ImageBuffer, encoder: inout JPEGEncoder?, settings: CaptureStillImageOutput.OutputSettings,
-                      exif: EXIFInfo?, scratch: inout [UInt8], buffer: inout Data) throws(CaptureError) -> Data {
+    /// The JPEG of `image`, borrowed by `take` (`scratch` holds an MJPEG frame's rewrite,
+    /// `encoder` is made on first use). Allocates nothing in steady state.
+    static func still<R>(_ image: ImageBuffer, encoder: inout JPEGEncoder?, settings: CaptureStillImageOutput.OutputSettings,
+                         exif: EXIFInfo?, scratch: inout [UInt8], _ take: (UnsafeRawBufferPointer) -> R) throws(CaptureError) -> R {
         if image.pixelFormat.isCompressed {
             _ = try MJPEG.makeStill(image.plane0.bytes, exif: exif, into: &scratch)
-            return scratch.withUnsafeBytes { store($0, in: &buffer) }
+            return scratch.withUnsafeBytes(take)
         }
         if encoder == nil { encoder = try makeEncoder(settings, for: image.pixelFormat) }
-        return store(try encoder!.encode(image, exif: exif), in: &buffer)
+        return take(try encoder!.encode(image, exif: exif))
     }
 
     /// Copies `jpeg` to the start of `buffer` and returns that part (sharing the storage).
