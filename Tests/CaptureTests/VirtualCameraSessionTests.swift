@@ -73,20 +73,35 @@ import CaptureTestSupport
         #expect(!camera.isStreaming)
     }
 
+    /// An installed front virtual camera with one mode, in a session with a video data output
+    /// that keeps every frame (no late-frame discarding). The caller uninstalls the camera.
+    private static func keepingSession(_ name: String, _ mode: VirtualCamera.Mode,
+                                       settings: CaptureVideoDataOutput.VideoSettings = .init()) throws
+        -> (VirtualCamera, CaptureSession, CaptureVideoDataOutput)
+    {
+        let camera = VirtualCamera(name: "\(name) \(UUID().uuidString.prefix(8))", position: .front, formats: [mode])
+        VirtualCamera.install(camera)
+        let session = CaptureSession()
+        do {
+            let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
+            session.addInput(try CaptureDeviceInput(device: device))
+        } catch {
+            VirtualCamera.uninstall(camera)
+            throw error
+        }
+        let output = CaptureVideoDataOutput()
+        output.videoSettings = settings
+        output.alwaysDiscardsLateVideoFrames = false
+        session.addOutput(output)
+        return (camera, session, output)
+    }
+
     /// Sample buffers are reused once let go, never while held: a held sample keeps its frame
     /// (metadata and pixels) while the session goes on, and released ones come back as the
     /// same few objects (one per driver buffer), so delivering a frame allocates nothing.
     @Test func heldSamplesKeepTheirFrameAndReleasedOnesAreReused() async throws {
-        let camera = VirtualCamera(name: "Reuse \(UUID().uuidString.prefix(8))", position: .front,
-                                   formats: [VirtualCamera.Mode(.yuyv, width: 320, height: 240, frameRates: [120])])
-        VirtualCamera.install(camera)
+        let (camera, session, output) = try Self.keepingSession("Reuse", VirtualCamera.Mode(.yuyv, width: 320, height: 240, frameRates: [120]))
         defer { VirtualCamera.uninstall(camera) }
-        let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let output = CaptureVideoDataOutput()
-        output.alwaysDiscardsLateVideoFrames = false
-        session.addOutput(output)
 
         final class Watcher: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
             let lock = NSLock()
@@ -132,18 +147,10 @@ import CaptureTestSupport
     /// of its own frame; MJPEG frames without Huffman tables arrive with them inserted.
     @Test(arguments: [PixelFormat.yuyv, .nv12, .mjpeg])
     func jpegDeliveryInOrder(format: PixelFormat) async throws {
-        let camera = VirtualCamera(name: "JPEG \(format) \(UUID().uuidString.prefix(8))", position: .front,
-                                   formats: [VirtualCamera.Mode(format, width: 320, height: 240, frameRates: [60],
-                                                                omitsHuffmanTables: format == .mjpeg)])
-        VirtualCamera.install(camera)
+        let (camera, session, output) = try Self.keepingSession(
+            "JPEG \(format)", VirtualCamera.Mode(format, width: 320, height: 240, frameRates: [60], omitsHuffmanTables: format == .mjpeg),
+            settings: .init(jpeg: .init(quality: 80, threads: 2)))
         defer { VirtualCamera.uninstall(camera) }
-        let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let output = CaptureVideoDataOutput()
-        output.videoSettings = .init(jpeg: .init(quality: 80, threads: 2))
-        output.alwaysDiscardsLateVideoFrames = false
-        session.addOutput(output)
 
         final class Check: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
             let lock = NSLock()
