@@ -3,7 +3,6 @@
 // session (seed 004). Nested in AudioDriverTests, which is serialized: the audio tests never
 // overlap (a loaded VM overruns sooner). Uses loopback subdevice 1.
 import Foundation
-import Synchronization
 import Testing
 @testable import Capture
 

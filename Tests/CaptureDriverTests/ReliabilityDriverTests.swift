@@ -6,7 +6,6 @@
 import Capture
 import CaptureTestSupport
 import Foundation
-import Synchronization
 import Testing
 
 /// A running session on one vivid camera with a video data output, plus what the test watches.

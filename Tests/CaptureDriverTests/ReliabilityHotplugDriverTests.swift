@@ -4,7 +4,6 @@
 import Capture
 import CaptureTestSupport
 import Foundation
-import Synchronization
 import Testing
 
 @Suite(.serialized) struct ReliabilityHotplugDriverTests {
@@ -25,7 +24,7 @@ import Testing
         // modelID is the V4L2 driver name ("v4l2 loopback").
         let isLoopback = { (d: CaptureDevice) in d.modelID.lowercased().contains("loopback") }
         let monitor = DeviceMonitor()
-        let events = Mutex<[(DeviceMonitor.Event, ContinuousClock.Instant)]>([])
+        let events = Locked<[(DeviceMonitor.Event, ContinuousClock.Instant)]>([])
         monitor.addHandler { e in events.withLock { $0.append((e, .now)) } }
         try monitor.start()
         defer { monitor.stop() }

@@ -2,12 +2,11 @@
 // the inotify watch on /dev even though the host has no video node.
 import Capture
 import Foundation
-import Synchronization
 import Testing
 
 /// Events a monitor's handler received, for assertions.
 final class MonitorLog: Sendable {
-    private let list = Mutex<[DeviceMonitor.Event]>([])
+    private let list = Locked<[DeviceMonitor.Event]>([])
     init(_ monitor: DeviceMonitor) { monitor.addHandler { [self] e in list.withLock { $0.append(e) } } }
     var events: [DeviceMonitor.Event] { list.withLock { $0 } }
     /// Waits up to `timeout` seconds until `match` holds for the events so far.

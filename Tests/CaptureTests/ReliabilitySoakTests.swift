@@ -13,7 +13,7 @@ import Testing
 final class EncodingCollector: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
     let queue = DispatchQueue(label: "soak.frames")
     private let encoder = JPEGEncoder(quality: 80)
-    private let counts = Mutex((frames: 0, encoded: 0, bytes: 0, dropped: 0, failures: 0, outOfOrder: 0, last: UInt64?.none))
+    private let counts = Locked((frames: 0, encoded: 0, bytes: 0, dropped: 0, failures: 0, outOfOrder: 0, last: UInt64?.none))
     let onFrame: @Sendable (Int) -> Void
 
     init(onFrame: @escaping @Sendable (Int) -> Void) { self.onFrame = onFrame }
@@ -67,7 +67,7 @@ enum Resident {
         defer { VirtualCamera.uninstall(camera) }
         let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
 
-        let samples = Mutex((warm: 0, warmAt: Date(), end: 0))
+        let samples = Locked((warm: 0, warmAt: Date(), end: 0))
         let reachedWarm = Atomic<Bool>(false)
         let done = Atomic<Bool>(false)
         let collector = EncodingCollector { n in

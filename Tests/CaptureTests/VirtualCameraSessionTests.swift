@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import Capture
 import CaptureTestSupport

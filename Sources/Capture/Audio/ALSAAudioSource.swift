@@ -1,7 +1,6 @@
 // An ALSA capture PCM as an `AudioSource`: non-blocking reads woken by poll on the PCM's
 // descriptors plus an eventfd for `wakeUp`, overrun recovery, and monotonic timestamps.
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,7 +20,7 @@ final class ALSAAudioSource: AudioSource, @unchecked Sendable {
         var configuration: AudioConfiguration?
         var running = false
     }
-    private let settings = Mutex(Settings())
+    private let settings = Locked(Settings())
 
     // Reader state: touched by `start` (before the reader runs) and the reader thread only.
     private var framePosition: UInt64 = 0

@@ -26,7 +26,7 @@ extension CaptureDeviceInput {
 final class AudioPipeline: InputRunner, @unchecked Sendable {
     let input: CaptureDeviceInput
     private weak var session: CaptureSession?
-    private let connections: Mutex<[CaptureConnection]>
+    private let connections: Locked<[CaptureConnection]>
     private let stopRequested = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
@@ -38,7 +38,7 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
     init(session: CaptureSession, input: CaptureDeviceInput, connections: [CaptureConnection]) {
         self.session = session
         self.input = input
-        self.connections = Mutex(connections)
+        self.connections = Locked(connections)
     }
 
     func setConnections(_ list: [CaptureConnection]) { connections.withLock { $0 = list } }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Receives live audio from a `CaptureAudioDataOutput`, on the queue given with the delegate, as
 /// `AVCaptureAudioDataOutputSampleBufferDelegate`. The method has the same shape as the video
@@ -59,7 +58,7 @@ public final class CaptureAudioDataOutput: CaptureOutput, @unchecked Sendable {
         var droppedFrames = 0
         var activeFormat: AudioFormat?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public override init() { super.init() }
 

@@ -35,7 +35,7 @@ public final class VirtualMicrophone: Sendable {
         SourceInfo(uniqueID: uniqueID, name: name, driver: "virtual", busInfo: "", path: uniqueID, position: .unspecified)
     }
 
-    private static let registry = Mutex<[VirtualMicrophone]>([])
+    private static let registry = Locked<[VirtualMicrophone]>([])
     private let connected = Atomic<Bool>(true)
 
     /// Simulates an unplug: running captures fail with `.disconnected` within one period and
@@ -82,7 +82,7 @@ final class VirtualAudioSource: AudioSource, @unchecked Sendable {
         var position: UInt64 = 0
         var woken = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let signal = DispatchSemaphore(value: 0)
 
     init(microphone: VirtualMicrophone) { self.microphone = microphone }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A camera or microphone, as AVFoundation's `AVCaptureDevice`.
 ///
@@ -40,7 +39,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         var minFrameDuration: FrameInterval?
         weak var owner: CaptureSession?
     }
-    let state = Mutex(State())
+    let state = Locked(State())
 
     init(info: SourceInfo, mediaType: MediaType, deviceType: DeviceType, virtualCamera: VirtualCamera? = nil,
          payload: (any Sendable)? = nil,
@@ -251,7 +250,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
 
     // MARK: Discovery
 
-    private static let registry = Mutex([String: CaptureDevice]())
+    private static let registry = Locked([String: CaptureDevice]())
 
     /// Returns the registered object for `info`, so one device is always one object.
     static func canonical(_ make: () -> CaptureDevice) -> CaptureDevice {

@@ -51,9 +51,9 @@ public final class DeviceMonitor: Sendable {
         var watcher: Watcher?
         var started = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Serialises rescans, so events come out in the order the list changed.
-    private let scanLock = Mutex(())
+    private let scanLock = Locked(())
     private let handlerQueue = DispatchQueue(label: "swift-capture.device-monitor")
 
     /// A monitor; nothing is watched until `start()`.
@@ -148,7 +148,7 @@ public final class DeviceMonitor: Sendable {
 private final class MonitorList: Sendable {
     static let shared = MonitorList()
     private struct Weak: @unchecked Sendable { weak var monitor: DeviceMonitor? }
-    private let list = Mutex<[ObjectIdentifier: Weak]>([:])
+    private let list = Locked<[ObjectIdentifier: Weak]>([:])
 
     private init() {
         VirtualCamera.addInstallationObserver { [unowned self] in

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Why frames did not reach a video data output.
 public enum DropReason: String, Sendable, Hashable, CaseIterable {
@@ -35,7 +34,7 @@ public struct DroppedFrames: Sendable, Hashable, CustomStringConvertible {
 ///
 /// Thread-safe. Connections are made by the session when a matching input is present.
 public class CaptureOutput: @unchecked Sendable {
-    private let outputState = Mutex(OutputState())
+    private let outputState = Locked(OutputState())
     struct OutputState {
         weak var session: CaptureSession?
         var connections: [CaptureConnection] = []

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Takes JPEG stills from the session's camera, as `AVCaptureStillImageOutput`. Thread-safe.
 ///
@@ -44,7 +43,7 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         let encode: DispatchSourceUserDataAdd
         let timeouts: DispatchSourceTimer
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let encodeQueue = DispatchQueue(label: "swift-capture.still-encode")
     // Wake the encode queue without allocating (unlike `async`): one for frames, one timer that
     // runs only while captures wait.
@@ -61,7 +60,7 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         var st = State()
         st.pending.reserveCapacity(8)
         st.assigned.reserveCapacity(8)
-        state = Mutex(st)
+        state = Locked(st)
         sources = Sources(encode: DispatchSource.makeUserDataAddSource(queue: encodeQueue),
                           timeouts: DispatchSource.makeTimerSource(queue: encodeQueue))
         super.init()

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Receives live video frames from a `CaptureVideoDataOutput`, on the queue given with the
 /// delegate, as `AVCaptureVideoDataOutputSampleBufferDelegate`.
@@ -76,13 +75,13 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         case drop(DroppedFrames, CaptureConnection)
         var isFrame: Bool { if case .frame = self { true } else { false } }
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     // Used only by the one running `drain` (the busy flag keeps drains from overlapping).
     private var converter: PixelFormatConverter?
     private var convertedPool: ConvertedBufferPool?
     private let convertedSamples = SampleBufferPool(capacity: 4)
     // JPEG delivery: the encoder pool (capture thread submits) and the reused JPEG samples.
-    private let encoding = Mutex<(pool: JPEGEncoderPool?, settings: JPEGSettings?)>((nil, nil))
+    private let encoding = Locked<(pool: JPEGEncoderPool?, settings: JPEGSettings?)>((nil, nil))
     private let jpegSamples = JPEGSampleRing(count: 6)
     // MJPEG frames in JPEG mode, rewritten on the delegate's queue (like `converter`).
     private var passThroughBytes: [UInt8] = []
@@ -332,12 +331,12 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
 final class ConvertedBufferPool: BufferPool, @unchecked Sendable {
     let byteCount: Int
     private let storage: [UnsafeMutableRawBufferPointer]
-    private let free: Mutex<[Int]>
+    private let free: Locked<[Int]>
 
     init(byteCount: Int, count: Int) {
         self.byteCount = byteCount
         storage = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: byteCount, alignment: 64) }
-        free = Mutex(Array(0..<count))
+        free = Locked(Array(0..<count))
     }
     deinit { for b in storage { b.deallocate() } }
 

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// One captured sample: a video frame or a block of audio, with its timing.
 ///
@@ -27,26 +26,26 @@ public final class SampleBuffer: @unchecked Sendable {
     }
     // Written only while the writer holds the sole reference (refill, reclaim); the lock makes
     // that hand-over between threads explicit.
-    private let contents: Mutex<Contents>
+    private let contents: Locked<Contents>
 
     /// `.video` or `.audio`.
     public let mediaType: MediaType
 
     init(frame: consuming FrameBuffer, format: ActiveFormat) {
         let image = frame.image, meta = frame.metadata
-        contents = Mutex(Contents(kind: .video(image, format), timestamp: meta.timestamp, sequence: UInt64(meta.sequence),
+        contents = Locked(Contents(kind: .video(image, format), timestamp: meta.timestamp, sequence: UInt64(meta.sequence),
                                   lease: consume frame))
         mediaType = .video
     }
 
     init(jpeg: Data, dimensions: VideoDimensions, metadata: FrameMetadata) {
-        contents = Mutex(Contents(kind: .jpeg(jpeg, dimensions), timestamp: metadata.timestamp,
+        contents = Locked(Contents(kind: .jpeg(jpeg, dimensions), timestamp: metadata.timestamp,
                                   sequence: UInt64(metadata.sequence), lease: nil))
         mediaType = .video
     }
 
     init(audio: AudioPCMBuffer, timestamp: CaptureTime, firstFrame: UInt64) {
-        contents = Mutex(Contents(kind: .audio(audio), timestamp: timestamp, sequence: firstFrame, lease: nil))
+        contents = Locked(Contents(kind: .audio(audio), timestamp: timestamp, sequence: firstFrame, lease: nil))
         mediaType = .audio
     }
 
@@ -268,9 +267,9 @@ final class JPEGSampleRing: @unchecked Sendable {
         var sample: SampleBuffer?
         var storage = Data()
     }
-    private let slots: Mutex<[Slot]>
+    private let slots: Locked<[Slot]>
 
-    init(count: Int) { slots = Mutex(Array(repeating: Slot(), count: max(1, count))) }
+    init(count: Int) { slots = Locked(Array(repeating: Slot(), count: max(1, count))) }
 
     /// A sample holding a copy of `jpeg`, or nil when the app holds every one.
     func sample(copying jpeg: UnsafeRawBufferPointer, dimensions: VideoDimensions, metadata: FrameMetadata) -> SampleBuffer? {

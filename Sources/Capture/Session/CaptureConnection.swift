@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Links one input to one output for one media type, as `AVCaptureConnection`.
 ///
@@ -20,7 +19,7 @@ public final class CaptureConnection: @unchecked Sendable, CustomStringConvertib
         var mirrored = false
         var audioLevels: [AudioChannelLevel] = []
     }
-    let state = Mutex(State())
+    let state = Locked(State())
 
     init(input: CaptureInput, output: CaptureOutput, mediaType: MediaType) {
         self.input = input

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 extension CaptureSession {
     /// Something that happened to a session, as AVFoundation's session notifications.
@@ -51,7 +50,7 @@ final class EventHub: Sendable {
         var handlers: [UUID: @Sendable (CaptureSession.Event) -> Void] = [:]
         var streams: [UUID: AsyncStream<CaptureSession.Event>.Continuation] = [:]
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let queue = DispatchQueue(label: "swift-capture.session-events")
 
     func post(_ event: CaptureSession.Event) {

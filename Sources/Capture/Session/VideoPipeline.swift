@@ -8,7 +8,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     private weak var session: CaptureSession?
     private let source: any VideoSource
     private let format: ActiveFormat
-    private let connections: Mutex<[CaptureConnection]>
+    private let connections: Locked<[CaptureConnection]>
     private let stopRequested = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
@@ -22,7 +22,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         self.session = session
         self.input = input
         self.format = format
-        self.connections = Mutex(connections)
+        self.connections = Locked(connections)
         // Force-unwrapped safely: a video input's source was opened when the input was made.
         self.source = (try? input.device.source())!
         let interval = input.device.activeVideoMinFrameDuration?.seconds ?? (1.0 / 30)

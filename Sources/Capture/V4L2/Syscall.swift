@@ -6,7 +6,6 @@ import Glibc
 #endif
 internal import CV4L2Shim
 #if DEBUG
-import Synchronization
 #endif
 
 /// An ioctl request code with the name errors and traces use.
@@ -83,7 +82,7 @@ final class SyscallMock: Sendable {
         var rules: [Rule] = []
         var trace: [String] = []
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init() {}
 

@@ -5,7 +5,6 @@
 import Glibc
 #endif
 internal import CV4L2Shim
-import Synchronization
 
 /// A device's buffer queue. It records which pool owns the driver's buffers, so that a pool
 /// freed late (its frames were held) never releases buffers of a newer stream.
@@ -17,7 +16,7 @@ final class V4L2Queue: Sendable {
         var owner: UInt64 = 0
         var nextGeneration: UInt64 = 1
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(fd: FileDescriptor, type: V4L2BufferType) {
         self.fd = fd
@@ -216,7 +215,7 @@ final class V4L2BufferPool: BufferPool {
     let bufferCapabilities: UInt32
     private let generation: UInt64
     private let storage: Storage
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private init(queue: V4L2Queue, generation: UInt64, count: Int, planes: Int, format: V4L2StreamFormat,
                  capabilities: UInt32, storage: Storage) {
@@ -228,7 +227,7 @@ final class V4L2BufferPool: BufferPool {
         self.bufferCapabilities = capabilities
         self.storage = storage
         // Created only after every buffer was queued and STREAMON succeeded.
-        self.state = Mutex(State(streaming: true, owners: Array(repeating: .driver, count: count), queued: count))
+        self.state = Locked(State(streaming: true, owners: Array(repeating: .driver, count: count), queued: count))
     }
 
     private var fd: FileDescriptor { queue.fd }

@@ -3,7 +3,6 @@
 import Glibc
 #endif
 internal import CV4L2Shim
-import Synchronization
 
 /// An open V4L2 capture node that streams through an mmap buffer pool.
 ///
@@ -14,7 +13,7 @@ final class V4L2VideoSource: VideoSource {
     let device: V4L2Device
     private let queue: V4L2Queue
     private let wake: FileDescriptor
-    private let pool = Mutex<V4L2BufferPool?>(nil)
+    private let pool = Locked<V4L2BufferPool?>(nil)
 
     init(device: V4L2Device, info: SourceInfo) throws(CaptureError) {
         guard let type = device.bufferType else {

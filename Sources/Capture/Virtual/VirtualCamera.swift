@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A camera that lives inside your process: it streams a test pattern like a real V4L2 camera
 /// and lets you inject the faults real cameras have. Use it where no camera is attached (CI,
@@ -179,7 +178,7 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         var patternVersion: UInt64 = 0
     }
 
-    let state = Mutex(State())
+    let state = Locked(State())
 
     /// Makes a camera; it is not listed until you `install` it.
     /// - Parameters:

@@ -1,12 +1,11 @@
-import Synchronization
 
 /// The list of installed virtual cameras. `shared` is the one device discovery reads; tests
 /// of the list's rules use their own instance so they do not disturb other tests.
 final class VirtualCameraRegistry: Sendable {
     static let shared = VirtualCameraRegistry()
 
-    private let list = Mutex<[VirtualCamera]>([])
-    private let observers = Mutex<[@Sendable () -> Void]>([])
+    private let list = Locked<[VirtualCamera]>([])
+    private let observers = Locked<[@Sendable () -> Void]>([])
 
     var cameras: [VirtualCamera] { list.withLock { $0 } }
 

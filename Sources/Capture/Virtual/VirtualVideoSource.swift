@@ -1,4 +1,3 @@
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -20,7 +19,7 @@ final class VirtualVideoSource: VideoSource, @unchecked Sendable {
     private let generation: UInt64
     private let signal = StreamCondition()
     /// Serialises start and stop, so that two stops never join the producer twice.
-    private let lifecycle = Mutex(())
+    private let lifecycle = Locked(())
 
     // Guarded by `signal`.
     private var mode: VirtualCamera.Mode
