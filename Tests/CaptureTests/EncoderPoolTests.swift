@@ -196,6 +196,40 @@ struct EncoderPoolTests {
         box.pool = nil
     }
 
+    @Test("a shutdown that comes second (one from inside a delivery came first) still waits for the delivery")
+    func secondShutdownWaits() throws {
+        let frames = YUYVFrames(width: 64, height: 64, count: 1, seed: 7)
+        let recorder = Recorder()
+        let box = PoolBox()
+        let innerReturned = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        recorder.onDeliver = { o in
+            if case .encoded(0, _, _) = o {
+                box.pool?.shutdown() // first: on the worker, so it returns at once
+                innerReturned.signal()
+                release.wait()
+            }
+        }
+        let pool = JPEGEncoderPool(workers: 1, queueDepth: 2) { recorder.take($0) }
+        box.pool = pool
+        pool.submit(frames.replay.sample(0, sequence: 0))
+        #expect(innerReturned.wait(timeout: .now() + 10) == .success)
+        let outerReturned = Flag()
+        let outer = DispatchSemaphore(value: 0)
+        Thread {
+            box.pool?.shutdown()
+            outerReturned.set(true)
+            outer.signal()
+        }.start()
+        // The delivery of frame 0 is still running: the second shutdown must not have returned.
+        #expect(outer.wait(timeout: .now() + 0.3) == .timedOut)
+        #expect(!outerReturned.value)
+        release.signal()
+        #expect(outer.wait(timeout: .now() + 20) == .success)
+        #expect(recorder.snapshot.count == 1)
+        box.pool = nil
+    }
+
     @Test("a pool that is simply released stops its threads and gives every buffer back")
     func releasedPoolStops() throws {
         let frames = YUYVFrames(width: 128, height: 64, count: 1, seed: 7)

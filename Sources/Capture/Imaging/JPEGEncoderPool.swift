@@ -129,11 +129,13 @@ private final class Core: @unchecked Sendable {
     private var closing = false
     private var workerThreads: [pthread_t?]
     private var stats = JPEGEncoderPool.Statistics()
-    private let exited = DispatchSemaphore(value: 0)
+    // Workers that have not yet left `work`; every `shutdown` not on a worker waits for 0.
+    private var running: Int
 
     init(workers: Int, depth: Int, quality: Int, subsampling: ChromaSubsampling?,
          deliver: @escaping @Sendable (JPEGEncoderPool.Output) -> Void) {
         workerCount = workers
+        running = workers
         self.quality = quality
         self.subsampling = subsampling
         self.deliver = deliver
@@ -235,13 +237,16 @@ private final class Core: @unchecked Sendable {
                 lock()
             } else if let i = ready.firstIndex(where: { $0.inUse && $0.ticket == nextDeliver }) {
                 let r = ready[i]
+                // Read under the lock: another worker may store a grown buffer into its own
+                // slot of `slotMemory` meanwhile (a write to the same array).
+                let memory = slotMemory[i]
                 delivering = true
                 unlock()
                 if let failure = r.failure {
                     deliver(.failed(sequence: r.sequence, error: failure))
                 } else {
                     deliver(.encoded(sequence: r.sequence, timestamp: r.timestamp,
-                                     bytes: UnsafeRawBufferPointer(start: slotMemory[i], count: r.count)))
+                                     bytes: UnsafeRawBufferPointer(start: memory, count: r.count)))
                 }
                 lock()
                 if r.failure == nil { stats.encoded += 1 } else { stats.failed += 1 }
@@ -346,22 +351,24 @@ private final class Core: @unchecked Sendable {
                 wakeAll()
             }
         }
+        running -= 1
         wakeAll()
         unlock()
-        exited.signal()
     }
 
     func shutdown() {
         lock()
-        let first = !closing
         closing = true
         wakeAll()
         let self_ = pthread_self()
         let onWorker = workerThreads.contains { $0.map { pthread_equal($0, self_) != 0 } ?? false }
+        // A worker cannot wait for itself; the others stop on their own. Every other caller
+        // waits, not only the first: a second `shutdown` (say one made from inside `deliver`
+        // got there first) must not return while frames are still being delivered.
+        if !onWorker {
+            while running > 0 { wait() }
+        }
         unlock()
-        // A worker cannot wait for itself; the others stop on their own.
-        guard first, !onWorker else { return }
-        for _ in 0..<workerCount { exited.wait() }
     }
 }
 
