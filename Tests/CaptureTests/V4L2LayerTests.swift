@@ -195,12 +195,24 @@ import CV4L2Shim
     }
 
     @Test func descriptorsAreNotLeakedByFailedOpens() throws {
-        func openCount() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count }
-        // Warm up whatever the first call allocates.
-        _ = try? V4L2Discovery.open(path: "/dev/null")
-        let before = try openCount()
-        for _ in 0..<50 { _ = try? V4L2Discovery.open(path: "/dev/null") }
-        #expect(try openCount() <= before)
+        // Counts only descriptors on a file no other test opens: the other suites run in parallel
+        // and open and close descriptors of their own meanwhile.
+        let path = FileManager.default.temporaryDirectory
+            .appendingPathComponent("swift-capture-open-\(getpid())-\(UInt64.random(in: 0...UInt64.max))").path
+        #expect(FileManager.default.createFile(atPath: path, contents: Data([0])))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        func openCount() throws -> Int {
+            try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count { fd in
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) == path
+            }
+        }
+        // The count sees a descriptor left open.
+        let probe = Glibc.open(path, O_RDONLY)
+        #expect(try openCount() == 1)
+        close(probe)
+        #expect(throws: CaptureError.self) { _ = try V4L2Discovery.open(path: path) }
+        for _ in 0..<50 { _ = try? V4L2Discovery.open(path: path) }
+        #expect(try openCount() == 0)
     }
 }
 
