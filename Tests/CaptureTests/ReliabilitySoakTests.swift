@@ -94,8 +94,12 @@ enum Resident {
         let connection = try #require(still.connection(with: .video))
         var stills = 0, stillBytes = 0
         var nextStill = 500
+        let wantedStills = frames / 500 - 1
         let deadline = Date().addingTimeInterval(Double(frames) / 100 + 120)
-        while !done.load(ordering: .acquiring), Date() < deadline {
+        // Goes on past the last frame until the stills are taken too: this task may get the CPU
+        // seldom (a loaded machine, a sanitizer, suites blocking the cooperative pool), so frames
+        // can run ahead of it; the camera keeps streaming meanwhile.
+        while !done.load(ordering: .acquiring) || stills < wantedStills, Date() < deadline {
             if collector.snapshot.frames >= nextStill {
                 let sample = try await still.captureStillImage(from: connection)
                 stills += 1
@@ -118,7 +122,7 @@ enum Resident {
         #expect(s.frames >= frames, "only \(s.frames) of \(frames) frames before the deadline")
         #expect(s.failures == 0 && s.encoded == s.frames, "encode failures: \(s.failures)")
         #expect(s.outOfOrder == 0)
-        #expect(stills >= frames / 500 - 1 && stillBytes > 0)
+        #expect(stills >= wantedStills && stillBytes > 0, "\(stills) stills of \(wantedStills)")
         // Every frame the camera made was delivered or reported; the last few may still be in flight.
         #expect(produced - (s.frames + s.dropped) <= 8, "produced \(produced), delivered \(s.frames), dropped \(s.dropped)")
         if checkMemory {
