@@ -193,6 +193,70 @@ import Testing
         session.stopRunning()
     }
 
+    /// A still never waits forever on a camera that stopped delivering: it fails with `.timedOut`
+    /// after max(5 s, 20 frame intervals), the session keeps running, and stills work again
+    /// once frames come back.
+    @Test func stillOnStalledCameraTimesOut() async throws {
+        let cam = VirtualCamera(name: "Stalled still", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let still = CaptureStillImageOutput()
+        session.addOutput(still)
+        try session.start()
+        defer { session.stopRunning() }
+        let connection = try #require(still.connection(with: .video))
+        _ = try await still.captureStillImage(from: connection)
+        cam.stall(for: nil)
+        // Frames already on their way are taken (and dropped) before the capture below.
+        try await Task.sleep(for: .milliseconds(300))
+        let start = ContinuousClock.now
+        do throws(CaptureError) {
+            _ = try await still.captureStillImage(from: connection)
+            Issue.record("a stalled camera delivered a still")
+        } catch {
+            #expect(error.code == .timedOut, "\(error)")
+        }
+        let waited = ContinuousClock.now - start
+        #expect(waited >= .milliseconds(4500) && waited < .seconds(15), "waited \(waited)")
+        #expect(session.isRunning && !still.isCapturingStillImage)
+        cam.resume()
+        #expect(try await still.captureStillImage(from: connection).jpegData != nil)
+    }
+
+    /// A still output released with a capture pending (the app dropped it and its session)
+    /// still calls the completion, with `.cancelled`, without waiting for the timeout.
+    @Test func releasedOutputCancelsPendingStill() throws {
+        let cam = VirtualCamera(name: "Released still", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let done = DispatchSemaphore(value: 0)
+        let outcome = StillOutcome()
+        weak var released: CaptureStillImageOutput?
+        do {
+            let session = CaptureSession()
+            session.addInput(try CaptureDeviceInput(device: device))
+            let still = CaptureStillImageOutput()
+            released = still
+            session.addOutput(still)
+            try session.start()
+            cam.stall(for: nil)
+            let connection = try #require(still.connection(with: .video))
+            still.captureStillImageAsynchronously(from: connection) { sample, error in
+                outcome.set(sample != nil, error?.code)
+                done.signal()
+            }
+            #expect(still.isCapturingStillImage)
+        }
+        #expect(released == nil, "the output outlived its session and the app's reference")
+        #expect(done.wait(timeout: .now() + 3) == .success, "the completion of a released output never ran")
+        #expect(outcome.get() == (false, .cancelled))
+        cam.resume()
+    }
+
     /// A fatal stall is reported as deviceStalled (not a hang) and frames resume after it.
     @Test func stallIsReported() throws {
         let cam = VirtualCamera(name: "Stall", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
@@ -275,4 +339,12 @@ final class FrameStore: @unchecked Sendable {
     private var frames: [UInt64: Data] = [:]
     func put(_ k: UInt64, _ d: Data) { lock.withLock { frames[k] = d } }
     func get(_ k: UInt64) -> Data? { lock.withLock { frames[k] } }
+}
+
+/// What a still's completion handler got (it runs on the output's queue).
+private final class StillOutcome: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: (Bool, CaptureError.Code?) = (false, nil)
+    func set(_ gotSample: Bool, _ code: CaptureError.Code?) { lock.withLock { value = (gotSample, code) } }
+    func get() -> (Bool, CaptureError.Code?) { lock.withLock { value } }
 }

@@ -73,6 +73,16 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     }
 
     deinit {
+        // Released while captures wait (the app dropped this output and its session): their
+        // completions still run, with `.cancelled`; a completion is never left uncalled.
+        let orphaned = state.withLock { st in
+            defer { st.pending.removeAll() }
+            return st.pending
+        }
+        if !orphaned.isEmpty {
+            let error = CaptureError(.cancelled, "the still image output was released while the capture waited for a frame")
+            encodeQueue.async { for r in orphaned { r.completion(nil, error) } }
+        }
         sources.encode.cancel()
         sources.timeouts.setEventHandler {}
         sources.timeouts.cancel()
@@ -91,7 +101,9 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
 
     /// Takes a still from `connection` and calls `completionHandler` (on a private queue) with a
     /// sample buffer holding the JPEG, or with an error: `.invalidState` when the session does not
-    /// run, `.disconnected` when the camera goes away, `.timedOut` when no frame comes.
+    /// run, `.disconnected` when the camera goes away, `.timedOut` when no frame comes within
+    /// max(5 s, 20 frame intervals), `.cancelled` when the session stops or this output is
+    /// released first. The handler is called exactly once.
     public func captureStillImageAsynchronously(from connection: CaptureConnection,
                                                 completionHandler: @escaping @Sendable (SampleBuffer?, CaptureError?) -> Void) {
         guard connection.output === self, connection.mediaType == .video else {
