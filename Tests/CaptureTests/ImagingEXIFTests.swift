@@ -94,4 +94,67 @@ import Testing
         try withJPEGBytes(original) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: nil, into: &same) }
         #expect(same == original)
     }
+
+    // Found by the huffman fuzz target: a frame with two Exif segments kept one of them (the
+    // parser names the last; only that one was replaced), so the still had two and read back
+    // the camera's orientation.
+    @Test func mjpegStillReplacesEveryEXIFSegment() throws {
+        let original = try sampleJPEG()
+        var twoExif: [UInt8] = [0xFF, 0xD8]
+        EXIFInfo(orientation: .down, model: "Camera A").appendSegment(to: &twoExif)
+        EXIFInfo(orientation: .left, model: "Camera B").appendSegment(to: &twoExif)
+        twoExif += original[2...]
+        #expect(twoExif.withUnsafeBytes { raw in
+            JPEGMarkers.exifSegments(raw, from: 2, to: (try? JPEGMarkers(parsing: raw))?.frameOffset ?? 0).count
+        } == 2)
+        let info = EXIFInfo(orientation: .right, make: "Make", model: "Model")
+        var out: [UInt8] = []
+        try withJPEGBytes(twoExif) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: info, into: &out) }
+        let m = try JPEGMarkers(parsing: out)
+        #expect(out.withUnsafeBytes { JPEGMarkers.exifSegments($0, from: 2, to: m.frameOffset) }.count == 1)
+        #expect(out.withUnsafeBytes { EXIFInfo(jpeg: $0) } == info)
+        let decoder = JPEGDecoder()
+        #expect(try decoder.decode(out, as: .rgb).pixels == decoder.decode(original, as: .rgb).pixels)
+    }
+
+    /// A driver's padding after EOI (v4l2loopback reports `bytesused` = `sizeimage` for a frame
+    /// written before the reader's REQBUFS) stays out of a still, with or without tables or EXIF.
+    @Test func mjpegStillDropsPaddingAfterEOI() throws {
+        let original = try sampleJPEG()
+        let padding = [UInt8](repeating: 0, count: 4096)
+        var out: [UInt8] = []
+        try withJPEGBytes(original + padding) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: nil, into: &out) }
+        #expect(out == original)
+        let stripped = strippingHuffmanTables(original)
+        var fixed: [UInt8] = []
+        try withJPEGBytes(stripped) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: nil, into: &fixed) }
+        try withJPEGBytes(stripped + padding) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: nil, into: &out) }
+        #expect(out == fixed)
+        let info = EXIFInfo(orientation: .right)
+        try withJPEGBytes(original) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: info, into: &fixed) }
+        try withJPEGBytes(original + padding) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: info, into: &out) }
+        #expect(out == fixed)
+        // The complete-JPEG path (JPEG delivery of MJPEG frames) ends at EOI too.
+        try withJPEGBytes(original + padding) { (raw) throws(CaptureError) in _ = try MJPEG.insertStandardHuffmanTables(raw, into: &out) }
+        #expect(out == original)
+    }
+
+    /// A buffer holding this frame and then the tail of an older, longer one (v4l2loopback's
+    /// first frame after REQBUFS): the still ends at this frame's EOI, not at the tail's.
+    @Test func mjpegStillEndsAtTheFirstEOI() throws {
+        let original = try sampleJPEG()
+        let older = try sampleJPEG(width: 192, height: 128)
+        #expect(older.count > original.count + 64)
+        let stale = original + older[original.count...]
+        var out: [UInt8] = []
+        try withJPEGBytes(stale) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: nil, into: &out) }
+        #expect(out.count == original.count && out == original)
+        let exact = try stale.withUnsafeBytes { raw throws(CaptureError) in try JPEGMarkers(parsing: raw) }
+        #expect(exact.endOffset == original.count)
+        // The per-frame form trusts the trailing EOI (documented): the tail comes along.
+        let fast = try stale.withUnsafeBytes { raw throws(CaptureError) in try JPEGMarkers(parsing: raw, trustingTrailingEOI: true) }
+        #expect(fast.endOffset == stale.count)
+        let decoder = JPEGDecoder()
+        #expect(try decoder.decode(stale, as: .rgb).pixels == decoder.decode(original, as: .rgb).pixels)
+    }
 }

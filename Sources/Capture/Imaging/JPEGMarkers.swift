@@ -48,6 +48,7 @@ public struct JPEGMarkers: Sendable, Hashable {
     /// Offset of the first SOS marker's 0xFF.
     public var firstScanOffset: Int
     /// Offset just past the EOI marker. Bytes after it (drivers pad frames) are not part of the image.
+    /// Exact with `init(parsing:)`; see `init(parsing:trustingTrailingEOI:)` for the fast form.
     public var endOffset: Int
     /// The whole JFIF APP0 segment (marker included), if there is one before the frame header.
     public var jfifSegment: Range<Int>?
@@ -63,6 +64,16 @@ public struct JPEGMarkers: Sendable, Hashable {
     /// a segment longer than the bytes left, no or several frame headers, a scan before the
     /// frame header, no EOI (truncated), zero width or height.
     public init(parsing bytes: UnsafeRawBufferPointer) throws(CaptureError) {
+        try self.init(parsing: bytes, trustingTrailingEOI: false)
+    }
+
+    /// Parses `bytes` as `init(parsing:)` does, but with `trustingTrailingEOI` a baseline frame
+    /// whose bytes end in EOI (zero padding allowed) is taken to end there without its
+    /// entropy-coded data being read: twice as fast, for frames handed on at memory speed. The
+    /// end is then wrong only for a buffer that holds an older, longer frame's tail after the
+    /// image (v4l2loopback's first frame after `REQBUFS` reports `bytesused` = `sizeimage`); the
+    /// image decodes the same, with those bytes after it. Stills and saved photos use the exact form.
+    public init(parsing bytes: UnsafeRawBufferPointer, trustingTrailingEOI: Bool) throws(CaptureError) {
         let n = bytes.count
         guard n > 0, let base = bytes.baseAddress else { throw Self.corrupt("the frame is empty") }
         let b = base.assumingMemoryBound(to: UInt8.self)
@@ -140,7 +151,7 @@ public struct JPEGMarkers: Sendable, Hashable {
                 if isFirst { firstScan = start }
                 // Baseline frames (one scan) usually end with EOI: find it from the end and skip the
                 // entropy-coded data, which keeps passthrough at memory speed.
-                if isFirst, !Self.progressiveMarkers.contains(frame.marker),
+                if trustingTrailingEOI, isFirst, !Self.progressiveMarkers.contains(frame.marker),
                    let eoi = Self.trailingEOI(b, count: n, after: end) {
                     self.init(frame: frame, frameOffset: frameOffset, hasHuffmanTables: huffman,
                               hasQuantizationTables: quant, firstScanOffset: start, endOffset: eoi,
@@ -174,6 +185,33 @@ public struct JPEGMarkers: Sendable, Hashable {
     public init(parsing bytes: some ContiguousBytes) throws(CaptureError) {
         let result = bytes.withUnsafeBytes { raw in Result { () throws(CaptureError) in try JPEGMarkers(parsing: raw) } }
         self = try result.get()
+    }
+
+    /// Every Exif APP1 segment in `bytes[from..<to]`, in order: a stretch of header segments that
+    /// `init(parsing:)` accepted (whole segments, fill bytes, standalone markers), such as the one
+    /// from after SOI to the frame header. Stops at anything else.
+    static func exifSegments(_ bytes: UnsafeRawBufferPointer, from: Int, to: Int) -> [Range<Int>] {
+        var found: [Range<Int>] = []
+        let to = min(to, bytes.count)
+        var i = max(0, from)
+        while i < to, bytes[i] == 0xFF {
+            while i < to && bytes[i] == 0xFF { i += 1 }
+            guard i < to else { break }
+            let marker = bytes[i]
+            let start = i - 1
+            i += 1
+            if marker == 0x01 || (0xD0...0xD7).contains(marker) { continue }
+            guard to - i >= 2 else { break }
+            let length = Int(bytes[i]) << 8 | Int(bytes[i + 1])
+            guard length >= 2, length <= to - i else { break }
+            let end = i + length
+            if marker == 0xE1, length >= 8, bytes[i + 2] == 0x45, bytes[i + 3] == 0x78, bytes[i + 4] == 0x69,
+               bytes[i + 5] == 0x66, bytes[i + 6] == 0, bytes[i + 7] == 0 {
+                found.append(start..<end)
+            }
+            i = end
+        }
+        return found
     }
 
     private static let progressiveMarkers: Set<UInt8> = [0xC2, 0xC6, 0xCA, 0xCE]
@@ -223,7 +261,7 @@ public struct JPEGMarkers: Sendable, Hashable {
         while e > start && b[e - 1] == 0 { e -= 1 }
         guard e - start >= 2, b[e - 2] == 0xFF, b[e - 1] == 0xD9 else { return nil }
         // In entropy-coded data 0xFF is always followed by 0x00 or a restart marker, so an FF D9
-        // at the end is the real EOI.
+        // at the end is an EOI: this image's, unless an older frame's tail follows the image.
         return e
     }
 

@@ -27,16 +27,25 @@ public enum MJPEG {
     }
 
     /// Writes a standalone JPEG for `frame` into `output` (replacing its contents, keeping its
-    /// capacity): the frame unchanged when it has Huffman tables, otherwise with the standard
-    /// tables (JPEG Annex K.3) inserted before the frame header and anything after EOI dropped.
-    /// Returns what the frame's markers said.
+    /// capacity): the frame's bytes up to its EOI, with the standard tables (JPEG Annex K.3)
+    /// inserted before the frame header when it has none. Anything after EOI is dropped: drivers
+    /// pad (v4l2loopback reports `bytesused` = `sizeimage` for a frame written before the reader's
+    /// `REQBUFS`), and padding is not part of the image. Returns what the frame's markers said.
+    ///
+    /// Made for every frame, so the end is found from the back
+    /// (`JPEGMarkers(parsing:trustingTrailingEOI: true)`); `makeStill` finds it exactly.
     @discardableResult
     public static func insertStandardHuffmanTables(_ frame: UnsafeRawBufferPointer,
                                                    into output: inout [UInt8]) throws(CaptureError) -> JPEGMarkers {
-        let markers = try JPEGMarkers(parsing: frame)
+        try write(frame, JPEGMarkers(parsing: frame, trustingTrailingEOI: true), into: &output)
+    }
+
+    @discardableResult
+    private static func write(_ frame: UnsafeRawBufferPointer, _ markers: JPEGMarkers,
+                              into output: inout [UInt8]) -> JPEGMarkers {
         output.removeAll(keepingCapacity: true)
         if markers.hasHuffmanTables {
-            output.append(contentsOf: frame)
+            output.append(contentsOf: UnsafeRawBufferPointer(rebasing: frame[0..<markers.endOffset]))
             return markers
         }
         output.reserveCapacity(markers.endOffset + standardHuffmanTableSegment.count)
@@ -61,14 +70,15 @@ public enum MJPEG {
         return Data(try result.get())
     }
 
-    /// Writes `frame` as a still: standard Huffman tables inserted when missing, and, with `exif`,
-    /// an Exif APP1 segment after SOI (after the JFIF APP0 when there is one; an Exif segment the
-    /// camera wrote is replaced). Without `exif` and with tables present the bytes are unchanged.
+    /// Writes `frame` as a still: the image up to its EOI (padding after it stays out of the
+    /// file), standard Huffman tables inserted when missing, and, with `exif`, an Exif APP1
+    /// segment after SOI (after the JFIF APP0 when there is one; every Exif segment the camera
+    /// wrote is replaced). Without `exif` and with tables present the image's bytes are unchanged.
     @discardableResult
     public static func makeStill(_ frame: UnsafeRawBufferPointer, exif: EXIFInfo?,
                                  into output: inout [UInt8]) throws(CaptureError) -> JPEGMarkers {
-        guard let exif else { return try insertStandardHuffmanTables(frame, into: &output) }
         let markers = try JPEGMarkers(parsing: frame)
+        guard let exif else { return write(frame, markers, into: &output) }
         output.removeAll(keepingCapacity: true)
         output.reserveCapacity(markers.endOffset + standardHuffmanTableSegment.count + 512)
         var cursor = 2
@@ -82,18 +92,15 @@ public enum MJPEG {
             guard !range.isEmpty else { return }
             output.append(contentsOf: UnsafeRawBufferPointer(rebasing: frame[range]))
         }
-        var stops = [markers.frameOffset]
-        if let old = markers.exifSegment, old.lowerBound >= cursor { stops.append(old.lowerBound) }
-        stops.sort()
-        for stop in stops {
-            copy(cursor..<stop)
-            cursor = stop
-            if let old = markers.exifSegment, stop == old.lowerBound {
-                cursor = old.upperBound
-            } else if stop == markers.frameOffset, !markers.hasHuffmanTables {
-                output.append(contentsOf: standardHuffmanTableSegment)
-            }
+        // Every Exif segment the frame brought goes, not only the one `markers` names (the last):
+        // a still has one Exif, ours.
+        for old in JPEGMarkers.exifSegments(frame, from: cursor, to: markers.frameOffset) {
+            copy(cursor..<old.lowerBound)
+            cursor = old.upperBound
         }
+        copy(cursor..<markers.frameOffset)
+        cursor = markers.frameOffset
+        if !markers.hasHuffmanTables { output.append(contentsOf: standardHuffmanTableSegment) }
         copy(cursor..<markers.endOffset)
         return markers
     }
