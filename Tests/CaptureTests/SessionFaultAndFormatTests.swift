@@ -108,18 +108,29 @@ import Testing
         #expect(session.isRunning)
     }
 
+    /// Installs `cam` and starts a session with an input on it and a still output. The caller
+    /// stops the session and uninstalls the camera.
+    private static func runningStillSession(_ cam: VirtualCamera) throws -> (CaptureSession, CaptureStillImageOutput) {
+        VirtualCamera.install(cam)
+        do {
+            let device = try #require(CaptureDevice.device(withUniqueID: cam.uniqueID))
+            let session = CaptureSession()
+            session.addInput(try CaptureDeviceInput(device: device))
+            let still = CaptureStillImageOutput()
+            session.addOutput(still)
+            try session.start()
+            return (session, still)
+        } catch {
+            VirtualCamera.uninstall(cam)
+            throw error
+        }
+    }
+
     /// Orientation and mirroring of a still connection become the EXIF orientation tag.
     @Test func orientationToEXIF() async throws {
         let cam = VirtualCamera(name: "Orientation", position: .back, formats: [.init(.yuyv, width: 320, height: 240)])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let still = CaptureStillImageOutput()
-        session.addOutput(still)
-        try session.start()
-        defer { session.stopRunning() }
+        let (session, still) = try Self.runningStillSession(cam)
+        defer { session.stopRunning(); VirtualCamera.uninstall(cam) }
         let c = try #require(still.connection(with: .video))
         let plain = try #require(try await still.captureStillImage(from: c).jpegData)
         #expect(TestJPEG.exifOrientation(plain) == nil)
@@ -198,15 +209,8 @@ import Testing
     /// once frames come back.
     @Test func stillOnStalledCameraTimesOut() async throws {
         let cam = VirtualCamera(name: "Stalled still", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let still = CaptureStillImageOutput()
-        session.addOutput(still)
-        try session.start()
-        defer { session.stopRunning() }
+        let (session, still) = try Self.runningStillSession(cam)
+        defer { session.stopRunning(); VirtualCamera.uninstall(cam) }
         let connection = try #require(still.connection(with: .video))
         _ = try await still.captureStillImage(from: connection)
         cam.stall(for: nil)

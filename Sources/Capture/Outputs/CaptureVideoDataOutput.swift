@@ -141,6 +141,11 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
 
     /// The frames as an async sequence. `bufferingNewest` frames wait for a slow consumer; older
     /// ones are discarded (and their buffers freed).
+    ///
+    /// The sequence gets frames before the delegate's conversion step: in JPEG mode frames of raw
+    /// cameras arrive encoded, but an MJPEG camera's frames arrive as the camera sent them (maybe
+    /// without Huffman tables: `MJPEG.insertStandardHuffmanTables` completes them), and a
+    /// `pixelFormat` the device lacks is not converted. Use the delegate for converted frames.
     public func sampleBuffers(bufferingNewest limit: Int = 1) -> AsyncStream<SampleBuffer> {
         let id = UUID()
         let (stream, cont) = AsyncStream<SampleBuffer>.makeStream(bufferingPolicy: .bufferingNewest(max(1, limit)))
