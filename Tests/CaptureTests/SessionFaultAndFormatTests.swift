@@ -230,6 +230,52 @@ import Testing
         #expect(try await still.captureStillImage(from: connection).jpegData != nil)
     }
 
+    /// A damaged frame (truncated, empty, garbled) does not fail a still: the capture skips it
+    /// and takes the next frame that encodes. A camera that sends only damaged frames fails the
+    /// capture with `.corruptFrame` once the time-out passes, not with a bare `.timedOut`.
+    @Test(arguments: [PixelFormat.mjpeg, .yuyv])
+    func stillSkipsDamagedFrames(format: PixelFormat) async throws {
+        let cam = VirtualCamera(name: "Damaged still \(format)", position: .back,
+                                formats: [.init(format, width: 320, height: 240, frameRates: [30])])
+        let (session, still) = try Self.runningStillSession(cam)
+        defer { session.stopRunning(); VirtualCamera.uninstall(cam) }
+        let connection = try #require(still.connection(with: .video))
+        _ = try await still.captureStillImage(from: connection)
+
+        // The capture waits on a quiet camera whose next frames are damaged.
+        func captureAfterDamage(_ damage: [VirtualCamera.FrameDamage]) async throws -> Result<SampleBuffer, CaptureError> {
+            cam.stall(for: nil)
+            try await Task.sleep(for: .milliseconds(300))
+            for d in damage { cam.injectDamagedFrame(d) }
+            let task = Task { () -> Result<SampleBuffer, CaptureError> in
+                do throws(CaptureError) { return .success(try await still.captureStillImage(from: connection)) } catch { return .failure(error) }
+            }
+            while !still.isCapturingStillImage { try await Task.sleep(for: .milliseconds(5)) }
+            cam.resume()
+            return await task.value
+        }
+        let damagedBefore = cam.statistics.framesDamaged
+        let sample = try await captureAfterDamage(VirtualCamera.FrameDamage.allCases).get()
+        #expect(cam.statistics.framesDamaged >= damagedBefore + 2)
+        let jpeg = try #require(sample.jpegData)
+        let image = try #require(TestJPEG.decode(jpeg), "the still does not decode")
+        #expect(image.width == 320 && image.height == 240)
+        if format == .mjpeg {
+            // Garbled MJPEG is skipped too: the still is a whole frame, its counter legible.
+            #expect(VirtualCamera.frameNumber(inJPEG: jpeg) == UInt32(truncatingIfNeeded: sample.sequenceNumber))
+        }
+
+        let start = ContinuousClock.now
+        switch try await captureAfterDamage(Array(repeating: .empty, count: 400)) {
+        case .success: Issue.record("a still from an empty frame")
+        case .failure(let error):
+            #expect(error.code == .corruptFrame, "\(error)")
+            #expect(error.message.contains("undamaged"), "\(error)")
+        }
+        #expect(ContinuousClock.now - start >= .milliseconds(4500))
+        #expect(session.isRunning)
+    }
+
     /// A still output released with a capture pending (the app dropped it and its session)
     /// still calls the completion, with `.cancelled`, without waiting for the timeout.
     @Test func releasedOutputCancelsPendingStill() throws {

@@ -28,6 +28,8 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         var completion: @Sendable (SampleBuffer?, CaptureError?) -> Void
         var id: UInt64
         var deadline: DispatchTime
+        /// The last damaged frame this request skipped, for the time-out's message.
+        var skipped: CaptureError?
     }
     private struct State {
         var settings = OutputSettings()
@@ -102,8 +104,9 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     /// Takes a still from `connection` and calls `completionHandler` (on a private queue) with a
     /// sample buffer holding the JPEG, or with an error: `.invalidState` when the session does not
     /// run, `.disconnected` when the camera goes away, `.timedOut` when no frame comes within
-    /// max(5 s, 20 frame intervals), `.cancelled` when the session stops or this output is
-    /// released first. The handler is called exactly once.
+    /// max(5 s, 20 frame intervals), `.corruptFrame` when within that time only damaged frames
+    /// come (a damaged frame is skipped, the next one taken), `.cancelled` when the session
+    /// stops or this output is released first. The handler is called exactly once.
     public func captureStillImageAsynchronously(from connection: CaptureConnection,
                                                 completionHandler: @escaping @Sendable (SampleBuffer?, CaptureError?) -> Void) {
         guard connection.output === self, connection.mediaType == .video else {
@@ -177,6 +180,12 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         do throws(CaptureError) {
             result = .success(try encode(frame, orientation: orientation, model: connection.device?.localizedName))
         } catch {
+            // A damaged frame (a truncated USB transfer, garbled MJPEG) is skipped: the requests
+            // wait for the next frame, within their deadline, as if this one never came.
+            if error.code == .corruptFrame, session?.isRunning == true {
+                wait(again: batch, skipped: error)
+                return
+            }
             result = .failure(error)
         }
         for r in batch {
@@ -209,6 +218,20 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         }
     }
 
+    /// On `encodeQueue`: puts `requests` back to wait for the connection's next frame.
+    private func wait(again requests: [Request], skipped: CaptureError) {
+        state.withLock { st in
+            for var r in requests {
+                r.skipped = skipped
+                st.pending.append(r)
+            }
+            if !st.timerRunning {
+                st.timerRunning = true
+                sources.timeouts.resume()
+            }
+        }
+    }
+
     /// On `encodeQueue`, every 250 ms while captures wait: fails those past their deadline.
     private func failExpired() {
         let now = DispatchTime.now()
@@ -220,18 +243,26 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             return st.pending.contains { $0.deadline <= now }
         }
         if expired {
-            fail(where: { $0.deadline <= now },
-                 CaptureError(.timedOut, "no frame arrived in time: check that the camera delivers (a stalled device?)"))
+            fail(where: { $0.deadline <= now }) { r in
+                if let skipped = r.skipped {
+                    return CaptureError(.corruptFrame, "no undamaged frame arrived in time (the last one: \(skipped.message)): check the camera's cable and bandwidth, or use another format")
+                }
+                return CaptureError(.timedOut, "no frame arrived in time: check that the camera delivers (a stalled device?)")
+            }
         }
     }
 
     private func fail(where match: (Request) -> Bool, _ error: CaptureError) {
+        fail(where: match) { _ in error }
+    }
+
+    private func fail(where match: (Request) -> Bool, _ error: (Request) -> CaptureError) {
         let failed: [Request] = state.withLock { st in
             let f = st.pending.filter(match)
             st.pending.removeAll(where: match)
             return f
         }
-        for r in failed { r.completion(nil, error) }
+        for r in failed { r.completion(nil, error(r)) }
     }
 
     override func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {
