@@ -32,6 +32,15 @@ if '$invm'=='1':
 else:
     assert all(x['path'].startswith('virtual:') for x in vid), vid
 "
+if [[ -n ${CAPTURE_VM_ALOOP:-} ]]; then
+    # Audio devices are listed too: the loopback card's capture PCMs, with formats.
+    check "devices --json lists the loopback's audio devices" py "
+import json
+d=json.load(open('$work/devices.json'))
+aud=[x for x in d if x['mediaType']=='audio']
+assert any('Loopback' in x['name'] or 'Loopback' in x['uniqueID'] for x in aud), aud
+"
+fi
 if [[ $invm != 1 ]]; then
     check "says it uses the virtual camera" grep -q "virtual camera" "$work/devices.err"
 else
