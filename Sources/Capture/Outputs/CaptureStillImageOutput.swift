@@ -123,11 +123,7 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             st.nextID += 1
             st.pending.append(Request(connection: connection, completion: completionHandler, id: st.nextID,
                                       deadline: .now() + timeout))
-            // Under the lock, so that resume and suspend always alternate.
-            if !st.timerRunning {
-                st.timerRunning = true
-                sources.timeouts.resume()
-            }
+            runTimeouts(&st)
         }
     }
 
@@ -225,11 +221,16 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
                 r.skipped = skipped
                 st.pending.append(r)
             }
-            if !st.timerRunning {
-                st.timerRunning = true
-                sources.timeouts.resume()
-            }
+            runTimeouts(&st)
         }
+    }
+
+    /// Starts the time-out timer if it is suspended. Called under the state lock, so that its
+    /// resume and suspend (in `failExpired`) always alternate.
+    private func runTimeouts(_ st: inout State) {
+        guard !st.timerRunning else { return }
+        st.timerRunning = true
+        sources.timeouts.resume()
     }
 
     /// On `encodeQueue`, every 250 ms while captures wait: fails those past their deadline.
