@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Receives live video frames from a `CaptureVideoDataOutput`, on the queue given with the
 /// delegate, as `AVCaptureVideoDataOutputSampleBufferDelegate`.
@@ -58,6 +59,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         var wakeup: Wakeup?
         var discardsLate = true
         var settings = VideoSettings()
+        /// A drain for the current `wakeup` is scheduled or running. A drain of an older
+        /// delegate's wake-up never touches it (its queue may be busy for a long time).
         var busy = false
         /// Frames and drop reports waiting for the delegate, in order.
         var backlog: [Pending] = { var b: [Pending] = []; b.reserveCapacity(16); return b }()
@@ -68,15 +71,20 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// A dispatch source is thread-safe; the type is just not marked so.
     private struct Wakeup: @unchecked Sendable {
         let source: DispatchSourceUserDataAdd
+        /// Tells this wake-up's drains from those of an earlier delegate.
+        let id: UInt64
         func poke() { source.add(data: 1) }
     }
+    private let wakeupIDs = Atomic<UInt64>(0)
     private enum Pending {
         case frame(SampleBuffer, CaptureConnection)
         case drop(DroppedFrames, CaptureConnection)
         var isFrame: Bool { if case .frame = self { true } else { false } }
     }
     private let state = Locked(State())
-    // Used only by the one running `drain` (the busy flag keeps drains from overlapping).
+    // Used only under `conversion`: after a delegate change the old queue's drain may still be
+    // converting while the new one starts.
+    private let conversion = Locked(())
     private var converter: PixelFormatConverter?
     private var convertedPool: ConvertedBufferPool?
     private let convertedSamples = SampleBufferPool(capacity: 4)
@@ -92,27 +100,38 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     public static let convertiblePixelFormats: [PixelFormat] = [.bgra32, .xbgr32, .nv12, .yuyv]
 
     /// Sets the delegate and the serial queue its methods run on (nil removes the delegate).
+    ///
+    /// Takes effect for the next frame, whatever the old queue is doing: frames and drop reports
+    /// not yet handed to the old delegate go to the new one, on the new queue (a call already
+    /// running on the old queue finishes there). Removing the delegate lets go of the frames
+    /// waiting for it. Any thread.
     public func setSampleBufferDelegate(_ delegate: (any CaptureVideoDataOutputSampleBufferDelegate)?, queue: DispatchQueue?) {
         let q = delegate == nil ? nil : (queue ?? DispatchQueue(label: "swift-capture.video-data"))
         let wakeup = q.map { q in
+            let id = wakeupIDs.add(1, ordering: .relaxed).newValue
             let source = DispatchSource.makeUserDataAddSource(queue: q)
-            source.setEventHandler { [weak self] in self?.drain() }
+            source.setEventHandler { [weak self] in self?.drain(id) }
             source.activate()
-            return Wakeup(source: source)
+            return Wakeup(source: source, id: id)
         }
-        let old: Wakeup? = state.withLock { st in
-            defer { st.wakeup = wakeup }
+        let (old, released, poke): (Wakeup?, [Pending], Bool) = state.withLock { st in
+            let old = st.wakeup
+            st.wakeup = wakeup
             st.delegate = delegate
             st.queue = q
-            // A drain already scheduled on the old queue hands the backlog to the new delegate;
-            // otherwise the new queue takes over what waits.
-            if !st.busy, !st.backlog.isEmpty, delegate != nil {
-                st.busy = true
-                wakeup?.poke()
+            // Whatever the old drain is doing, it stops at its next step (its id is stale), and
+            // the new queue takes over what waits.
+            st.busy = delegate != nil && !st.backlog.isEmpty
+            guard delegate != nil else {
+                // Nobody to deliver to: frames waiting would only keep driver buffers.
+                defer { st.backlog.removeAll(keepingCapacity: true) }
+                return (old, st.backlog, false)
             }
-            return st.wakeup
+            return (old, [], st.busy)
         }
+        if poke { wakeup?.poke() }
         old?.source.cancel()
+        _ = consume released
     }
     /// The delegate, if set.
     public var sampleBufferDelegate: (any CaptureVideoDataOutputSampleBufferDelegate)? { state.withLock { $0.delegate } }
@@ -240,10 +259,13 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         return w
     }
 
-    /// Runs on the delegate's queue: delivers frames and drop reports, in order, until none is left.
-    private func drain() {
+    /// Runs on the queue of wake-up `id`: delivers frames and drop reports, in order, until none
+    /// is left or the delegate changed.
+    private func drain(_ id: UInt64) {
         while true {
             let next: (Pending, any CaptureVideoDataOutputSampleBufferDelegate)? = state.withLock { st in
+                // A newer delegate took over: its own drain carries on from here.
+                guard st.wakeup?.id == id else { return nil }
                 guard !st.backlog.isEmpty, let d = st.delegate else { st.busy = false; return nil }
                 let item = st.backlog.removeFirst()
                 if item.isFrame { st.delivered += 1 }
@@ -253,7 +275,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             switch item {
             case .frame(let sample, let connection):
                 do throws(CaptureError) {
-                    delegate.captureOutput(self, didOutput: try converted(sample), from: connection)
+                    let out = try conversion.withLock { _ throws(CaptureError) in try converted(sample) }
+                    delegate.captureOutput(self, didOutput: out, from: connection)
                 } catch {
                     let reason: DropReason = error.code == .corruptFrame ? .corrupt : .outOfBuffers
                     state.withLock { $0.dropped[reason, default: 0] += 1 }
