@@ -26,7 +26,7 @@ extension CaptureDeviceInput {
 final class AudioPipeline: InputRunner, @unchecked Sendable {
     let input: CaptureDeviceInput
     private weak var session: CaptureSession?
-    private let connections: Locked<[CaptureConnection]>
+    private let routes: RouteTable
     private let stopRequested = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
@@ -38,10 +38,10 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
     init(session: CaptureSession, input: CaptureDeviceInput, connections: [CaptureConnection]) {
         self.session = session
         self.input = input
-        self.connections = Locked(connections)
+        self.routes = RouteTable(connections)
     }
 
-    func setConnections(_ list: [CaptureConnection]) { connections.withLock { $0 = list } }
+    func setConnections(_ list: [CaptureConnection]) { routes.replace(with: list) }
 
     /// The configuration asked for by the first connected audio data output's settings.
     static func request(for settings: CaptureAudioDataOutput.AudioSettings?, range: AudioFormatRange) -> AudioConfiguration {
@@ -58,7 +58,7 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
 
     func start() throws(CaptureError) {
         let src = try input.device.openAudioSource()
-        let outputs = connections.withLock { $0 }.compactMap { $0.output as? CaptureAudioDataOutput }
+        let outputs = routes.snapshot.compactMap { $0.output as? CaptureAudioDataOutput }
         let applied = try src.configure(Self.request(for: outputs.first?.audioSettings, range: try src.formats()))
         try src.start()
         for o in outputs { o.setActiveFormat(applied.format) }
@@ -76,7 +76,7 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
         source?.wakeUp()
         finished.wait()
         source?.stop()
-        for o in connections.withLock({ $0 }).compactMap({ $0.output as? CaptureAudioDataOutput }) { o.setActiveFormat(nil) }
+        for o in routes.snapshot.compactMap({ $0.output as? CaptureAudioDataOutput }) { o.setActiveFormat(nil) }
         // Closing the PCM now lets another session or process open it at once.
         source = nil
     }
@@ -91,8 +91,7 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
             do {
                 event = try source.nextBuffer(timeout: .milliseconds(500))
             } catch {
-                let conns = connections.withLock { $0 }
-                for c in conns { c.output.inputDidStop(c, error: error) }
+                for r in routes.snapshot { r.output.inputDidStop(r.connection, error: error) }
                 session?.runnerFailed(self, error: error)
                 return
             }
@@ -116,20 +115,24 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
     }
 
     private func deliver(_ captured: CapturedAudio, device: CaptureDevice) {
-        let conns = connections.withLock { $0 }.filter(\.isEnabled)
-        guard !conns.isEmpty else { return }
         let pcm = captured.buffer
+        var drop: DroppedFrames?
         if let d = pcm.discontinuity {
             let lost = d.lostFrames ?? 0
-            let drop = DroppedFrames(reason: .discontinuity, count: lost, sequenceNumber: captured.firstFrame &- UInt64(lost))
-            for c in conns { c.output.handleDrop(drop, connection: c) }
-            session?.hub.post(.framesDropped(device, drop))
+            drop = DroppedFrames(reason: .discontinuity, count: lost, sequenceNumber: captured.firstFrame &- UInt64(lost))
         }
-        let levels = pcm.channelLevels
-        let sample = SampleBuffer(audio: pcm, timestamp: captured.timestamp, firstFrame: captured.firstFrame)
-        for c in conns {
-            c.setAudioLevels(levels)
-            c.output.handleAudio(sample, connection: c)
+        let delivered = routes.withRoutes { routes -> Bool in
+            let enabled = routes.filter(\.connection.isEnabled)
+            guard !enabled.isEmpty else { return false }
+            if let drop { for r in enabled { r.output.handleDrop(drop, connection: r.connection) } }
+            let levels = pcm.channelLevels
+            let sample = SampleBuffer(audio: pcm, timestamp: captured.timestamp, firstFrame: captured.firstFrame)
+            for r in enabled {
+                r.connection.setAudioLevels(levels)
+                r.output.handleAudio(sample, connection: r.connection)
+            }
+            return true
         }
+        if delivered, let drop { session?.hub.post(.framesDropped(device, drop)) }
     }
 }

@@ -77,9 +77,13 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     deinit {
         // Released while captures wait (the app dropped this output and its session): their
         // completions still run, with `.cancelled`; a completion is never left uncalled.
+        // That includes captures that already have their frame but whose encode had not run.
         let orphaned = state.withLock { st in
-            defer { st.pending.removeAll() }
-            return st.pending
+            defer {
+                st.pending.removeAll()
+                st.assigned.removeAll()
+            }
+            return st.pending + st.assigned
         }
         if !orphaned.isEmpty {
             let error = CaptureError(.cancelled, "the still image output was released while the capture waited for a frame")
@@ -268,6 +272,12 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
 
     override func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {
         let e = error ?? CaptureError(.cancelled, "the camera's input was removed from the session")
-        encodeQueue.async { [self] in fail(where: { $0.connection === connection }, e) }
+        let failed: [Request] = state.withLock { st in
+            let f = st.pending.filter { $0.connection === connection }
+            st.pending.removeAll { $0.connection === connection }
+            return f
+        }
+        // On the queue completions always run on; without this output, which may be going away.
+        if !failed.isEmpty { encodeQueue.async { for r in failed { r.completion(nil, e) } } }
     }
 }

@@ -8,8 +8,11 @@ import Foundation
 public final class CaptureConnection: @unchecked Sendable, CustomStringConvertible {
     /// The input feeding the connection.
     public let input: CaptureInput
-    /// The output receiving from it.
-    public unowned let output: CaptureOutput
+    /// The output receiving from it; nil once that output is gone (a connection does not keep
+    /// its output alive: the output owns its connections). As `AVCaptureConnection.output`.
+    public var output: CaptureOutput? { weakOutput }
+    // Set once in init; weak loads are atomic, so any thread may read it.
+    private weak var weakOutput: CaptureOutput?
     /// The media type carried.
     public let mediaType: MediaType
 
@@ -23,7 +26,7 @@ public final class CaptureConnection: @unchecked Sendable, CustomStringConvertib
 
     init(input: CaptureInput, output: CaptureOutput, mediaType: MediaType) {
         self.input = input
-        self.output = output
+        self.weakOutput = output
         self.mediaType = mediaType
     }
 
@@ -37,10 +40,10 @@ public final class CaptureConnection: @unchecked Sendable, CustomStringConvertib
     }
 
     /// Whether the connection is part of a running session.
-    public var isActive: Bool { output.session?.isRunning ?? false }
+    public var isActive: Bool { output?.session?.isRunning ?? false }
 
     /// Whether `videoOrientation` has an effect (still-image connections).
-    public var isVideoOrientationSupported: Bool { mediaType == .video && output.supportsOrientation }
+    public var isVideoOrientationSupported: Bool { mediaType == .video && output?.supportsOrientation == true }
     /// The orientation applied to stills.
     public var videoOrientation: VideoOrientation {
         get { state.withLock { $0.orientation } }
@@ -48,7 +51,7 @@ public final class CaptureConnection: @unchecked Sendable, CustomStringConvertib
     }
 
     /// Whether `isVideoMirrored` has an effect (still-image connections).
-    public var isVideoMirroringSupported: Bool { mediaType == .video && output.supportsOrientation }
+    public var isVideoMirroringSupported: Bool { mediaType == .video && output?.supportsOrientation == true }
     /// Whether stills are mirrored left to right.
     public var isVideoMirrored: Bool {
         get { state.withLock { $0.mirrored } }
@@ -59,5 +62,6 @@ public final class CaptureConnection: @unchecked Sendable, CustomStringConvertib
     public var audioChannels: [AudioChannelLevel] { state.withLock { $0.audioLevels } }
     func setAudioLevels(_ levels: [AudioChannelLevel]) { state.withLock { $0.audioLevels = levels } }
 
-    public var description: String { "CaptureConnection(\(mediaType.rawValue): \(input) -> \(type(of: output)))" }
+    public var description: String { "CaptureConnection(\(mediaType.rawValue): \(input) -> \(output.map { "\(type(of: $0))" } ?? "released output"))" }
 }
+

@@ -8,8 +8,46 @@ protocol InputRunner: AnyObject, Sendable {
     func start() throws(CaptureError)
     /// Stops and waits until the runner's thread has ended. Idempotent.
     func stop()
-    /// The connections frames go to (replaced when the session's graph changes).
+    /// The connections frames go to (replaced when the session's graph changes). Returns once no
+    /// call into an output left out of `connections` is running, and none will start.
     func setConnections(_ connections: [CaptureConnection])
+}
+
+/// One connection and its output, as a capture thread calls them. The strong reference keeps
+/// the output alive for as long as a call into it may run (a connection holds its output weakly).
+struct Route: Sendable {
+    let connection: CaptureConnection
+    let output: CaptureOutput
+
+    static func of(_ connections: [CaptureConnection]) -> [Route] {
+        connections.compactMap { c in c.output.map { Route(connection: c, output: $0) } }
+    }
+}
+
+/// The routes of one running input. Its capture thread calls outputs only inside `withRoutes`,
+/// under the table's lock, so when `replace` returns no call into a removed output is running
+/// and none starts later. The calls under the lock are the outputs' own short, non-blocking hooks
+/// (`handleFrame`, `handleDrop`, `handleAudio`), never app code.
+final class RouteTable: Sendable {
+    private let routes: Locked<[Route]>
+
+    init(_ connections: [CaptureConnection]) { routes = Locked(Route.of(connections)) }
+
+    /// Waits for a delivery in progress, then swaps in the new routes.
+    func replace(with connections: [CaptureConnection]) {
+        let new = Route.of(connections)
+        let old = routes.withLock { r in
+            defer { r = new }
+            return r
+        }
+        // A removed output may be freed here, outside the lock.
+        _ = consume old
+    }
+
+    /// Runs `body` with the current routes; `replace` waits until it returns.
+    func withRoutes<R>(_ body: ([Route]) -> R) -> R { routes.withLock { body($0) } }
+    /// A copy of the routes, for calls that must not run under the lock (`inputDidStop`).
+    var snapshot: [Route] { routes.withLock { $0 } }
 }
 
 /// Coordinates the flow from inputs to outputs, as `AVCaptureSession`.
@@ -48,6 +86,16 @@ public final class CaptureSession: @unchecked Sendable {
     deinit {
         for r in runners.values { r.stop() }
         for case let i as CaptureDeviceInput in appliedInputs { i.device.setOwner(nil) }
+        // Outputs the app still holds are left detached: pending work ends with `.cancelled`,
+        // and they can join another session.
+        let cancelled = CaptureError(.cancelled, "the session was released")
+        for o in appliedOutputs {
+            for c in o.connections { o.inputDidStop(c, error: cancelled) }
+        }
+        for o in appliedOutputs + stagedOutputs {
+            o.setConnections([])
+            o.attach(to: nil)
+        }
     }
 
     // MARK: Graph
@@ -98,10 +146,17 @@ public final class CaptureSession: @unchecked Sendable {
         }
     }
 
-    /// Removes `output`.
+    /// Removes `output`. Once the change is committed (at once outside `beginConfiguration()`),
+    /// the session's capture threads no longer call into the output; a frame already queued for
+    /// its delegate may still be delivered.
     public func removeOutput(_ output: CaptureOutput) {
         change {
             stagedOutputs.removeAll { $0 === output }
+            if !appliedOutputs.contains(where: { $0 === output }) {
+                // Added and removed inside one configuration: it never ran, so let it go now.
+                output.setConnections([])
+                output.attach(to: nil)
+            }
         }
     }
 
@@ -255,17 +310,19 @@ public final class CaptureSession: @unchecked Sendable {
         }
         for case let di as CaptureDeviceInput in removed { di.device.setOwner(nil) }
         for case let di as CaptureDeviceInput in stagedInputs { di.device.setOwner(self) }
-        for o in appliedOutputs where !stagedOutputs.contains(where: { $0 === o }) {
-            for c in o.connections { o.inputDidStop(c, error: nil) }
-            o.setConnections([])
-            o.attach(to: nil)
-        }
+        let gone = appliedOutputs.filter { o in !stagedOutputs.contains { $0 === o } }
         appliedInputs = stagedInputs
         appliedOutputs = stagedOutputs
         appliedPreset = stagedPreset
         plans = newPlans
         rebuildConnections(inputs: appliedInputs, outputs: appliedOutputs)
         for r in runners.values { r.setConnections(connections(of: r.input)) }
+        // No capture thread calls the removed outputs any more: end their work.
+        for o in gone {
+            for c in o.connections { o.inputDidStop(c, error: nil) }
+            o.setConnections([])
+            o.attach(to: nil)
+        }
         return notes.isEmpty ? .applied : .adjusted(notes)
     }
 

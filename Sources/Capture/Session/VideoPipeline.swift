@@ -8,7 +8,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     private weak var session: CaptureSession?
     private let source: any VideoSource
     private let format: ActiveFormat
-    private let connections: Locked<[CaptureConnection]>
+    private let routes: RouteTable
     private let stopRequested = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
@@ -22,14 +22,17 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         self.session = session
         self.input = input
         self.format = format
-        self.connections = Locked(connections)
+        self.routes = RouteTable(connections)
         // Force-unwrapped safely: a video input's source was opened when the input was made.
         self.source = (try? input.device.source())!
         let interval = input.device.activeVideoMinFrameDuration?.seconds ?? (1.0 / 30)
         self.stallTimeout = .milliseconds(Int64(max(2.0, 10 * interval) * 1000))
+        self.nominalInterval = interval
     }
+    /// Seconds per frame the device was set to; a floor for estimating frames lost while dry.
+    private let nominalInterval: Double
 
-    func setConnections(_ list: [CaptureConnection]) { connections.withLock { $0 = list } }
+    func setConnections(_ list: [CaptureConnection]) { routes.replace(with: list) }
 
     func start() throws(CaptureError) {
         try source.startStreaming(bufferCount: 4)
@@ -55,18 +58,19 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             samples.abandon()
             finished.signal()
         }
-        var expected: UInt32? = nil
-        var starved = false
+        var ledger = SequenceLedger(nominalInterval: nominalInterval)
         var lastFrame = ContinuousClock.now
         var stalled = false
-        var checkStarvation = false
         let device = input.device
         while !stopRequested.load(ordering: .acquiring) {
             // Here this loop's own references to the last frame are gone: frames nobody holds
             // go back to the driver, and what is still held is counted.
             let lent = samples.reclaim()
-            if checkStarvation, source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount { starved = true }
-            checkStarvation = false
+            if source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount {
+                // Dry: the app holds every buffer, the driver has nowhere to write, and it will
+                // not say how many frames it lost until a buffer comes back. Report them now.
+                if let drop = ledger.dry(now: .now()) { report(drop) }
+            }
             // Released samples are only noticed here, so while the driver is short of buffers
             // the wait is cut into slices that let them go back promptly.
             let short = lent > 0 && source.bufferCount - source.buffersHeldByClients <= 1
@@ -74,8 +78,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             do {
                 event = try source.nextFrame(timeout: short ? .milliseconds(5) : .milliseconds(100))
             } catch {
-                let conns = connections.withLock { $0 }
-                for c in conns { c.output.inputDidStop(c, error: error) }
+                for r in routes.snapshot { r.output.inputDidStop(r.connection, error: error) }
                 session?.runnerFailed(self, error: error)
                 return
             }
@@ -85,7 +88,6 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             case .timeout:
                 if source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount {
                     // The app holds every buffer: not a stall, the device just has nowhere to write.
-                    starved = true
                     lastFrame = .now
                 } else if !stalled, ContinuousClock.now - lastFrame > stallTimeout {
                     stalled = true
@@ -93,23 +95,22 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                 }
             case .corrupt(let seq, _):
                 lastFrame = .now
-                corrupt(seq, expected: &expected, starved: &starved)
+                corrupt(seq, ledger: &ledger)
             case .frame(let first):
                 if stalled {
                     stalled = false
                     session?.hub.post(.deviceResumed(device))
                 }
-                let conns = connections.withLock { $0 }
                 var corruptAfter: UInt32?
                 var sample = samples.wrap(first, format: format)
                 // A pending still wants the newest frame: skip (but still deliver) older ones.
-                if conns.contains(where: { $0.output.wantsNewestFrame }) {
+                if routes.withRoutes({ $0.contains { $0.output.wantsNewestFrame } }) {
                     drain: while true {
                         let next: FrameEvent
                         do { next = try source.nextFrame(timeout: .zero) } catch { break drain }
                         switch consume next {
                         case .frame(let newer):
-                            deliver(sample, to: conns, stillsToo: false, expected: &expected, starved: &starved)
+                            deliver(sample, stillsToo: false, ledger: &ledger)
                             sample = samples.wrap(newer, format: format)
                         case .corrupt(let seq, _):
                             // Reported after `sample`, which is older, so the counts stay in order.
@@ -121,44 +122,96 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                     }
                 }
                 lastFrame = .now
-                deliver(sample, to: conns, stillsToo: true, expected: &expected, starved: &starved)
-                if let seq = corruptAfter { corrupt(seq, expected: &expected, starved: &starved) }
-                checkStarvation = true
+                deliver(sample, stillsToo: true, ledger: &ledger)
+                if let seq = corruptAfter { corrupt(seq, ledger: &ledger) }
+                if source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount { ledger.starved = true }
             }
         }
     }
 
-    private func deliver(_ sample: SampleBuffer, to conns: [CaptureConnection], stillsToo: Bool,
-                         expected: inout UInt32?, starved: inout Bool) {
-        let seq = UInt32(truncatingIfNeeded: sample.sequenceNumber)
-        if let e = expected, seq != e { report(gapFrom: e, to: seq, starved: starved) }
-        expected = seq &+ 1
-        starved = false
-        for c in conns where c.isEnabled && (stillsToo || !c.output.wantsNewestFrame) {
-            c.output.handleFrame(sample, connection: c)
+    private func deliver(_ sample: SampleBuffer, stillsToo: Bool, ledger: inout SequenceLedger) {
+        let gap = ledger.arrived(UInt32(truncatingIfNeeded: sample.sequenceNumber), at: .now())
+        if let gap { report(gap) }
+        routes.withRoutes { routes in
+            for r in routes where r.connection.isEnabled && (stillsToo || !r.output.wantsNewestFrame) {
+                r.output.handleFrame(sample, connection: r.connection)
+            }
         }
     }
 
     /// A damaged frame: a gap before it is reported first, then the frame itself as corrupt.
-    private func corrupt(_ seq: UInt32, expected: inout UInt32?, starved: inout Bool) {
-        if let e = expected, seq != e { report(gapFrom: e, to: seq, starved: starved) }
-        starved = false
-        expected = seq &+ 1
+    private func corrupt(_ seq: UInt32, ledger: inout SequenceLedger) {
+        if let gap = ledger.arrived(seq, at: .now()) { report(gap) }
         report(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: UInt64(seq)))
     }
 
-    private func report(gapFrom expected: UInt32, to seq: UInt32, starved: Bool) {
-        let gap = seq &- expected
-        // A backwards jump (driver restart) is a discontinuity of unknown size, not 4 billion drops.
-        guard gap < 1 << 31 else {
-            report(DroppedFrames(reason: .discontinuity, count: 0, sequenceNumber: UInt64(seq)))
-            return
+    private func report(_ drop: DroppedFrames) {
+        routes.withRoutes { routes in
+            for r in routes where r.connection.isEnabled { r.output.handleDrop(drop, connection: r.connection) }
         }
-        report(DroppedFrames(reason: starved ? .outOfBuffers : .discontinuity, count: Int(gap), sequenceNumber: UInt64(expected)))
+        session?.hub.post(.framesDropped(input.device, drop))
+    }
+}
+
+/// Turns the driver's sequence numbers into drop reports, each lost frame exactly once, in order.
+///
+/// While the app holds every buffer the driver has nowhere to write, and it says how many frames
+/// it lost only with the next frame it delivers, after a buffer came back. So while dry, the lost
+/// frames are estimated from the time since the last frame and reported as they happen; the
+/// estimate errs low (half a frame of slack, and the slower of the set and the measured rate),
+/// and the next frame's sequence number settles the rest. Only the capture thread uses it.
+struct SequenceLedger {
+    /// The sequence number the next frame should have; nil before the first.
+    private var expected: UInt32?
+    /// Whether every buffer was held since the last frame: a gap is then `.outOfBuffers`.
+    var starved = false
+    /// When the last frame was dequeued.
+    private var lastArrival: CaptureTime?
+    private var lastSequence: UInt32 = 0
+    /// Seconds per sequence step, measured (exponential average) and as set.
+    private var measuredInterval: Double
+    private let nominalInterval: Double
+    /// Lost frames already reported while dry, counted from `expected`.
+    private var estimated = 0
+
+    init(nominalInterval: Double) {
+        self.nominalInterval = nominalInterval > 0 ? nominalInterval : 1.0 / 30
+        measuredInterval = self.nominalInterval
     }
 
-    private func report(_ drop: DroppedFrames) {
-        for c in connections.withLock({ $0 }) where c.isEnabled { c.output.handleDrop(drop, connection: c) }
-        session?.hub.post(.framesDropped(input.device, drop))
+    /// A frame (good or damaged) with sequence number `seq` arrived; returns the drop before it,
+    /// less what was already reported while dry.
+    mutating func arrived(_ seq: UInt32, at now: CaptureTime) -> DroppedFrames? {
+        defer {
+            if let last = lastArrival, seq &- lastSequence > 0, seq &- lastSequence < 1 << 16 {
+                let perStep = Double(now - last) / 1e9 / Double(seq &- lastSequence)
+                if perStep > 0 { measuredInterval += (perStep - measuredInterval) / 8 }
+            }
+            expected = seq &+ 1
+            lastArrival = now
+            lastSequence = seq
+            starved = false
+            estimated = 0
+        }
+        guard let e = expected, seq != e else { return nil }
+        let gap = seq &- e
+        // A backwards jump (driver restart) is a discontinuity of unknown size, not 4 billion drops.
+        guard gap < 1 << 31 else { return DroppedFrames(reason: .discontinuity, count: 0, sequenceNumber: UInt64(seq)) }
+        let rest = Int(gap) - estimated
+        guard rest > 0 else { return nil }
+        return DroppedFrames(reason: starved || estimated > 0 ? .outOfBuffers : .discontinuity, count: rest,
+                             sequenceNumber: UInt64(e &+ UInt32(estimated)))
+    }
+
+    /// Every buffer is held at `now`: the frames whose time has come since the last frame were
+    /// lost; returns those not yet reported.
+    mutating func dry(now: CaptureTime) -> DroppedFrames? {
+        starved = true
+        guard let e = expected, let last = lastArrival else { return nil }
+        let interval = max(nominalInterval, measuredInterval)
+        let due = Int((Double(now - last) / 1e9 / interval - 0.5).rounded(.down))
+        guard due > estimated else { return nil }
+        defer { estimated = due }
+        return DroppedFrames(reason: .outOfBuffers, count: due - estimated, sequenceNumber: UInt64(e &+ UInt32(estimated)))
     }
 }
