@@ -1,5 +1,6 @@
 import Capture
 import Foundation
+import Testing
 
 /// A video data delegate that records what it gets; optionally slow or holding every buffer.
 public final class FrameCollector: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
@@ -57,5 +58,34 @@ public final class FrameCollector: CaptureVideoDataOutputSampleBufferDelegate, @
             Thread.sleep(forTimeInterval: 0.005)
         }
         return count >= n
+    }
+}
+
+extension FrameCollector {
+    /// Checks the drop ledger of a finished run: every sequence number from the first delivered
+    /// frame to the last was delivered or reported dropped exactly once, drop reports came in
+    /// sequence order, and delivered + dropped = produced. Call after the session stopped and
+    /// the delegate's queue drained.
+    public func expectEveryFrameOnce(sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let delivered = sequences, drops = self.drops
+        let first = try #require(delivered.first, sourceLocation: sourceLocation)
+        let last = try #require(delivered.last, sourceLocation: sourceLocation)
+        var seen = Set(delivered)
+        #expect(seen.count == delivered.count, "a frame was delivered twice", sourceLocation: sourceLocation)
+        var dropped = 0, twice: [UInt64] = [], previous: UInt64 = 0, ordered = true
+        for d in drops {
+            guard let s = d.sequenceNumber else { continue }
+            if s < previous { ordered = false }
+            previous = s
+            guard s >= first, s <= last else { continue }
+            for k in s..<(s + UInt64(d.count)) where !seen.insert(k).inserted { twice.append(k) }
+            dropped += d.count
+        }
+        #expect(ordered, "drop reports out of order: \(drops)", sourceLocation: sourceLocation)
+        #expect(twice.isEmpty, "frames counted twice: \(twice.prefix(20))", sourceLocation: sourceLocation)
+        let produced = Int(last - first + 1)
+        #expect(delivered.count + dropped == produced,
+                "delivered \(delivered.count) + dropped \(dropped) != produced \(produced); drops: \(drops)",
+                sourceLocation: sourceLocation)
     }
 }
