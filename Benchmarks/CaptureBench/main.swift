@@ -551,6 +551,10 @@ func openSession(device: CaptureDevice, size: (Int, Int), format: PixelFormat, r
     return session
 }
 
+func milliseconds(_ d: Duration) -> Double {
+    Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) / 1e15
+}
+
 func session(_ a: Arguments) {
     let (w, h) = a.size((640, 480))
     let format = a.format("YUYV")
@@ -576,11 +580,13 @@ func session(_ a: Arguments) {
 
     // Video data output: process-wide allocations per delivered frame after a warm-up second.
     Thread.sleep(forTimeInterval: 1)
+    _ = video.deliveryLatency(resetting: true)
     let f0 = delegate.lock.withLock { delegate.frames }, a0 = calloc_counter_total(), c0 = processCPUNow()
     let produced0 = camera.statistics.framesProduced
     Thread.sleep(forTimeInterval: seconds)
     let f1 = delegate.lock.withLock { delegate.frames }, a1 = calloc_counter_total(), c1 = processCPUNow()
     let produced1 = camera.statistics.framesProduced
+    let latency = video.deliveryLatency()
     let videoFrames = f1 - f0
 
     // The same without a delegate: what the camera, the capture thread and the output's
@@ -628,6 +634,10 @@ func session(_ a: Arguments) {
     r.add("allocations_per_frame_video_data_output", videoPerFrame)
     r.add("allocations_per_frame_without_delegate", basePerFrame)
     r.add("cpu_ms_per_frame", (c1 - c0) / Double(max(1, videoFrames)) * 1000)
+    // Capture timestamp to delegate call, over the measured window.
+    r.add("latency_ms_p50", milliseconds(latency.p50))
+    r.add("latency_ms_p99", milliseconds(latency.p99))
+    r.add("latency_ms_max", milliseconds(latency.maximum))
     r.add("stills", stills)
     r.add("still_bytes", stillBytes)
     r.add("allocations_per_still", stillPerStill)

@@ -181,7 +181,21 @@ struct StreamJSON: Encodable {
     var device: String, frames: Int, dropped: Int, drop_reasons: [String: Int]
     var first_sequence: UInt64?, last_sequence: UInt64?, fps: Double, width: Int, height: Int, format: String
     var seconds: Double
+    /// Capture timestamp to delegate call, in milliseconds.
+    var latency_ms: LatencyJSON
     var audio: AudioStreamJSON?
+}
+struct LatencyJSON: Encodable {
+    var p50: Double, p99: Double, max: Double
+    init(_ l: DeliveryLatency) {
+        func ms(_ d: Duration) -> Double {
+            let v = Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) / 1e15
+            return (v * 1000).rounded() / 1000
+        }
+        p50 = ms(l.p50)
+        p99 = ms(l.p99)
+        max = ms(l.maximum)
+    }
 }
 struct AudioStreamJSON: Encodable { var device: String, sample_rate: Int, channels: Int, frames: Int, lost_frames: Int, peak_dbfs: Double }
 
@@ -246,6 +260,7 @@ func streamCommand(_ args: Arguments) throws {
                             first_sequence: f, last_sequence: l, fps: (fps * 100).rounded() / 100,
                             width: dims?.width ?? 0, height: dims?.height ?? 0, format: fmt?.description ?? "",
                             seconds: (elapsed * 1000).rounded() / 1000,
+                            latency_ms: LatencyJSON(output.deliveryLatency()),
                             audio: audioInput.map { i in audio.lock.withLock {
                                 AudioStreamJSON(device: i.device.uniqueID, sample_rate: audio.format?.sampleRate ?? 0,
                                                 channels: audio.format?.channelCount ?? 0, frames: audio.frames,
@@ -254,7 +269,8 @@ func streamCommand(_ args: Arguments) throws {
     if args.flags.contains("json") {
         print(try jsonString(report))
     } else {
-        print("\(n) frames from \(device.localizedName), \(report.width)x\(report.height) \(report.format), \(String(format: "%.2f", fps)) fps, \(report.dropped) dropped \(drops)")
+        let l = report.latency_ms
+        print("\(n) frames from \(device.localizedName), \(report.width)x\(report.height) \(report.format), \(String(format: "%.2f", fps)) fps, \(report.dropped) dropped \(drops), latency p50 \(l.p50) ms p99 \(l.p99) ms max \(l.max) ms")
     }
 }
 

@@ -77,7 +77,7 @@ check "impossible size exits non-zero" test $? -ne 0
 "$bin/capture" stream "${device_args[@]}" --frames abc >/dev/null 2>&1
 check "bad --frames exits non-zero" test $? -ne 0
 
-# capture stream --json: frames delivered, sequence range, fps.
+# capture stream --json: frames delivered, sequence range, fps, capture-to-delegate latency.
 "$bin/capture" stream "${device_args[@]}" --size $small --frames 30 --json >"$work/stream.json" 2>"$work/stream.err"
 check "stream exits 0" test $? -eq 0
 check "stream --json fields" py "
@@ -87,6 +87,8 @@ for k in ('frames','dropped','drop_reasons','first_sequence','last_sequence','fp
 assert s['frames']==30 and '%dx%d'%(s['width'],s['height'])=='$small', s
 assert s['last_sequence']-s['first_sequence']+1==s['frames']+s['dropped'], s
 assert s['fps']>0, s
+l=s['latency_ms']
+assert 0<=l['p50']<=l['p99']<=l['max'] and l['max']>0, l
 "
 
 # capture audio: a WAV file through the library (virtual microphone on the host, the

@@ -67,6 +67,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         var streams: [UUID: AsyncStream<SampleBuffer>.Continuation] = [:]
         var delivered = 0
         var dropped: [DropReason: Int] = [:]
+        var latency = LatencyHistogram()
     }
     /// A dispatch source is thread-safe; the type is just not marked so.
     private struct Wakeup: @unchecked Sendable {
@@ -156,6 +157,15 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// Frames delivered so far and frames lost by reason.
     public var statistics: (delivered: Int, dropped: [DropReason: Int]) {
         state.withLock { ($0.delivered, $0.dropped) }
+    }
+
+    /// Capture-to-delegate latency of the frames delivered to the delegate so far (or since the
+    /// last reset); `resetting` starts a new measurement after this one.
+    public func deliveryLatency(resetting: Bool = false) -> DeliveryLatency {
+        state.withLock { st in
+            defer { if resetting { st.latency.reset() } }
+            return st.latency.summary
+        }
     }
 
     /// The frames as an async sequence. `bufferingNewest` frames wait for a slow consumer; older
@@ -262,8 +272,11 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// Runs on the queue of wake-up `id`: delivers frames and drop reports, in order, until none
     /// is left or the delegate changed.
     private func drain(_ id: UInt64) {
+        // The latency of the frame just handed over, recorded under the next step's lock.
+        var handed: Int64?
         while true {
             let next: (Pending, any CaptureVideoDataOutputSampleBufferDelegate)? = state.withLock { st in
+                if let handed { st.latency.record(handed) }
                 // A newer delegate took over: its own drain carries on from here.
                 guard st.wakeup?.id == id else { return nil }
                 guard !st.backlog.isEmpty, let d = st.delegate else { st.busy = false; return nil }
@@ -272,10 +285,12 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                 return (item, d)
             }
             guard let (item, delegate) = next else { return }
+            handed = nil
             switch item {
             case .frame(let sample, let connection):
                 do throws(CaptureError) {
                     let out = try conversion.withLock { _ throws(CaptureError) in try converted(sample) }
+                    handed = CaptureTime.now() - out.presentationTimeStamp
                     delegate.captureOutput(self, didOutput: out, from: connection)
                 } catch {
                     let reason: DropReason = error.code == .corruptFrame ? .corrupt : .outOfBuffers
