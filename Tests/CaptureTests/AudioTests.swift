@@ -166,7 +166,9 @@ func makeSineBuffer(frequency: Double, amplitude: Double, format: AudioFormat, f
         #expect(ALSA.error(-EACCES, operation: "snd_pcm_open", device: "x", opening: true).code == .permissionDenied)
         #expect(ALSA.error(-EPERM, operation: "snd_pcm_open", device: "x", opening: true).code == .permissionDenied)
         #expect(ALSA.error(-EINVAL, operation: "snd_pcm_hw_params_set_format", device: "x").code == .unsupportedFormat)
-        #expect(ALSA.error(-EIO, operation: "snd_pcm_readi", device: "x").code == .ioError)
+        // The same code as V4L2's EIO (a driver failure the stream must restart after).
+        #expect(ALSA.error(-EIO, operation: "snd_pcm_readi", device: "x").code == .driverError)
+        #expect(ALSA.error(-EIO, operation: "snd_pcm_readi", device: "x").code == CaptureError(Errno.ioError, operation: "VIDIOC_DQBUF", path: "/dev/video0").code)
         let e = ALSA.error(-EBUSY, operation: "snd_pcm_open", device: "hw:1,1", opening: true)
         #expect(e.errno == EBUSY)
         #expect(e.operation == "snd_pcm_open")

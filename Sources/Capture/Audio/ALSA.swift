@@ -42,7 +42,9 @@ enum ALSA {
         case EINVAL:
             return CaptureError(.unsupportedFormat, "\(what) was refused", errno: e, operation: operation)
         case EIO:
-            return CaptureError(.ioError, "\(what) failed with an I/O error", errno: e, operation: operation)
+            // As for V4L2: a device's I/O error is the driver failing; the stream must restart.
+            return CaptureError(.driverError, "\(what) failed with an I/O error: stop and start the session again",
+                                errno: e, operation: operation)
         case EPIPE:
             return CaptureError(.driverError, "\(what): overrun (xrun)", errno: e, operation: operation)
         case ESTRPIPE:

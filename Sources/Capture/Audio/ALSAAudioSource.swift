@@ -13,7 +13,7 @@ final class ALSAAudioSource: AudioSource, @unchecked Sendable {
     let deviceName: String
     // Owned; closed in deinit. Configuration calls and the reader never overlap (see AudioSource).
     private let pcm: OpaquePointer
-    private let wakeFD: Int32
+    private let wake: FileDescriptor
     private let range: AudioFormatRange
 
     private struct Settings {
@@ -39,21 +39,22 @@ final class ALSAAudioSource: AudioSource, @unchecked Sendable {
         try ALSA.check(snd_pcm_open(&handle, name, SND_PCM_STREAM_CAPTURE, SND_PCM_NONBLOCK), "snd_pcm_open",
                        device: name, opening: true)
         guard let handle else { throw CaptureError(.driverError, "snd_pcm_open gave no handle for '\(name)'") }
-        let efd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard efd >= 0 else {
-            let e = errno
+        let efd: FileDescriptor
+        switch FileDescriptor.makeEventFD() {
+        case .success(let fd): efd = fd
+        case .failure(let e):
             snd_pcm_close(handle)
-            throw CaptureError(.driverError, "cannot create the wake-up eventfd", errno: e, operation: "eventfd")
+            throw CaptureError(.driverError, "cannot create the wake-up descriptor for '\(name)' (\(e.errno.name))",
+                               errno: e.errno.rawValue, operation: e.operation)
         }
         do {
             range = try ALSA.formatRange(of: handle, device: name)
         } catch {
-            close(efd)
             snd_pcm_close(handle)
             throw error
         }
         pcm = handle
-        wakeFD = efd
+        wake = efd
         deviceName = name
         self.info = info ?? ALSAAudioSource.identity(of: handle, name: name)
         var st: OpaquePointer?
@@ -63,7 +64,6 @@ final class ALSAAudioSource: AudioSource, @unchecked Sendable {
     deinit {
         snd_pcm_drop(pcm)
         snd_pcm_close(pcm)
-        close(wakeFD)
         if let status { snd_pcm_status_free(status) }
     }
 
@@ -176,13 +176,11 @@ final class ALSAAudioSource: AudioSource, @unchecked Sendable {
     }
 
     func wakeUp() {
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
+        wake.signal()
     }
 
     private func drainWake() {
-        var v: UInt64 = 0
-        _ = read(wakeFD, &v, 8)
+        wake.drain()
     }
 
     func nextBuffer(timeout: Duration) throws(CaptureError) -> AudioEvent {
@@ -216,15 +214,17 @@ final class ALSAAudioSource: AudioSource, @unchecked Sendable {
         var fds = [pollfd](repeating: pollfd(), count: count + 1)
         let filled = fds.withUnsafeMutableBufferPointer { snd_pcm_poll_descriptors(pcm, $0.baseAddress, UInt32(count)) }
         try ALSA.check(filled, "snd_pcm_poll_descriptors", device: deviceName)
-        fds[count] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+        fds[count] = pollfd(fd: wake.rawValue, events: Int16(POLLIN), revents: 0)
         while true {
             let left = deadline - ContinuousClock.now
             if left <= .zero { return .timeout }
             let ms = Int32(clamping: (left.components.seconds * 1000) + Int64(left.components.attoseconds / 1_000_000_000_000_000) + 1)
-            let r = poll(&fds, nfds_t(count + 1), ms)
-            if r < 0 {
-                if errno == EINTR { continue }
-                throw CaptureError(.driverError, "poll on '\(deviceName)' failed", errno: errno, operation: "poll")
+            let r: Int32
+            switch Syscall.poll(&fds, timeoutMilliseconds: ms) {
+            case .success(let n): r = n
+            case .failure(let e):
+                throw CaptureError(.driverError, "waiting for audio from '\(deviceName)' failed (\(e.errno.name)); stop and start the session again",
+                                   errno: e.errno.rawValue, operation: e.operation)
             }
             if r == 0 { continue }  // loop re-checks the deadline (poll's ms rounding)
             if fds[count].revents & Int16(POLLIN) != 0 {

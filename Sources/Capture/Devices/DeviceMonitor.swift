@@ -161,8 +161,8 @@ private final class MonitorList: Sendable {
 
 /// The inotify descriptor on the device folder and the thread that waits on it.
 private final class Watcher: @unchecked Sendable {
-    private let inotify: Int32
-    private let wake: Int32
+    private let inotify: FileDescriptor
+    private let wake: FileDescriptor
     private let onChange: @Sendable () -> Void
     private let done = DispatchSemaphore(value: 0)
     private let stopping = Atomic<Bool>(false)
@@ -174,27 +174,19 @@ private final class Watcher: @unchecked Sendable {
     private static let mask: UInt32 = 0x100 | 0x200 | 0x004 | 0x040 | 0x080 | 0x400
 
     init(directory: String, onChange: @escaping @Sendable () -> Void) throws(CaptureError) {
-        let fd = inotify_init1(Int32(IN_CLOEXEC) | Int32(IN_NONBLOCK))
-        guard fd >= 0 else { throw CaptureError(.ioError, "cannot watch \(directory) for cameras", errno: errno, operation: "inotify_init1") }
-        guard inotify_add_watch(fd, directory, Self.mask) >= 0 else {
-            let e = errno
-            close(fd)
-            throw CaptureError(.ioError, "cannot watch \(directory) for cameras", errno: e, operation: "inotify_add_watch")
+        switch FileDescriptor.inotify(watching: directory, mask: Self.mask) {
+        case .success(let fd): inotify = fd
+        case .failure(let e):
+            throw CaptureError(.ioError, "cannot watch \(directory) for cameras (\(e.errno.name)); hot-plug events need inotify",
+                               errno: e.errno.rawValue, operation: e.operation)
         }
-        let w = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
-        guard w >= 0 else {
-            let e = errno
-            close(fd)
-            throw CaptureError(.ioError, "cannot create the monitor's wake-up descriptor", errno: e, operation: "eventfd")
+        switch FileDescriptor.makeEventFD() {
+        case .success(let fd): wake = fd
+        case .failure(let e):
+            throw CaptureError(.ioError, "cannot create the device monitor's wake-up descriptor (\(e.errno.name))",
+                               errno: e.errno.rawValue, operation: e.operation)
         }
-        inotify = fd
-        wake = w
         self.onChange = onChange
-    }
-
-    deinit {
-        close(inotify)
-        close(wake)
     }
 
     func run() {
@@ -206,8 +198,7 @@ private final class Watcher: @unchecked Sendable {
 
     func stop() {
         guard running.load(ordering: .acquiring), !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        var one: UInt64 = 1
-        _ = write(wake, &one, 8)
+        wake.signal()
         if thread.load(ordering: .acquiring) != UInt(pthread_self()) { done.wait() }
     }
 
@@ -215,22 +206,24 @@ private final class Watcher: @unchecked Sendable {
         thread.store(UInt(pthread_self()), ordering: .releasing)
         defer { done.signal() }
         var buffer = [UInt8](repeating: 0, count: 4096)
-        var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+        var fds = [pollfd(fd: inotify.rawValue, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: wake.rawValue, events: Int16(POLLIN), revents: 0)]
+        var quiet = [pollfd(fd: inotify.rawValue, events: Int16(POLLIN), revents: 0)]
         while !stopping.load(ordering: .acquiring) {
             fds[0].revents = 0
             fds[1].revents = 0
-            let r = poll(&fds, 2, -1)
-            if r < 0 {
-                if errno == EINTR { continue }
-                return
-            }
+            // A failing poll on our own descriptors cannot recover: the monitor stops.
+            guard case .success = Syscall.poll(&fds, timeoutMilliseconds: -1) else { return }
             if fds[1].revents != 0 { return }
             guard fds[0].revents & Int16(POLLIN) != 0 else { continue }
             var relevant = drain(&buffer)
             if relevant {
                 // A node and its siblings (a driver registers several) arrive in a burst; list once.
-                var quiet = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0)]
-                while poll(&quiet, 1, 30) > 0 { relevant = drain(&buffer) || relevant; quiet[0].revents = 0 }
+                quiet[0].revents = 0
+                while case .success(let n) = Syscall.poll(&quiet, timeoutMilliseconds: 30), n > 0 {
+                    relevant = drain(&buffer) || relevant
+                    quiet[0].revents = 0
+                }
                 onChange()
             }
         }
@@ -240,8 +233,8 @@ private final class Watcher: @unchecked Sendable {
     private func drain(_ buffer: inout [UInt8]) -> Bool {
         var relevant = false
         while true {
-            let n = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
-            guard n > 0 else { return relevant }
+            // EAGAIN (nothing left) or an error both end this round.
+            guard case .success(let n) = buffer.withUnsafeMutableBytes({ inotify.read(into: $0) }), n > 0 else { return relevant }
             buffer.withUnsafeBytes { raw in
                 var offset = 0
                 // struct inotify_event: wd, mask, cookie, len (4 bytes each), then len bytes of name.

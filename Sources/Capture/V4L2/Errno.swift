@@ -79,3 +79,26 @@ struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringConvertib
 
     var description: String { "\(name) (\(String(cString: strerror(rawValue))))" }
 }
+
+/// A system call that failed: its name and errno, and no words for the user (the caller, who
+/// knows what it was doing, chooses those).
+struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertible {
+    var operation: String
+    var errno: Errno
+    var description: String { "\(operation): \(errno)" }
+}
+
+extension Result where Failure == Errno {
+    /// The errno of a failure, nil on success.
+    var errno: Errno? { if case .failure(let e) = self { e } else { nil } }
+}
+
+extension Syscall {
+    /// `poll(2)` on `fds` through the funnel (EINTR retried with the same timeout; callers that
+    /// keep a deadline re-check it). Returns the number of ready descriptors.
+    static func poll(_ fds: inout [pollfd], timeoutMilliseconds: Int32) -> Result<Int32, SystemCallError> {
+        fds.withUnsafeMutableBufferPointer { b in
+            Syscall.run("poll", mock: nil, failure: -1) { Glibc.poll(b.baseAddress, nfds_t(b.count), timeoutMilliseconds) }
+        }.mapError { SystemCallError(operation: "poll", errno: $0) }
+    }
+}

@@ -50,6 +50,32 @@ final class FileDescriptor: Sendable {
         }
     }
 
+    /// A non-blocking, close-on-exec eventfd, or the failed call for the caller to put in words.
+    static func makeEventFD() -> Result<FileDescriptor, SystemCallError> {
+        Syscall.run("eventfd", mock: nil, failure: -1, { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) })
+            .map { FileDescriptor(rawValue: $0, path: "eventfd", mock: nil) }
+            .mapError { SystemCallError(operation: "eventfd", errno: $0) }
+    }
+
+    /// A non-blocking, close-on-exec inotify descriptor watching `directory` for `mask`.
+    static func inotify(watching directory: String, mask: UInt32) -> Result<FileDescriptor, SystemCallError> {
+        let opened = Syscall.run("inotify_init1", mock: nil, failure: -1) { inotify_init1(Int32(IN_CLOEXEC) | Int32(IN_NONBLOCK)) }
+        guard case .success(let fd) = opened else {
+            return .failure(SystemCallError(operation: "inotify_init1", errno: opened.errno!))
+        }
+        let watcher = FileDescriptor(rawValue: fd, path: directory, mock: nil)
+        if case .failure(let e) = Syscall.run("inotify_add_watch", mock: nil, failure: -1, { inotify_add_watch(fd, directory, mask) }) {
+            return .failure(SystemCallError(operation: "inotify_add_watch", errno: e))
+        }
+        return .success(watcher)
+    }
+
+    /// Reads what is there into `buffer` (EINTR retried); 0 at end of file.
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> Result<Int, SystemCallError> {
+        Syscall.run("read", mock: mock, failure: -1) { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
+            .mapError { SystemCallError(operation: "read", errno: $0) }
+    }
+
     /// Adds one to an eventfd's counter (makes it readable).
     func signal() {
         var one: UInt64 = 1
