@@ -228,6 +228,58 @@ enum Vivid {
         rig.expectResourcesReleased("after the timestamp wrap")
     }
 
+    /// Every fault at once, at vivid's fastest rate for each size: 30 % dropped buffers, flagged
+    /// buffers, and a delegate that now and then holds every buffer for a while. Each produced
+    /// frame is delivered or reported exactly once, in order, with one reason.
+    @Test(arguments: [(320, 180), (640, 360)])
+    func combinedFaultsAreAccountedExactly(width: Int, height: Int) throws {
+        let cam = try VM.vividCameras()[0]
+        let rig = try FaultRig(cam)
+        let format = try #require(cam.formats.first { $0.pixelFormat == .yuyv && $0.dimensions == VideoDimensions(width: width, height: height) },
+                                  "vivid has no YUYV \(width)x\(height)")
+        try cam.lockForConfiguration()
+        try cam.setActiveFormat(format)
+        if let fastest = format.videoSupportedFrameRateRanges.map(\.minFrameDuration).min() { try cam.setActiveVideoMinFrameDuration(fastest) }
+        cam.unlockForConfiguration()
+        try rig.set("percentage_of_dropped_buffers", 30)
+        defer { try? rig.set("percentage_of_dropped_buffers", 0) }
+        try rig.session.start()
+        #expect(rig.collector.wait(for: 5, timeout: 30))
+        var flagged = 0
+        for round in 0..<5 {
+            try rig.set("inject_v4l2_buf_flag_error")
+            flagged += 1
+            Thread.sleep(forTimeInterval: 0.8)
+            // Hold every buffer for a while: the driver runs dry and loses frames meanwhile.
+            rig.collector.holdAll = true
+            Thread.sleep(forTimeInterval: round % 2 == 0 ? 0.7 : 0.3)
+            rig.collector.releaseHeld()
+            try rig.set("inject_v4l2_buf_flag_error")
+            flagged += 1
+            Thread.sleep(forTimeInterval: 0.8)
+        }
+        let n = rig.collector.count
+        #expect(rig.collector.wait(for: n + 3, timeout: 20))
+        rig.session.stopRunning()
+        rig.collector.queue.sync {}
+        let a = rig.accounting()
+        let dropped = a.dropped.values.reduce(0, +)
+        print("reliability: combined faults \(width)x\(height) at \(format.videoSupportedFrameRateRanges.map(\.maxFrameRate).max() ?? 0) fps: \(a), \(flagged) flagged")
+        #expect(a.inOrder, "\(rig.backwardSteps())")
+        #expect(a.doubleDelivered == 0, "\(rig.backwardSteps())")
+        #expect(a.delivered + dropped == a.produced, "delivered \(a.delivered) + dropped \(dropped) != produced \(a.produced): \(a)")
+        #expect(a.dropped[.outOfBuffers, default: 0] > 0 && a.dropped[.discontinuity, default: 0] > 0, "\(a)")
+        // Drop reports never overlap each other or a delivered frame.
+        var seen = Set(rig.collector.sequences)
+        var twice: [UInt64] = []
+        for d in rig.collector.drops where d.count > 0 {
+            guard let s = d.sequenceNumber else { continue }
+            for k in s..<(s + UInt64(d.count)) where !seen.insert(k).inserted { twice.append(k) }
+        }
+        #expect(twice.isEmpty, "frames counted twice: \(twice.prefix(20)); drops \(rig.collector.drops)")
+        rig.expectResourcesReleased("after combined faults")
+    }
+
     // MARK: Setup faults
 
     @Test(arguments: ["inject_vidioc_reqbufs_error", "inject_vidioc_qbuf_error", "inject_vidioc_streamon_error"])
