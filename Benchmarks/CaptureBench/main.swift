@@ -5,7 +5,8 @@
 //   capture-bench hotpath --input FILE --size WxH --format YUYV|UYVY|NV12|YU12 --quality Q
 //                         [--subsampling 422|420] [--threads N] [--seconds S] [--range limited|full] [--json]
 //   capture-bench passthrough --input FILE.mjpeg [--strip-dht] [--seconds S] [--json]
-//   capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--json]
+//   capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--still-quality Q]
+//                         [--jpeg-threads N] [--json]
 //   capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--quality Q] [--json]
 import CAllocCounter
 import Capture
@@ -561,6 +562,8 @@ func session(_ a: Arguments) {
     let rate = a.double("rate", 60)
     let seconds = a.double("seconds", 3)
     let quality = a.int("quality", 85)
+    // --still-quality Q: stills at another quality than the JPEG stream (no shared encode).
+    let stillQuality = a.int("still-quality", quality)
     let camera = VirtualCamera(name: "Bench Camera", position: .front,
                                formats: [VirtualCamera.Mode(format, width: w, height: h, frameRates: [rate])])
     VirtualCamera.install(camera)
@@ -574,7 +577,7 @@ func session(_ a: Arguments) {
     if jpegThreads > 0 { video.videoSettings = .init(jpeg: .init(quality: quality, threads: jpegThreads)) }
     video.setSampleBufferDelegate(delegate, queue: DispatchQueue(label: "bench.video"))
     let still = CaptureStillImageOutput()
-    still.outputSettings = .init(quality: quality)
+    still.outputSettings = .init(quality: stillQuality)
     let s = openSession(device: device, size: (w, h), format: format, rate: rate, outputs: [video, still])
     do { try s.start() } catch { fail("cannot start: \(error)") }
 
@@ -616,8 +619,10 @@ func session(_ a: Arguments) {
     }
     for _ in 0..<3 { takeOne() }
     let fs0 = camera.statistics.framesProduced, sa0 = calloc_counter_total()
+    let e0 = s.stageJPEGEncodes + still.ownEncodes
     for _ in 0..<stills { takeOne() }
     let sa1 = calloc_counter_total(), fs1 = camera.statistics.framesProduced
+    let e1 = s.stageJPEGEncodes + still.ownEncodes
     s.stopRunning()
 
     // Frames keep flowing while stills are taken: subtract their share.
@@ -641,6 +646,11 @@ func session(_ a: Arguments) {
     r.add("stills", stills)
     r.add("still_bytes", stillBytes)
     r.add("allocations_per_still", stillPerStill)
+    // JPEG encodes per camera frame while stills are taken: 1 when the stills share the stream's
+    // encode (same quality), above 1 when they encode themselves; 0 without JPEG delivery
+    // (then every still is an encode of its own: see stills).
+    r.add("jpeg_encodes_per_frame_during_stills", Double(e1 - e0) / Double(max(1, fs1 - fs0)))
+    r.add("still_own_encodes", still.ownEncodes)
     r.add("dropped", delegate.lock.withLock { delegate.dropsByReason.values.reduce(0, +) })
     r.print(json: a.json)
 }
@@ -706,7 +716,7 @@ default:
     usage: capture-bench hotpath --input FILE --size WxH --format YUYV|UYVY|NV12|YU12 --quality Q
                                  [--subsampling 422|420] [--threads N] [--seconds S] [--range limited|full] [--json]
            capture-bench passthrough --input FILE.mjpeg [--strip-dht] [--seconds S] [--json]
-           capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--jpeg-threads N] [--json]
+           capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--still-quality Q] [--jpeg-threads N] [--json]
            capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
     """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))

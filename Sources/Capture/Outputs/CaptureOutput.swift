@@ -66,9 +66,23 @@ public class CaptureOutput: @unchecked Sendable {
     /// skips frames already queued behind it before calling `handleFrame`.
     var wantsNewestFrame: Bool { false }
 
+    /// The JPEG this output wants of raw frames instead of the frames themselves: the input's
+    /// JPEG stage makes it once per frame for every output that wants it and calls
+    /// `handleEncodedFrame`. nil: raw frames through `handleFrame`.
+    var jpegProduct: JPEGProduct? { nil }
+    /// Encoder threads the output would like for `jpegProduct`.
+    var jpegThreads: Int { 1 }
+    /// A JPEG this output can take instead of a raw frame when the input makes it for another
+    /// output anyway (a pending still at the stream's quality); nil: never.
+    var acceptsSharedJPEG: JPEGProduct? { nil }
+
     /// A good frame from `connection`'s input. Must return quickly: it runs on the capture thread.
     /// Keeping `sample` keeps its driver buffer.
     func handleFrame(_ sample: SampleBuffer, connection: CaptureConnection) {}
+    /// A frame's JPEG from the input's JPEG stage (`jpegProduct` or `acceptsSharedJPEG`), in
+    /// frame order, on an encoder thread. Must return quickly; the same sample may go to other
+    /// outputs too.
+    func handleEncodedFrame(_ jpeg: SampleBuffer, connection: CaptureConnection) {}
     /// Frames lost on `connection`'s input.
     func handleDrop(_ drop: DroppedFrames, connection: CaptureConnection) {}
     /// An audio buffer from `connection`'s input.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Takes JPEG stills from the session's camera, as `AVCaptureStillImageOutput`. Thread-safe.
 ///
@@ -152,6 +153,19 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     override var acceptedMediaTypes: Set<MediaType> { [.video] }
     override var supportsOrientation: Bool { true }
     override var wantsNewestFrame: Bool { state.withLock { !$0.pending.isEmpty } }
+    /// While captures wait: the JPEG a video data output at the same settings has made of the
+    /// frame anyway (the still then only gets its EXIF, no second encode).
+    override var acceptsSharedJPEG: JPEGProduct? {
+        state.withLock { st in st.pending.isEmpty ? nil : JPEGProduct(quality: st.settings.quality, subsampling: st.settings.subsampling) }
+    }
+
+    /// Raw frames this output encoded itself (not counting JPEGs it took from the input's stage).
+    package var ownEncodes: Int { encodeCount.load(ordering: .relaxed) }
+    private let encodeCount = Atomic<Int>(0)
+
+    override func handleEncodedFrame(_ jpeg: SampleBuffer, connection: CaptureConnection) {
+        handleFrame(jpeg, connection: connection)
+    }
 
     override func handleFrame(_ frame: SampleBuffer, connection: CaptureConnection) {
         let wake: Bool = state.withLock { st in
@@ -204,8 +218,23 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         let dims = frame.dimensions ?? VideoDimensions(width: 0, height: 0)
         let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp,
                                  bufferIndex: -1)
+        if frame.jpegData != nil {
+            // A JPEG the input's stage made at these settings: only the EXIF is ours to add.
+            let made: Result<Void, CaptureError> = frame.withUnsafeBytes { jpeg in
+                do throws(CaptureError) {
+                    _ = try MJPEG.makeStill(jpeg, exif: exif, into: &passThroughBytes)
+                    return .success(())
+                } catch { return .failure(error) }
+            }
+            try made.get()
+            return passThroughBytes.withUnsafeBytes { still in
+                stills.sample(copying: still, dimensions: dims, metadata: meta)
+                    ?? SampleBuffer(jpeg: Data(still), dimensions: dims, metadata: meta)
+            }
+        }
         return try frame.withVideoImage { image throws(CaptureError) -> SampleBuffer in
             guard let image else { throw CaptureError(.invalidArgument, "not a raw video sample") }
+            if !image.pixelFormat.isCompressed { encodeCount.add(1, ordering: .relaxed) }
             let key = (settings, image.pixelFormat)
             if encoderKey.map({ $0 != key }) ?? true {
                 encoder = nil

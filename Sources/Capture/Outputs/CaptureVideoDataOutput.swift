@@ -28,7 +28,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         /// When set, every frame is delivered as JPEG (`pixelFormat` `.jpeg`, bytes through
         /// `withUnsafeBytes` or `jpegData`): raw frames are encoded on `JPEGSettings.threads`
         /// encoder threads, in order, and MJPEG frames pass through (Huffman tables inserted
-        /// where missing). `pixelFormat` is then ignored.
+        /// where missing). `pixelFormat` is then ignored. A frame is encoded once for every
+        /// consumer of the session that wants the same quality and subsampling (a still at that
+        /// quality takes the same JPEG, with its own EXIF).
         public var jpeg: JPEGSettings?
         public init(pixelFormat: PixelFormat? = nil, jpeg: JPEGSettings? = nil) {
             self.pixelFormat = pixelFormat
@@ -42,8 +44,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         public var quality: Int
         /// Chroma subsampling; nil keeps the camera's (4:2:2 for YUYV, 4:2:0 for NV12).
         public var subsampling: ChromaSubsampling?
-        /// Encoder threads. When they fall behind, the newest frame wins and the frames it
-        /// replaced are reported as `.frameWasLate`.
+        /// Encoder threads (the first consumer of a quality sets them for all). When they fall
+        /// behind, the newest frame wins and the frames it replaced are reported as `.frameWasLate`.
         public var threads: Int
         public init(quality: Int = 85, subsampling: ChromaSubsampling? = nil, threads: Int = 1) {
             self.quality = quality
@@ -89,8 +91,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     private var converter: PixelFormatConverter?
     private var convertedPool: ConvertedBufferPool?
     private let convertedSamples = SampleBufferPool(capacity: 4)
-    // JPEG delivery: the encoder pool (capture thread submits) and the reused JPEG samples.
-    private let encoding = Locked<(pool: JPEGEncoderPool?, settings: JPEGSettings?)>((nil, nil))
+    // MJPEG frames completed for JPEG mode (raw frames are encoded by the input's JPEG stage).
     private let jpegSamples = JPEGSampleRing(count: 6)
     // MJPEG frames in JPEG mode, rewritten on the delegate's queue (like `converter`).
     private var passThroughBytes: [UInt8] = []
@@ -186,50 +187,19 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     override var acceptedMediaTypes: Set<MediaType> { [.video] }
     override var preferredPixelFormat: PixelFormat? { state.withLock { $0.settings.pixelFormat } }
 
+    override var jpegProduct: JPEGProduct? {
+        state.withLock { st in st.settings.jpeg.map { JPEGProduct(quality: $0.quality, subsampling: $0.subsampling) } }
+    }
+    override var jpegThreads: Int { state.withLock { max(1, $0.settings.jpeg?.threads ?? 1) } }
+
     override func handleFrame(_ sample: SampleBuffer, connection: CaptureConnection) {
-        if let jpeg = state.withLock({ $0.settings.jpeg }), sample.pixelFormat?.isCompressed == false {
-            encoder(for: jpeg, connection: connection).submit(sample, whenFull: .dropOldest)
-            return
-        }
         enqueue(sample, connection: connection)
     }
 
-    /// The encoder pool for `settings`, made (or remade) on first use; called on the capture thread.
-    private func encoder(for settings: JPEGSettings, connection: CaptureConnection) -> JPEGEncoderPool {
-        let (pool, old): (JPEGEncoderPool, JPEGEncoderPool?) = encoding.withLock { e in
-            if let p = e.pool, e.settings == settings { return (p, nil) }
-            let old = e.pool
-            let p = JPEGEncoderPool(workers: max(1, settings.threads), quality: settings.quality,
-                                    subsampling: settings.subsampling) { [weak self, weak connection] out in
-                guard let self, let connection else { return }
-                self.encoded(out, connection: connection)
-            }
-            e = (p, settings)
-            return (p, old)
-        }
-        old?.shutdown()
-        return pool
-    }
-
-    /// On an encoder thread, in frame order: hands a JPEG (or a drop) on to the delegate.
-    private func encoded(_ out: JPEGEncoderPool.Output, connection: CaptureConnection) {
-        switch out {
-        case .encoded(let sequence, let timestamp, let bytes):
-            let meta = FrameMetadata(sequence: sequence, timestamp: timestamp, bufferIndex: -1)
-            guard let sample = jpegSamples.sample(copying: bytes, dimensions: jpegDimensions(connection), metadata: meta) else {
-                handleDrop(DroppedFrames(reason: .outOfBuffers, count: 1, sequenceNumber: UInt64(sequence)), connection: connection)
-                return
-            }
-            enqueue(sample, connection: connection)
-        case .dropped(let drop):
-            handleDrop(drop, connection: connection)
-        case .failed(let sequence, _):
-            handleDrop(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: UInt64(sequence)), connection: connection)
-        }
-    }
-
-    private func jpegDimensions(_ connection: CaptureConnection) -> VideoDimensions {
-        connection.device?.activeFormat?.dimensions ?? VideoDimensions(width: 0, height: 0)
+    /// JPEG mode, raw camera: the input's JPEG stage encoded the frame (once for every output
+    /// that wants this quality).
+    override func handleEncodedFrame(_ jpeg: SampleBuffer, connection: CaptureConnection) {
+        enqueue(jpeg, connection: connection)
     }
 
     /// Hands a frame to the async sequences and queues it for the delegate.
@@ -354,13 +324,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     }
 
     override func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {
-        // What the encoders hold is delivered first.
-        let pool = encoding.withLock { e in
-            defer { e = (nil, nil) }
-            return e.pool
-        }
-        pool?.shutdown()
-        // Frames waiting for the delegate are still delivered; async sequences end here.
+        // (The input's JPEG stage delivered what it held before this.) Frames waiting for the delegate are still delivered; async sequences end here.
         let streams = state.withLock { st in
             defer { st.streams.removeAll() }
             return Array(st.streams.values)

@@ -455,6 +455,12 @@ public final class CaptureSession: @unchecked Sendable {
         }
     }
 
+    /// JPEG encodes the running video inputs' stages made so far (tests and benchmarks count
+    /// encodes per frame with it).
+    package var stageJPEGEncodes: Int {
+        lock.withLock { runners.values.reduce(0) { $0 + (($1 as? VideoPipeline)?.jpegEncodes.count.load(ordering: .relaxed) ?? 0) } }
+    }
+
     // MARK: Events
 
     /// A new stream of the session's events (each call gets its own stream).

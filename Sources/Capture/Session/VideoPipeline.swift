@@ -17,6 +17,13 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     let stallTimeout: Duration
     // The reusable sample buffers frames are handed out in; only the capture thread uses it.
     private let samples = SampleBufferPool()
+    // The JPEG stages of this input, one per product in use; only the capture thread touches
+    // the list (their results run on their own threads).
+    private var stages: [JPEGStage] = []
+    /// Frames handed on so far (capture thread).
+    private var framesHanded: UInt64 = 0
+    /// JPEG encodes this input's stages made.
+    let jpegEncodes = EncodeCounter()
 
     init(session: CaptureSession, input: CaptureDeviceInput, format: ActiveFormat, connections: [CaptureConnection]) {
         self.session = session
@@ -53,6 +60,8 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
 
     private func run() {
         defer {
+            // What the encoders hold is delivered before the outputs hear of the stop.
+            shutDownStages { _ in true }
             // Unheld frames go back now; held ones when their holders let go.
             samples.reclaim()
             samples.abandon()
@@ -66,6 +75,8 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             // Here this loop's own references to the last frame are gone: frames nobody holds
             // go back to the driver, and what is still held is counted.
             let lent = samples.reclaim()
+            // A stage no output fed for a while (its output went away or changed settings).
+            if !stages.isEmpty { shutDownStages { self.framesHanded &- $0.lastFed > 120 } }
             if source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount {
                 // Dry: the app holds every buffer, the driver has nowhere to write, and it will
                 // not say how many frames it lost until a buffer comes back. Report them now.
@@ -78,6 +89,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             do {
                 event = try source.nextFrame(timeout: short ? .milliseconds(5) : .milliseconds(100))
             } catch {
+                shutDownStages { _ in true }
                 for r in routes.snapshot { r.output.inputDidStop(r.connection, error: error) }
                 session?.runnerFailed(self, error: error)
                 return
@@ -132,11 +144,47 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     private func deliver(_ sample: SampleBuffer, stillsToo: Bool, ledger: inout SequenceLedger) {
         let gap = ledger.arrived(UInt32(truncatingIfNeeded: sample.sequenceNumber), at: .now())
         if let gap { report(gap) }
+        framesHanded &+= 1
+        let frame = framesHanded
+        let raw = sample.pixelFormat?.isCompressed == false
         routes.withRoutes { routes in
+            // Each JPEG product wanted is encoded once, whoever wants it.
+            if raw {
+                for r in routes where r.connection.isEnabled && (stillsToo || !r.output.wantsNewestFrame) {
+                    guard let product = r.output.jpegProduct else { continue }
+                    let stage = stage(for: product, threads: r.output.jpegThreads)
+                    if stage.lastFed != frame { stage.submit(sample, frame: frame) }
+                }
+            }
             for r in routes where r.connection.isEnabled && (stillsToo || !r.output.wantsNewestFrame) {
+                if raw {
+                    if r.output.jpegProduct != nil { continue }
+                    // It takes the JPEG this frame is being made into instead.
+                    if let p = r.output.acceptsSharedJPEG, stages.contains(where: { $0.product == p && $0.lastFed == frame }) { continue }
+                }
                 r.output.handleFrame(sample, connection: r.connection)
             }
         }
+    }
+
+    /// The stage making `product`, started on first use. Capture thread.
+    private func stage(for product: JPEGProduct, threads: Int) -> JPEGStage {
+        if let s = stages.first(where: { $0.product == product }) { return s }
+        let s = JPEGStage(product: product, workers: threads, dimensions: format.dimensions, routes: routes, encodes: jpegEncodes)
+        stages.append(s)
+        return s
+    }
+
+    /// Shuts down the stages `which` picks (delivering what they hold). Capture thread, never
+    /// under the route lock: the stages' deliveries take it.
+    private func shutDownStages(_ which: (JPEGStage) -> Bool) {
+        var gone: [JPEGStage] = []
+        stages.removeAll { s in
+            guard which(s) else { return false }
+            gone.append(s)
+            return true
+        }
+        for s in gone { s.shutdown() }
     }
 
     /// A damaged frame: a gap before it is reported first, then the frame itself as corrupt.

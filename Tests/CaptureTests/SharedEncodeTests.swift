@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+@testable import Capture
+import CaptureTestSupport
+
+/// A frame is encoded to JPEG once for every consumer of the same quality: a JPEG video data
+/// output and a still output at that quality share the encode; the still only adds its EXIF.
+@Suite struct SharedEncodeTests {
+    private static func session(_ rig: MisuseRig, videoQuality: Int, stillQuality: Int)
+        throws -> (CaptureSession, CaptureVideoDataOutput, CaptureStillImageOutput, FrameCollector)
+    {
+        let (session, video, collector) = try rig.videoSession(discardsLate: false)
+        video.videoSettings = .init(jpeg: .init(quality: videoQuality))
+        let still = CaptureStillImageOutput()
+        still.outputSettings = .init(quality: stillQuality)
+        session.addOutput(still)
+        return (session, video, still, collector)
+    }
+
+    @Test func oneEncodePerFrameForAStillAndAJPEGStreamAtOneQuality() async throws {
+        let rig = try MisuseRig("Shared encode")
+        defer { rig.uninstall() }
+        let (session, video, still, collector) = try Self.session(rig, videoQuality: 80, stillQuality: 80)
+        try session.start()
+        #expect(await collector.eventually(frames: 5))
+        let connection = try #require(still.connection(with: .video))
+        connection.videoOrientation = .portrait
+        for _ in 0..<5 {
+            let sample = try await still.captureStillImage(from: connection)
+            let jpeg = try #require(sample.jpegData)
+            let image = try #require(TestJPEG.decode(jpeg), "the still does not decode")
+            #expect(image.width == 320 && image.height == 240)
+            #expect(ColorBars.mismatches(image, row: 180) == [])
+            #expect(TestJPEG.exifOrientation(jpeg) == 6, "the still lost its orientation")
+        }
+        let n = collector.count
+        #expect(await collector.eventually(frames: n + 5))
+        let encodes = session.stageJPEGEncodes
+        let queued = Int(rig.camera.statistics.framesQueued)
+        session.stopRunning()
+        collector.queue.sync {}
+        #expect(still.ownEncodes == 0, "the still encoded \(still.ownEncodes) frames itself")
+        // One encode per frame handed on, however many consumers: never more than the camera queued.
+        #expect(encodes > 0 && encodes <= queued, "\(encodes) encodes for \(queued) frames")
+        #expect(collector.count <= encodes, "\(collector.count) JPEG frames delivered from \(encodes) encodes")
+        let late = video.statistics.dropped[.frameWasLate] ?? 0
+        #expect(collector.count + late + 2 >= encodes, "encodes \(encodes), delivered \(collector.count), late \(late)")
+        // The stream's frames are JPEGs of the camera's size.
+        #expect(collector.sequences.count > 5)
+    }
+
+    @Test func aStillAtAnotherQualityEncodesItself() async throws {
+        let rig = try MisuseRig("Own encode")
+        defer { rig.uninstall() }
+        let (session, _, still, collector) = try Self.session(rig, videoQuality: 60, stillQuality: 95)
+        try session.start()
+        defer { session.stopRunning() }
+        #expect(await collector.eventually(frames: 3))
+        let connection = try #require(still.connection(with: .video))
+        for _ in 0..<3 {
+            let sample = try await still.captureStillImage(from: connection)
+            #expect(TestJPEG.decode(try #require(sample.jpegData)) != nil)
+        }
+        #expect(still.ownEncodes == 3)
+    }
+
+    /// The JPEG stream and a delegate swap or removal go on as before: the stage delivers to
+    /// whoever wants its product now, and stops when nobody does.
+    @Test func theStageFollowsTheOutputsThatWantIt() async throws {
+        let rig = try MisuseRig("Stage follows")
+        defer { rig.uninstall() }
+        let (session, video, _, collector) = try Self.session(rig, videoQuality: 70, stillQuality: 70)
+        try session.start()
+        defer { session.stopRunning() }
+        #expect(await collector.eventually(frames: 3))
+        #expect(collector.sequences.count >= 3)
+        // Back to raw frames: the delegate gets YUYV again.
+        let formats = FormatRecorder()
+        collector.onFrame = { formats.add($0.pixelFormat) }
+        video.videoSettings = .init()
+        let n = collector.count
+        #expect(await collector.eventually(frames: n + 5))
+        #expect(formats.all.suffix(3).allSatisfy { $0 == .yuyv }, "\(formats.all)")
+        video.videoSettings = .init(jpeg: .init(quality: 70))
+        let m = collector.count
+        #expect(await collector.eventually(frames: m + 5))
+        #expect(formats.all.suffix(3).allSatisfy { $0 == .jpeg }, "\(formats.all)")
+        session.removeOutput(video)
+        let encodes = session.stageJPEGEncodes
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(session.stageJPEGEncodes <= encodes + 2, "the stage went on encoding for nobody")
+    }
+}
+
+final class FormatRecorder: Sendable {
+    private let list = Locked<[PixelFormat?]>([])
+    func add(_ f: PixelFormat?) { list.withLock { $0.append(f) } }
+    var all: [PixelFormat?] { list.withLock { $0 } }
+}
