@@ -40,7 +40,12 @@ public class CaptureOutput: @unchecked Sendable {
         var connections: [CaptureConnection] = []
     }
 
-    init() {}
+    /// A frame consumer of the package (preview, server, recorder): not in the session's
+    /// `outputs`, and exempt from the one-output-per-kind rule.
+    let isFrameConsumer: Bool
+
+    init() { isFrameConsumer = false }
+    init(frameConsumer: Bool) { isFrameConsumer = frameConsumer }
 
     /// The session the output belongs to.
     public var session: CaptureSession? { outputState.withLock { $0.session } }

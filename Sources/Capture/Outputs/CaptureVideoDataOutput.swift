@@ -98,6 +98,10 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
 
     public override init() { super.init() }
 
+    /// A frame consumer for `CaptureSession.addFrameConsumer` (the package's preview, server
+    /// and recorder): the same delivery as an output, beside the app's outputs.
+    package init(frameConsumer: Void) { super.init(frameConsumer: true) }
+
     /// Pixel formats `videoSettings` can ask for when the device does not deliver them.
     public static let convertiblePixelFormats: [PixelFormat] = [.bgra32, .xbgr32, .nv12, .yuyv]
 

@@ -103,7 +103,7 @@ public final class CaptureSession: @unchecked Sendable {
     /// The inputs, including changes not yet committed.
     public var inputs: [CaptureInput] { lock.withLock { stagedInputs } }
     /// The outputs, including changes not yet committed.
-    public var outputs: [CaptureOutput] { lock.withLock { stagedOutputs } }
+    public var outputs: [CaptureOutput] { lock.withLock { stagedOutputs.filter { !$0.isFrameConsumer } } }
     /// Every connection between the session's inputs and outputs.
     public var connections: [CaptureConnection] { lock.withLock { allConnections } }
 
@@ -133,7 +133,10 @@ public final class CaptureSession: @unchecked Sendable {
     public func canAddOutput(_ output: CaptureOutput) -> Bool {
         lock.withLock {
             if output.session != nil && output.session !== self { return false }
-            return !stagedOutputs.contains { $0 === output || type(of: $0) == type(of: output) }
+            // Frame consumers (preview, server, recorder) may be many, beside the outputs.
+            return !stagedOutputs.contains {
+                $0 === output || (!output.isFrameConsumer && !$0.isFrameConsumer && type(of: $0) == type(of: output))
+            }
         }
     }
 
@@ -158,6 +161,35 @@ public final class CaptureSession: @unchecked Sendable {
                 output.attach(to: nil)
             }
         }
+    }
+
+    // MARK: Frame consumers (the extension point of the preview, server and recorder products)
+
+    /// Adds a frame consumer: a video data output made with `init(frameConsumer:)`. Like an
+    /// output it gets a connection per camera and its frames (raw, converted or JPEG, per its
+    /// `videoSettings`; a JPEG product is encoded once for every consumer and output that wants
+    /// it), on its own queue, newest first when it falls behind (`alwaysDiscardsLateVideoFrames`),
+    /// with every lost frame reported; unlike one it is not in `outputs`, and any number may be
+    /// added. Returns false (and changes nothing) if it is not a frame consumer or is in a session.
+    @discardableResult
+    package func addFrameConsumer(_ consumer: CaptureVideoDataOutput) -> Bool {
+        guard consumer.isFrameConsumer else { return false }
+        var added = false
+        change {
+            guard canAddOutput(consumer) else { return }
+            stagedOutputs.append(consumer)
+            consumer.attach(to: self)
+            added = true
+        }
+        return added
+    }
+
+    /// Removes a frame consumer; once this returns the capture threads no longer call it.
+    package func removeFrameConsumer(_ consumer: CaptureVideoDataOutput) { removeOutput(consumer) }
+
+    /// The frame consumers, in the order they were added.
+    package var frameConsumers: [CaptureVideoDataOutput] {
+        lock.withLock { stagedOutputs.compactMap { $0.isFrameConsumer ? $0 as? CaptureVideoDataOutput : nil } }
     }
 
     // MARK: Presets
@@ -230,8 +262,11 @@ public final class CaptureSession: @unchecked Sendable {
         allConnections = list
     }
 
+    /// The first output's wish, else the first frame consumer's: the app's outputs choose the
+    /// device format before the package's consumers do.
     private func preferredPixelFormat(_ outputs: [CaptureOutput]) -> PixelFormat? {
-        outputs.lazy.compactMap(\.preferredPixelFormat).first
+        outputs.lazy.filter { !$0.isFrameConsumer }.compactMap(\.preferredPixelFormat).first
+            ?? outputs.lazy.compactMap(\.preferredPixelFormat).first
     }
 
     /// Resolves the format each video input needs for the staged configuration.
