@@ -219,8 +219,14 @@ final class StreamCounter: CaptureVideoDataOutputSampleBufferDelegate, @unchecke
             if frames == target { done.signal() }
         }
     }
+    /// Counts the frames lost between the first and the last frame counted, so that
+    /// last - first + 1 = frames + dropped: a loss before the first frame (a damaged first frame,
+    /// a gap at start) is not part of the stream measured.
     func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
-        lock.withLock { if frames < target { drops[drop.reason.rawValue, default: 0] += drop.count } }
+        lock.withLock {
+            guard frames < target, let first, let seq = drop.sequenceNumber, seq > first else { return }
+            drops[drop.reason.rawValue, default: 0] += drop.count
+        }
     }
 }
 
