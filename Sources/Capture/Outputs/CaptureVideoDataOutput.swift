@@ -113,32 +113,47 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// waiting for it. Any thread.
     public func setSampleBufferDelegate(_ delegate: (any CaptureVideoDataOutputSampleBufferDelegate)?, queue: DispatchQueue?) {
         let q = delegate == nil ? nil : (queue ?? DispatchQueue(label: "swift-capture.video-data"))
-        let wakeup = q.map { q in
-            let id = wakeupIDs.add(1, ordering: .relaxed).newValue
-            let source = DispatchSource.makeUserDataAddSource(queue: q)
-            source.setEventHandler { [weak self] in self?.drain(id) }
-            source.activate()
-            return Wakeup(source: source, id: id)
-        }
+        // Without a delegate, async sequences are fed from a private queue.
+        let wakeup = makeWakeup(on: q ?? sequenceQueue)
         let (old, released, poke): (Wakeup?, [Pending], Bool) = state.withLock { st in
             let old = st.wakeup
-            st.wakeup = wakeup
+            st.wakeup = delegate != nil || !st.streams.isEmpty ? wakeup : nil
             st.delegate = delegate
             st.queue = q
+            var released: [Pending] = []
+            if delegate == nil {
+                // Nobody to deliver to: frames waiting would only keep driver buffers (and drop
+                // reports were for the delegate).
+                released = st.backlog
+                Self.discardBacklog(&st)
+            }
             // Whatever the old drain is doing, it stops at its next step (its id is stale), and
             // the new queue takes over what waits.
-            st.busy = delegate != nil && !st.backlog.isEmpty
-            guard delegate != nil else {
-                // Nobody to deliver to: frames waiting would only keep driver buffers.
-                defer { st.backlog.removeAll(keepingCapacity: true) }
-                return (old, st.backlog, false)
-            }
-            return (old, [], st.busy)
+            st.busy = st.wakeup != nil && !st.backlog.isEmpty
+            return (old, released, st.busy)
         }
-        if poke { wakeup?.poke() }
+        if poke { wakeup.poke() }
         old?.source.cancel()
         _ = consume released
     }
+
+    /// Lets go of what waits for a consumer that is gone; its frames count as late.
+    private static func discardBacklog(_ st: inout State) {
+        let frames = st.backlog.reduce(0) { $0 + ($1.isFrame ? 1 : 0) }
+        if frames > 0 { st.dropped[.frameWasLate, default: 0] += frames }
+        st.backlog.removeAll(keepingCapacity: true)
+    }
+
+    /// A wake-up of `drain` on `queue`, with an id of its own.
+    private func makeWakeup(on queue: DispatchQueue) -> Wakeup {
+        let id = wakeupIDs.add(1, ordering: .relaxed).newValue
+        let source = DispatchSource.makeUserDataAddSource(queue: queue)
+        source.setEventHandler { [weak self] in self?.drain(id) }
+        source.activate()
+        return Wakeup(source: source, id: id)
+    }
+    /// Where frames are converted and handed to the async sequences while there is no delegate.
+    private let sequenceQueue = DispatchQueue(label: "swift-capture.video-data.sequences")
     /// The delegate, if set.
     public var sampleBufferDelegate: (any CaptureVideoDataOutputSampleBufferDelegate)? { state.withLock { $0.delegate } }
     /// The queue the delegate runs on.
@@ -173,18 +188,27 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         }
     }
 
-    /// The frames as an async sequence. `bufferingNewest` frames wait for a slow consumer; older
-    /// ones are discarded (and their buffers freed).
-    ///
-    /// The sequence gets frames before the delegate's conversion step: in JPEG mode frames of raw
-    /// cameras arrive encoded, but an MJPEG camera's frames arrive as the camera sent them (maybe
-    /// without Huffman tables: `MJPEG.insertStandardHuffmanTables` completes them), and a
-    /// `pixelFormat` the device lacks is not converted. Use the delegate for converted frames.
+    /// The frames as an async sequence: the same frames the delegate gets (converted to
+    /// `videoSettings`, JPEG in JPEG mode), handed over on the delegate's queue or, without a
+    /// delegate, on a private one. `bufferingNewest` frames wait for a slow consumer; older ones
+    /// are discarded (and their buffers freed). Ends when the session stops or the input goes.
     public func sampleBuffers(bufferingNewest limit: Int = 1) -> AsyncStream<SampleBuffer> {
         let id = UUID()
         let (stream, cont) = AsyncStream<SampleBuffer>.makeStream(bufferingPolicy: .bufferingNewest(max(1, limit)))
-        state.withLock { $0.streams[id] = cont }
-        cont.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.streams.removeValue(forKey: id) } }
+        let wakeup = makeWakeup(on: sequenceQueue)
+        let unused: Wakeup? = state.withLock { st in
+            st.streams[id] = cont
+            guard st.wakeup == nil else { return wakeup }
+            st.wakeup = wakeup
+            return nil
+        }
+        unused?.source.cancel()
+        cont.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { st in
+                st.streams.removeValue(forKey: id)
+                if st.delegate == nil, st.streams.isEmpty { Self.discardBacklog(&st) }
+            }
+        }
         return stream
     }
 
@@ -209,11 +233,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// Hands a frame to the async sequences and queues it for the delegate.
     private func enqueue(_ sample: SampleBuffer, connection: CaptureConnection) {
         let job: Wakeup? = state.withLock { st in
-            for s in st.streams.values { s.yield(sample) }
-            guard st.delegate != nil else {
-                if !st.streams.isEmpty { st.delivered += 1 }
-                return nil
-            }
+            guard st.delegate != nil || !st.streams.isEmpty else { return nil }
             if st.busy, st.discardsLate, let i = st.backlog.firstIndex(where: \.isFrame) {
                 // The delegate is still busy: the waiting frame is late, the new one replaces it.
                 if case .frame(let old, _) = st.backlog[i] {
@@ -238,7 +258,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     }
 
     private func startDrainIfIdle(_ st: inout State) -> Wakeup? {
-        guard !st.busy, st.delegate != nil, let w = st.wakeup else { return nil }
+        guard !st.busy, let w = st.wakeup else { return nil }
         st.busy = true
         return w
     }
@@ -246,32 +266,45 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// Runs on the queue of wake-up `id`: delivers frames and drop reports, in order, until none
     /// is left or the delegate changed.
     private func drain(_ id: UInt64) {
-        // The latency of the frame just handed over, recorded under the next step's lock.
+        // The latency of the frame just handed to the delegate, and the frame for the async
+        // sequences, both dealt with under the next step's lock.
         var handed: Int64?
+        var forStreams: SampleBuffer?
         while true {
-            let next: (Pending, any CaptureVideoDataOutputSampleBufferDelegate)? = state.withLock { st in
+            let next: (Pending, (any CaptureVideoDataOutputSampleBufferDelegate)?)? = state.withLock { st in
                 if let handed { st.latency.record(handed) }
+                if let f = forStreams { for s in st.streams.values { s.yield(f) } }
                 // A newer delegate took over: its own drain carries on from here.
                 guard st.wakeup?.id == id else { return nil }
-                guard !st.backlog.isEmpty, let d = st.delegate else { st.busy = false; return nil }
+                guard st.delegate != nil || !st.streams.isEmpty else {
+                    // Nobody left to take them: let the frames go (their buffers with them).
+                    Self.discardBacklog(&st)
+                    st.busy = false
+                    return nil
+                }
+                guard !st.backlog.isEmpty else { st.busy = false; return nil }
                 let item = st.backlog.removeFirst()
                 if item.isFrame { st.delivered += 1 }
-                return (item, d)
+                return (item, st.delegate)
             }
-            guard let (item, delegate) = next else { return }
             handed = nil
+            forStreams = nil
+            guard let (item, delegate) = next else { return }
             switch item {
             case .frame(let sample, let connection):
                 do throws(CaptureError) {
                     let out = try conversion.withLock { _ throws(CaptureError) in try converted(sample) }
-                    handed = CaptureTime.now() - out.presentationTimeStamp
-                    delegate.captureOutput(self, didOutput: out, from: connection)
+                    forStreams = out
+                    if let delegate {
+                        handed = CaptureTime.now() - out.presentationTimeStamp
+                        delegate.captureOutput(self, didOutput: out, from: connection)
+                    }
                 } catch {
                     let reason: DropReason = error.code == .corruptFrame ? .corrupt : .outOfBuffers
                     state.withLock { $0.dropped[reason, default: 0] += 1 }
-                    delegate.captureOutput(self, didDrop: DroppedFrames(reason: reason, count: 1, sequenceNumber: sample.sequenceNumber), from: connection)
+                    delegate?.captureOutput(self, didDrop: DroppedFrames(reason: reason, count: 1, sequenceNumber: sample.sequenceNumber), from: connection)
                 }
-            case .drop(let drop, let connection): delegate.captureOutput(self, didDrop: drop, from: connection)
+            case .drop(let drop, let connection): delegate?.captureOutput(self, didDrop: drop, from: connection)
             }
         }
     }
