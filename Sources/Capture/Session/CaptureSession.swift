@@ -263,10 +263,13 @@ public final class CaptureSession: @unchecked Sendable {
     }
 
     /// The first output's wish, else the first frame consumer's: the app's outputs choose the
-    /// device format before the package's consumers do.
+    /// device format before the package's consumers do. Each wish is read once: another thread
+    /// may change an output's settings meanwhile (a lazy `compactMap(...).first` reads twice and
+    /// traps when the second read is nil).
     private func preferredPixelFormat(_ outputs: [CaptureOutput]) -> PixelFormat? {
-        outputs.lazy.filter { !$0.isFrameConsumer }.compactMap(\.preferredPixelFormat).first
-            ?? outputs.lazy.compactMap(\.preferredPixelFormat).first
+        for o in outputs where !o.isFrameConsumer { if let f = o.preferredPixelFormat { return f } }
+        for o in outputs where o.isFrameConsumer { if let f = o.preferredPixelFormat { return f } }
+        return nil
     }
 
     /// Resolves the format each video input needs for the staged configuration.
