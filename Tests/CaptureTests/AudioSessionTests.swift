@@ -209,10 +209,22 @@ private func frequency(of x: [Float], rate: Int) -> Double {
             got.append(s)
             if got.count == 20 { session.stopRunning() }
         }
-        // Ended by the stop, with every buffer in order.
+        // Ended by the stop, with every buffer in order. A consumer that got no CPU for longer
+        // than the stream buffers (64 x 5 ms: other suites load the machine) loses buffers: the
+        // next one then says how many frames are missing, and the count must add up.
         #expect(got.count >= 20)
         #expect(got.first?.audioBuffer?.format == AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16))
-        for (a, b) in zip(got, got.dropFirst()) { #expect(b.sequenceNumber == a.sequenceNumber + 240) }
+        for (a, b) in zip(got, got.dropFirst()) {
+            if let gap = b.audioBuffer?.discontinuity {
+                if let lost = gap.lostFrames {
+                    #expect(b.sequenceNumber == a.sequenceNumber + 240 + UInt64(lost), "\(gap)")
+                } else {
+                    #expect(b.sequenceNumber > a.sequenceNumber)
+                }
+            } else {
+                #expect(b.sequenceNumber == a.sequenceNumber + 240)
+            }
+        }
     }
 
     @Test(.timeLimit(.minutes(1))) func unplugStopsTheInputWithAnEvent() async throws {
