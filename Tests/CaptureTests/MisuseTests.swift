@@ -489,6 +489,36 @@ import CaptureTestSupport
         #expect(during.untypedFailures.isEmpty)
     }
 
+    /// A camera toggle with a still pending on the old camera: the still is cancelled at the
+    /// commit (not left to time out), and stills from the new connection work.
+    @Test func toggleWithAStillPendingCancelsIt() async throws {
+        let front = try MisuseRig("Toggle still front", position: .front)
+        let back = try MisuseRig("Toggle still back", position: .back)
+        defer { front.uninstall(); back.uninstall() }
+        let session = CaptureSession()
+        let frontInput = try front.input()
+        session.addInput(frontInput)
+        let still = CaptureStillImageOutput()
+        session.addOutput(still)
+        try session.start()
+        defer { session.stopRunning() }
+        front.camera.stall(for: nil)
+        let ledger = CompletionLedger()
+        let id = ledger.issue()
+        still.captureStillImageAsynchronously(from: try #require(still.connection(with: .video))) { s, e in ledger.complete(id, s, e) }
+        let start = ContinuousClock.now
+        session.beginConfiguration()
+        session.removeInput(frontInput)
+        session.addInput(try back.input())
+        #expect(!session.commitConfiguration().isRejected)
+        #expect(await eventually(timeout: 3) { ledger.pending == 0 })
+        #expect(ContinuousClock.now - start < .seconds(2), "the pending still waited for its time-out")
+        #expect(ledger.codes == [.cancelled], "\(ledger.codes)")
+        front.camera.resume()
+        let sample = try await still.captureStillImage(from: try #require(still.connection(with: .video)))
+        #expect(sample.jpegData != nil)
+    }
+
     // MARK: Disconnect and reconnect
 
     /// An unplug with a still pending and frames held: the still fails with a typed error, held

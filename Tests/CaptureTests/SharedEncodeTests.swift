@@ -49,6 +49,26 @@ import CaptureTestSupport
         #expect(collector.sequences.count > 5)
     }
 
+    /// The app holds every JPEG the stream handed it: a still at the stream's quality still
+    /// gets its frame (a sample of its own), instead of timing out.
+    @Test func aStillDoesNotStarveWhenTheAppHoldsEveryStreamJPEG() async throws {
+        let rig = try MisuseRig("Shared starve")
+        defer { rig.uninstall() }
+        let (session, _, still, collector) = try Self.session(rig, videoQuality: 80, stillQuality: 80)
+        collector.holdAll = true
+        try session.start()
+        defer { session.stopRunning() }
+        // The stream's six reused JPEG samples are all held now (later frames are dropped).
+        #expect(await collector.eventually(frames: 6))
+        try await Task.sleep(for: .milliseconds(200))
+        let start = ContinuousClock.now
+        let sample = try await still.captureStillImage(from: try #require(still.connection(with: .video)))
+        #expect(TestJPEG.decode(try #require(sample.jpegData)) != nil)
+        #expect(ContinuousClock.now - start < .seconds(2), "the still waited \(ContinuousClock.now - start)")
+        #expect(still.ownEncodes == 0)
+        collector.releaseHeld()
+    }
+
     @Test func aStillAtAnotherQualityEncodesItself() async throws {
         let rig = try MisuseRig("Own encode")
         defer { rig.uninstall() }

@@ -94,4 +94,6 @@ public class CaptureOutput: @unchecked Sendable {
     func handleAudio(_ sample: SampleBuffer, connection: CaptureConnection) {}
     /// The input failed (disconnect, fatal driver error) or the session stopped.
     func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {}
+    /// `connection` is gone while the output stays (its input was removed, e.g. a camera toggle).
+    func connectionRemoved(_ connection: CaptureConnection) {}
 }

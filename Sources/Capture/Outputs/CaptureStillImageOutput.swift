@@ -299,6 +299,10 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         for r in failed { r.completion(nil, error(r)) }
     }
 
+    override func connectionRemoved(_ connection: CaptureConnection) {
+        inputDidStop(connection, error: CaptureError(.cancelled, "the camera's input was removed from the session: capture from the output's new connection"))
+    }
+
     override func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {
         let e = error ?? CaptureError(.cancelled, "the camera's input was removed from the session")
         let failed: [Request] = state.withLock { st in

@@ -66,6 +66,9 @@ public final class CaptureSession: @unchecked Sendable {
     private var appliedOutputs: [CaptureOutput] = []
     private var appliedPreset: Preset = .high
     private var allConnections: [CaptureConnection] = []
+    /// The connections of the applied graph (the capture threads' routes), for telling outputs
+    /// which of theirs a commit took away.
+    private var appliedConnections: [CaptureConnection] = []
     private var configurationDepth = 0
     private var runners: [ObjectIdentifier: any InputRunner] = [:]
     /// Format and interval each video input runs (or will run) with.
@@ -349,12 +352,18 @@ public final class CaptureSession: @unchecked Sendable {
         for case let di as CaptureDeviceInput in removed { di.device.setOwner(nil) }
         for case let di as CaptureDeviceInput in stagedInputs { di.device.setOwner(self) }
         let gone = appliedOutputs.filter { o in !stagedOutputs.contains { $0 === o } }
+        let before = appliedConnections
         appliedInputs = stagedInputs
         appliedOutputs = stagedOutputs
         appliedPreset = stagedPreset
         plans = newPlans
         rebuildConnections(inputs: appliedInputs, outputs: appliedOutputs)
+        appliedConnections = allConnections
         for r in runners.values { r.setConnections(connections(of: r.input)) }
+        // Outputs that stay but lost a connection (its input went): pending work on it ends.
+        for c in before where !allConnections.contains(where: { $0 === c }) {
+            if let o = c.output, !gone.contains(where: { $0 === o }) { o.connectionRemoved(c) }
+        }
         // No capture thread calls the removed outputs any more: end their work.
         for o in gone {
             for c in o.connections { o.inputDidStop(c, error: nil) }
@@ -370,6 +379,7 @@ public final class CaptureSession: @unchecked Sendable {
         stagedPreset = appliedPreset
         for o in stagedOutputs { o.attach(to: self) }
         rebuildConnections(inputs: appliedInputs, outputs: appliedOutputs)
+        appliedConnections = allConnections
         hub.post(.runtimeError(error))
         return .rejected(error)
     }

@@ -45,12 +45,22 @@ final class JPEGStage: @unchecked Sendable {
                 drop = DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: UInt64(sequence))
             }
             routes.withRoutes { routes in
+                // A still waiting for this JPEG while the app holds every reused sample gets a
+                // sample of its own (rare: stills must not starve behind a stream's consumers).
+                var own: SampleBuffer?
                 for r in routes where r.connection.isEnabled {
                     let wants = r.output.jpegProduct == product
-                    if let sample, wants || r.output.acceptsSharedJPEG == product {
+                    let accepts = !wants && r.output.acceptsSharedJPEG == product
+                    if let sample, wants || accepts {
                         r.output.handleEncodedFrame(sample, connection: r.connection)
                     } else if let drop, wants {
                         r.output.handleDrop(drop, connection: r.connection)
+                    } else if accepts, case .encoded(let sequence, let timestamp, let bytes) = out {
+                        if own == nil {
+                            own = SampleBuffer(jpeg: Data(bytes), dimensions: dimensions,
+                                               metadata: FrameMetadata(sequence: sequence, timestamp: timestamp, bufferIndex: -1))
+                        }
+                        r.output.handleEncodedFrame(own!, connection: r.connection)
                     }
                 }
             }
