@@ -98,8 +98,9 @@ import CaptureTestSupport
         let oldCount = old.count
         let new = FrameCollector()
         video.setSampleBufferDelegate(new, queue: new.queue)
-        // 30 fps: a few intervals, with room for a sanitizer build.
-        #expect(await new.eventually(frames: 3, timeout: 2), "the new delegate got \(new.count) frames")
+        // 30 fps: a few intervals; the bound leaves room for a sanitizer build on a loaded machine
+        // (the old code never delivered again).
+        #expect(await new.eventually(frames: 3, timeout: 5), "the new delegate got \(new.count) frames")
         try await Task.sleep(for: .milliseconds(1200))
         // Once its queue is free the old delegate gets at most what it had already been handed.
         #expect(old.count <= oldCount + 1, "the old delegate kept receiving: \(old.count - oldCount) more")
@@ -144,7 +145,7 @@ import CaptureTestSupport
         try await Task.sleep(for: .milliseconds(100))
         let before = others.map(\.count)
         let n = last.count
-        #expect(await last.eventually(frames: n + 5, timeout: 3), "the last delegate got \(last.count - n) frames")
+        #expect(await last.eventually(frames: n + 5, timeout: 10), "the last delegate got \(last.count - n) frames")
         #expect(zip(others, before).allSatisfy { $0.count <= $1 + 1 }, "a replaced delegate kept receiving frames")
     }
 
@@ -188,8 +189,10 @@ import CaptureTestSupport
         rig.camera.injectDroppedFrames(3)
         try await Task.sleep(for: .milliseconds(1500))
         let heldDrops = collector.drops.filter { $0.reason == .outOfBuffers }.reduce(0) { $0 + $1.count } - dropsAtHold
-        // 1.5 s at `fps` with every buffer held: most of those frames are reported already.
-        #expect(Double(heldDrops) >= fps * 1.5 * 0.5, "only \(heldDrops) drops reported during the hold")
+        // 1.5 s at `fps` with every buffer held: many of those frames are reported already (the
+        // estimate errs low, and a loaded machine makes the camera tick late; the old code
+        // reported none until the hold ended).
+        #expect(Double(heldDrops) >= fps * 1.5 * 0.25, "only \(heldDrops) drops reported during the hold")
         collector.releaseHeld()
         let n = collector.count
         #expect(await collector.eventually(frames: n + 10, timeout: 5), "frames did not resume after the hold")
@@ -328,21 +331,28 @@ import CaptureTestSupport
         let rig = try MisuseRig("Blocking")
         defer { rig.uninstall() }
         let (session, _, collector) = try rig.videoSession()
+        // Both callbacks stay blocked until the test lets them go, after the stop returned: a
+        // stop that waited for either would hang (and the watchdog fail it), whatever the load.
+        let gate = DispatchSemaphore(value: 0)
         let blocked = OnceFlag()
         collector.onFrame = { _ in
-            if !blocked.isSet { blocked.set(); usleep(3_000_000) }
+            if !blocked.isSet { blocked.set(); _ = gate.wait(timeout: .now() + 60) }
         }
         let still = CaptureStillImageOutput()
         session.addOutput(still)
         try session.start()
         let connection = try #require(still.connection(with: .video))
         let inCompletion = OnceFlag()
-        still.captureStillImageAsynchronously(from: connection) { _, _ in inCompletion.set(); usleep(3_000_000) }
+        still.captureStillImageAsynchronously(from: connection) { _, _ in
+            inCompletion.set()
+            _ = gate.wait(timeout: .now() + 60)
+        }
         #expect(await eventually { blocked.isSet && inCompletion.isSet })
-        let start = ContinuousClock.now
-        #expect(await MisuseRig.onThread("stopRunning while callbacks block", timeout: 10) { session.stopRunning() })
-        #expect(ContinuousClock.now - start < .seconds(2), "stopRunning waited for the app's callbacks")
+        let stopped = await MisuseRig.onThread("stopRunning while callbacks block", timeout: 30) { session.stopRunning() }
+        #expect(stopped, "stopRunning waited for the app's callbacks")
         #expect(!rig.camera.isStreaming)
+        gate.signal()
+        gate.signal()
     }
 
     // MARK: Sessions, outputs and devices shared or dropped
@@ -506,13 +516,12 @@ import CaptureTestSupport
         let ledger = CompletionLedger()
         let id = ledger.issue()
         still.captureStillImageAsynchronously(from: try #require(still.connection(with: .video))) { s, e in ledger.complete(id, s, e) }
-        let start = ContinuousClock.now
         session.beginConfiguration()
         session.removeInput(frontInput)
         session.addInput(try back.input())
         #expect(!session.commitConfiguration().isRejected)
-        #expect(await eventually(timeout: 3) { ledger.pending == 0 })
-        #expect(ContinuousClock.now - start < .seconds(2), "the pending still waited for its time-out")
+        // Cancelled by the commit: its time-out (5 s) would have said `.timedOut`.
+        #expect(await eventually(timeout: 10) { ledger.pending == 0 })
         #expect(ledger.codes == [.cancelled], "\(ledger.codes)")
         front.camera.resume()
         let sample = try await still.captureStillImage(from: try #require(still.connection(with: .video)))
