@@ -98,7 +98,8 @@ private func frequency(of x: [Float], rate: Int) -> Double {
         let d = try #require(late.buffer.discontinuity)
         #expect(d.reason == .overrun)
         let lost = try #require(d.lostFrames)
-        #expect(lost > 4800 && lost < 48000 / 2, "\(lost)")
+        // At least the 100 ms ring; the upper bound leaves room for a loaded machine's sleep.
+        #expect(lost > 4800 && lost < 48000 * 10, "\(lost)")
         #expect(late.firstFrame == got.last!.firstFrame + 480 + UInt64(lost))
         guard case .buffer(let next) = try source.nextBuffer(timeout: .seconds(1)) else {
             Issue.record("no buffer after the overrun")

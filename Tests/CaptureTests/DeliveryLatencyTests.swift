@@ -42,7 +42,7 @@ import CaptureTestSupport
         #expect(quick.frames >= 30 && quick.p50 <= quick.p99 && quick.p99 <= quick.maximum, "\(quick)")
         #expect(quick.p50 > .zero && quick.p50 < .milliseconds(100), "\(quick)")
         // A delegate taking 40 ms a frame at 60 fps: frames wait in the backlog for it.
-        collector.delay = 0.04
+        collector.onFrame = { _ in usleep(40_000) }
         let n = collector.count
         #expect(await collector.eventually(frames: n + 15, timeout: 10))
         let slow = video.deliveryLatency()

@@ -582,7 +582,9 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
             Thread.sleep(forTimeInterval: 0.1)
             now = openDescriptors()
         }
-        #expect(now <= baseline, "descriptors: \(baseline) before, \(now) after 20 stream cycles")
+        // The virtual camera opens none; a leak of one a cycle would be 20. (A few more may be
+        // other suites' or the dispatch pool's, which grows while they run.)
+        #expect(now <= baseline + 5, "descriptors: \(baseline) before, \(now) after 20 stream cycles")
     }
 }
 

@@ -232,4 +232,11 @@ protocol VideoSource: AnyObject, Sendable {
     /// Buffers currently handed out as `FrameBuffer`s and not yet recycled. When this equals
     /// `bufferCount` the device has nowhere to write: the session reports "out of buffers".
     var buffersHeldByClients: Int { get }
+    /// The sequence number the device will give its next frame, where it can tell (the virtual
+    /// camera); nil where only the next delivered frame says (V4L2).
+    var nextSequenceNumber: UInt32? { get }
+}
+
+extension VideoSource {
+    var nextSequenceNumber: UInt32? { nil }
 }

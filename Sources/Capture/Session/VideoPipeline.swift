@@ -80,7 +80,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             if source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount {
                 // Dry: the app holds every buffer, the driver has nowhere to write, and it will
                 // not say how many frames it lost until a buffer comes back. Report them now.
-                if let drop = ledger.dry(now: .now()) { report(drop) }
+                if let drop = ledger.dry(now: .now(), deviceNext: source.nextSequenceNumber) { report(drop) }
             }
             // Released samples are only noticed here, so while the driver is short of buffers
             // the wait is cut into slices that let them go back promptly.
@@ -205,9 +205,11 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
 ///
 /// While the app holds every buffer the driver has nowhere to write, and it says how many frames
 /// it lost only with the next frame it delivers, after a buffer came back. So while dry, the lost
-/// frames are estimated from the time since the last frame and reported as they happen; the
-/// estimate errs low (half a frame of slack, and the slower of the set and the measured rate),
-/// and the next frame's sequence number settles the rest. Only the capture thread uses it.
+/// frames are reported as they happen: exactly where the device tells its next sequence number
+/// (the virtual camera), else estimated from the time since the last frame, erring low (a frame
+/// of slack, the slower of the set and the measured rate, and only 80 % of that: a device whose
+/// rate falls by more than a fifth during the hold would otherwise be over-counted). The next
+/// frame's sequence number settles the rest. Only the capture thread uses it.
 struct SequenceLedger {
     /// The sequence number the next frame should have; nil before the first.
     private var expected: UInt32?
@@ -253,11 +255,17 @@ struct SequenceLedger {
 
     /// Every buffer is held at `now`: the frames whose time has come since the last frame were
     /// lost; returns those not yet reported.
-    mutating func dry(now: CaptureTime) -> DroppedFrames? {
+    mutating func dry(now: CaptureTime, deviceNext: UInt32? = nil) -> DroppedFrames? {
         starved = true
         guard let e = expected, let last = lastArrival else { return nil }
-        let interval = max(nominalInterval, measuredInterval)
-        let due = Int((Double(now - last) / 1e9 / interval - 0.5).rounded(.down))
+        let due: Int
+        if let next = deviceNext, next &- e < 1 << 31 {
+            // Every sequence number the device used since the last frame found no buffer.
+            due = Int(next &- e)
+        } else {
+            let interval = max(nominalInterval, measuredInterval)
+            due = Int(((Double(now - last) / 1e9 / interval - 1) * 0.8).rounded(.down))
+        }
         guard due > estimated else { return nil }
         defer { estimated = due }
         return DroppedFrames(reason: .outOfBuffers, count: due - estimated, sequenceNumber: UInt64(e &+ UInt32(estimated)))

@@ -252,6 +252,8 @@ final class VirtualVideoSource: VideoSource, @unchecked Sendable {
     var buffersHeldByClients: Int {
         signal.withLock { stream?.pool.slots.reduce(0) { $0 + ($1.state == .held ? 1 : 0) } ?? 0 }
     }
+
+    var nextSequenceNumber: UInt32? { signal.withLock { stream?.sequence } }
 }
 
 /// The buffers of one stream. Outlives the stream while any `FrameBuffer` holds it, so held
