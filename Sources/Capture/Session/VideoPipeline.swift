@@ -24,6 +24,17 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     private var framesHanded: UInt64 = 0
     /// JPEG encodes this input's stages made.
     let jpegEncodes = EncodeCounter()
+    /// What each route takes of the frame being handed on, read once per frame (capture thread;
+    /// reused, so handing a frame on allocates nothing).
+    private var uses: [RouteUse] = { var u: [RouteUse] = []; u.reserveCapacity(8); return u }()
+    private enum RouteUse {
+        /// Disabled, or a still that waits for a newer frame.
+        case none
+        /// The raw frame, or, while a stage makes `shared` of it anyway, that JPEG instead.
+        case frame(shared: JPEGProduct?)
+        /// The JPEG of a raw frame, from the stage for the product.
+        case jpeg(JPEGProduct, threads: Int)
+    }
 
     init(session: CaptureSession, input: CaptureDeviceInput, format: ActiveFormat, connections: [CaptureConnection]) {
         self.session = session
@@ -40,6 +51,9 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     private let nominalInterval: Double
 
     func setConnections(_ list: [CaptureConnection]) { routes.replace(with: list) }
+
+    /// Whether the app holds every buffer of the stream, so the device has nowhere to write.
+    private var sourceIsDry: Bool { source.bufferCount > 0 && source.buffersHeldByClients >= source.bufferCount }
 
     func start() throws(CaptureError) {
         try source.startStreaming(bufferCount: 4)
@@ -77,7 +91,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             let lent = samples.reclaim()
             // A stage no output fed for a while (its output went away or changed settings).
             if !stages.isEmpty { shutDownStages { self.framesHanded &- $0.lastFed > 120 } }
-            if source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount {
+            if sourceIsDry {
                 // Dry: the app holds every buffer, the driver has nowhere to write, and it will
                 // not say how many frames it lost until a buffer comes back. Report them now.
                 if let drop = ledger.dry(now: .now(), deviceNext: source.nextSequenceNumber) { report(drop) }
@@ -98,7 +112,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             case .interrupted:
                 continue
             case .timeout:
-                if source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount {
+                if sourceIsDry {
                     // The app holds every buffer: not a stall, the device just has nowhere to write.
                     lastFrame = .now
                 } else if !stalled, ContinuousClock.now - lastFrame > stallTimeout {
@@ -136,7 +150,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                 lastFrame = .now
                 deliver(sample, stillsToo: true, ledger: &ledger)
                 if let seq = corruptAfter { corrupt(seq, ledger: &ledger) }
-                if source.bufferCount > 0, source.buffersHeldByClients >= source.bufferCount { ledger.starved = true }
+                if sourceIsDry { ledger.starved = true }
             }
         }
     }
@@ -148,20 +162,29 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         let frame = framesHanded
         let raw = sample.pixelFormat?.isCompressed == false
         routes.withRoutes { routes in
-            // Each JPEG product wanted is encoded once, whoever wants it.
-            if raw {
-                for r in routes where r.connection.isEnabled && (stillsToo || !r.output.wantsNewestFrame) {
-                    guard let product = r.output.jpegProduct else { continue }
-                    let stage = stage(for: product, threads: r.output.jpegThreads)
-                    if stage.lastFed != frame { stage.submit(sample, frame: frame) }
+            // Each output's wishes are read once: another thread may change its settings
+            // meanwhile, and a second read could then skip the frame without a report.
+            uses.removeAll(keepingCapacity: true)
+            for r in routes {
+                guard r.connection.isEnabled, stillsToo || !r.output.wantsNewestFrame else {
+                    uses.append(.none)
+                    continue
+                }
+                if raw, let product = r.output.jpegProduct {
+                    uses.append(.jpeg(product, threads: r.output.jpegThreads))
+                } else {
+                    uses.append(.frame(shared: raw ? r.output.acceptsSharedJPEG : nil))
                 }
             }
-            for r in routes where r.connection.isEnabled && (stillsToo || !r.output.wantsNewestFrame) {
-                if raw {
-                    if r.output.jpegProduct != nil { continue }
-                    // It takes the JPEG this frame is being made into instead.
-                    if let p = r.output.acceptsSharedJPEG, stages.contains(where: { $0.product == p && $0.lastFed == frame }) { continue }
-                }
+            // Each JPEG product wanted is encoded once, whoever wants it.
+            for case .jpeg(let product, let threads) in uses {
+                let stage = stage(for: product, threads: threads)
+                if stage.lastFed != frame { stage.submit(sample, frame: frame) }
+            }
+            for (r, use) in zip(routes, uses) {
+                guard case .frame(let shared) = use else { continue }
+                // It takes the JPEG this frame is being made into instead.
+                if let p = shared, stages.contains(where: { $0.product == p && $0.lastFed == frame }) { continue }
                 r.output.handleFrame(sample, connection: r.connection)
             }
         }
