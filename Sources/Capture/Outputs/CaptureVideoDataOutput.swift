@@ -93,7 +93,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     private let convertedSamples = SampleBufferPool(capacity: 4)
     // MJPEG frames completed for JPEG mode (raw frames are encoded by the input's JPEG stage).
     private let jpegSamples = JPEGSampleRing(count: 6)
-    // MJPEG frames in JPEG mode, rewritten on the delegate's queue (like `converter`).
+    // MJPEG frames in JPEG mode, rewritten under `conversion` (like `converter`).
     private var passThroughBytes: [UInt8] = []
 
     public override init() { super.init() }
@@ -115,8 +115,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         let q = delegate == nil ? nil : (queue ?? DispatchQueue(label: "swift-capture.video-data"))
         // Without a delegate, async sequences are fed from a private queue.
         let wakeup = makeWakeup(on: q ?? sequenceQueue)
-        let (old, released, poke): (Wakeup?, [Pending], Bool) = state.withLock { st in
+        let (old, released, poke, unused): (Wakeup?, [Pending], Bool, Bool) = state.withLock { st in
             let old = st.wakeup
+            // With neither a delegate nor a sequence there is nothing to wake.
             st.wakeup = delegate != nil || !st.streams.isEmpty ? wakeup : nil
             st.delegate = delegate
             st.queue = q
@@ -130,10 +131,11 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             // Whatever the old drain is doing, it stops at its next step (its id is stale), and
             // the new queue takes over what waits.
             st.busy = st.wakeup != nil && !st.backlog.isEmpty
-            return (old, released, st.busy)
+            return (old, released, st.busy, st.wakeup == nil)
         }
         if poke { wakeup.poke() }
         old?.source.cancel()
+        if unused { wakeup.source.cancel() }
         _ = consume released
     }
 
@@ -230,7 +232,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         enqueue(jpeg, connection: connection)
     }
 
-    /// Hands a frame to the async sequences and queues it for the delegate.
+    /// Queues a frame for the delegate and the async sequences (the drain converts it and hands
+    /// it to both).
     private func enqueue(_ sample: SampleBuffer, connection: CaptureConnection) {
         let job: Wakeup? = state.withLock { st in
             guard st.delegate != nil || !st.streams.isEmpty else { return nil }
