@@ -218,19 +218,20 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         let dims = frame.dimensions ?? VideoDimensions(width: 0, height: 0)
         let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp,
                                  bufferIndex: -1)
+        // The still in the reused sample when the app let go of the previous one, else a new one.
+        let handOut = { (jpeg: UnsafeRawBufferPointer) in
+            self.stills.sample(copying: jpeg, dimensions: dims, metadata: meta)
+                ?? SampleBuffer(jpeg: Data(jpeg), dimensions: dims, metadata: meta)
+        }
         if frame.jpegData != nil {
             // A JPEG the input's stage made at these settings: only the EXIF is ours to add.
-            let made: Result<Void, CaptureError> = frame.withUnsafeBytes { jpeg in
+            // (`withUnsafeBytes` rethrows untyped, so the typed error comes out as a result.)
+            let made: Result<SampleBuffer, CaptureError> = frame.withUnsafeBytes { jpeg in
                 do throws(CaptureError) {
-                    _ = try MJPEG.makeStill(jpeg, exif: exif, into: &passThroughBytes)
-                    return .success(())
+                    return .success(try StillEncoding.still(jpeg: jpeg, exif: exif, scratch: &passThroughBytes, handOut))
                 } catch { return .failure(error) }
             }
-            try made.get()
-            return passThroughBytes.withUnsafeBytes { still in
-                stills.sample(copying: still, dimensions: dims, metadata: meta)
-                    ?? SampleBuffer(jpeg: Data(still), dimensions: dims, metadata: meta)
-            }
+            return try made.get()
         }
         return try frame.withVideoImage { image throws(CaptureError) -> SampleBuffer in
             guard let image else { throw CaptureError(.invalidArgument, "not a raw video sample") }
@@ -240,10 +241,7 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
                 encoder = nil
                 encoderKey = key
             }
-            return try StillEncoding.still(image, encoder: &encoder, settings: settings, exif: exif, scratch: &passThroughBytes) { jpeg in
-                stills.sample(copying: jpeg, dimensions: dims, metadata: meta)
-                    ?? SampleBuffer(jpeg: Data(jpeg), dimensions: dims, metadata: meta)
-            }
+            return try StillEncoding.still(image, encoder: &encoder, settings: settings, exif: exif, scratch: &passThroughBytes, handOut)
         }
     }
 

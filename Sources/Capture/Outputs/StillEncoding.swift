@@ -13,12 +13,17 @@ enum StillEncoding {
     /// `encoder` is made on first use). Allocates nothing in steady state.
     static func still<R>(_ image: ImageBuffer, encoder: inout JPEGEncoder?, settings: CaptureStillImageOutput.OutputSettings,
                          exif: EXIFInfo?, scratch: inout [UInt8], _ take: (UnsafeRawBufferPointer) -> R) throws(CaptureError) -> R {
-        if image.pixelFormat.isCompressed {
-            _ = try MJPEG.makeStill(image.plane0.bytes, exif: exif, into: &scratch)
-            return scratch.withUnsafeBytes(take)
-        }
+        if image.pixelFormat.isCompressed { return try still(jpeg: image.plane0.bytes, exif: exif, scratch: &scratch, take) }
         if encoder == nil { encoder = try makeEncoder(settings, for: image.pixelFormat) }
         return take(try encoder!.encode(image, exif: exif))
+    }
+
+    /// The still of a JPEG made elsewhere (an MJPEG camera's frame, the input's JPEG stage): the
+    /// same bytes with `exif` in place of theirs, in `scratch`, borrowed by `take`.
+    static func still<R>(jpeg: UnsafeRawBufferPointer, exif: EXIFInfo?, scratch: inout [UInt8],
+                         _ take: (UnsafeRawBufferPointer) -> R) throws(CaptureError) -> R {
+        _ = try MJPEG.makeStill(jpeg, exif: exif, into: &scratch)
+        return scratch.withUnsafeBytes(take)
     }
 
     /// Copies `jpeg` to the start of `buffer` and returns that part (sharing the storage).
