@@ -552,10 +552,6 @@ func openSession(device: CaptureDevice, size: (Int, Int), format: PixelFormat, r
     return session
 }
 
-func milliseconds(_ d: Duration) -> Double {
-    Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) / 1e15
-}
-
 func session(_ a: Arguments) {
     let (w, h) = a.size((640, 480))
     let format = a.format("YUYV")
@@ -640,15 +636,16 @@ func session(_ a: Arguments) {
     r.add("allocations_per_frame_without_delegate", basePerFrame)
     r.add("cpu_ms_per_frame", (c1 - c0) / Double(max(1, videoFrames)) * 1000)
     // Capture timestamp to delegate call, over the measured window.
-    r.add("latency_ms_p50", milliseconds(latency.p50))
-    r.add("latency_ms_p99", milliseconds(latency.p99))
-    r.add("latency_ms_max", milliseconds(latency.maximum))
+    r.add("latency_ms_p50", latency.p50.inMilliseconds)
+    r.add("latency_ms_p99", latency.p99.inMilliseconds)
+    r.add("latency_ms_max", latency.maximum.inMilliseconds)
     r.add("stills", stills)
     r.add("still_bytes", stillBytes)
     r.add("allocations_per_still", stillPerStill)
-    // JPEG encodes per camera frame while stills are taken: 1 when the stills share the stream's
-    // encode (same quality), above 1 when they encode themselves; 0 without JPEG delivery
-    // (then every still is an encode of its own: see stills).
+    // JPEG encodes (the input's stages' and the stills' own) per camera frame while stills are
+    // taken back to back: 1 with a JPEG stream whose encode the stills share (same quality),
+    // above 1 when they encode themselves beside it; without JPEG delivery, the stills' own
+    // encodes alone.
     r.add("jpeg_encodes_per_frame_during_stills", Double(e1 - e0) / Double(max(1, fs1 - fs0)))
     r.add("still_own_encodes", still.ownEncodes)
     r.add("dropped", delegate.lock.withLock { delegate.dropsByReason.values.reduce(0, +) })

@@ -188,10 +188,7 @@ struct StreamJSON: Encodable {
 struct LatencyJSON: Encodable {
     var p50: Double, p99: Double, max: Double
     init(_ l: DeliveryLatency) {
-        func ms(_ d: Duration) -> Double {
-            let v = Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) / 1e15
-            return (v * 1000).rounded() / 1000
-        }
+        func ms(_ d: Duration) -> Double { (d.inMilliseconds * 1000).rounded() / 1000 }
         p50 = ms(l.p50)
         p99 = ms(l.p99)
         max = ms(l.maximum)

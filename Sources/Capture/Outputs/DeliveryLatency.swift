@@ -19,12 +19,14 @@ public struct DeliveryLatency: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String {
-        func ms(_ d: Duration) -> String {
-            let v = Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) / 1e15
-            return String(Int((v * 1000).rounded())) + " µs"
-        }
-        return "\(frames) frames: p50 \(ms(p50)), p99 \(ms(p99)), max \(ms(maximum))"
+        func µs(_ d: Duration) -> String { String(Int((d.inMilliseconds * 1000).rounded())) + " µs" }
+        return "\(frames) frames: p50 \(µs(p50)), p99 \(µs(p99)), max \(µs(maximum))"
     }
+}
+
+package extension Duration {
+    /// The duration in milliseconds (for reports: the tool's JSON, the benchmarks).
+    var inMilliseconds: Double { Double(components.seconds) * 1e3 + Double(components.attoseconds) / 1e15 }
 }
 
 /// Latency counts in fixed buckets: recording allocates nothing and takes constant time.
