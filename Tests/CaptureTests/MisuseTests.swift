@@ -29,8 +29,7 @@ import CaptureTestSupport
                     let still = CaptureStillImageOutput()
                     session.addOutput(still)
                     if let c = still.connection(with: .video), i % 2 == 0 {
-                        let id = outcomes.issue()
-                        still.captureStillImageAsynchronously(from: c) { sample, error in outcomes.complete(id, sample, error) }
+                        outcomes.capture(still, from: c)
                     }
                     // The first round at the issue's pace, then faster.
                     usleep(UInt32.random(in: 0...(round == 0 ? 20_000 : 2_000)))
@@ -374,8 +373,7 @@ import CaptureTestSupport
             try session.start()
             #expect(await collector.eventually(frames: 2))
             rig.camera.stall(for: nil)
-            let id = outcome.issue()
-            still.captureStillImageAsynchronously(from: try #require(still.connection(with: .video))) { s, e in outcome.complete(id, s, e) }
+            outcome.capture(still, from: try #require(still.connection(with: .video)))
         }
         #expect(await eventually { weakSession.object == nil && weakOutput.object == nil }, "the session or its output outlived the app's references")
         let n = collector.count
@@ -482,16 +480,14 @@ import CaptureTestSupport
         let connection = try #require(still.connection(with: .video))
         let ledger = CompletionLedger()
         DispatchQueue.concurrentPerform(iterations: 50) { _ in
-            let id = ledger.issue()
-            still.captureStillImageAsynchronously(from: connection) { s, e in ledger.complete(id, s, e) }
+            ledger.capture(still, from: connection)
         }
         #expect(await eventually(timeout: 15) { ledger.pending == 0 }, "\(ledger.pending) stills never completed")
         #expect(ledger.successes == 50, "failures: \(ledger.codes)")
         let during = CompletionLedger()
         DispatchQueue.concurrentPerform(iterations: 20) { i in
             if i == 10 { session.stopRunning() }
-            let id = during.issue()
-            still.captureStillImageAsynchronously(from: connection) { s, e in during.complete(id, s, e) }
+            during.capture(still, from: connection)
         }
         #expect(await eventually(timeout: 15) { during.pending == 0 }, "\(during.pending) stills never completed")
         #expect(during.calledTwice == 0 && ledger.calledTwice == 0)
@@ -514,8 +510,7 @@ import CaptureTestSupport
         defer { session.stopRunning() }
         front.camera.stall(for: nil)
         let ledger = CompletionLedger()
-        let id = ledger.issue()
-        still.captureStillImageAsynchronously(from: try #require(still.connection(with: .video))) { s, e in ledger.complete(id, s, e) }
+        ledger.capture(still, from: try #require(still.connection(with: .video)))
         session.beginConfiguration()
         session.removeInput(frontInput)
         session.addInput(try back.input())
@@ -546,8 +541,7 @@ import CaptureTestSupport
         collector.onFrame = nil
         rig.camera.stall(for: nil)
         let ledger = CompletionLedger()
-        let id = ledger.issue()
-        still.captureStillImageAsynchronously(from: try #require(still.connection(with: .video))) { s, e in ledger.complete(id, s, e) }
+        ledger.capture(still, from: try #require(still.connection(with: .video)))
         rig.camera.disconnect()
         #expect(await eventually { events.events.contains { if case .deviceDisconnected = $0 { true } else { false } } })
         #expect(await eventually { ledger.pending == 0 })
@@ -717,6 +711,11 @@ final class CompletionLedger: Sendable {
         var successes = 0
     }
     private let state = Locked(State())
+    /// Takes a still from `connection` and records its completion.
+    func capture(_ still: CaptureStillImageOutput, from connection: CaptureConnection) {
+        let id = issue()
+        still.captureStillImageAsynchronously(from: connection) { s, e in self.complete(id, s, e) }
+    }
     func issue() -> Int { state.withLock { s in s.next += 1; s.calls[s.next] = 0; return s.next } }
     func complete(_ id: Int, _ sample: SampleBuffer?, _ error: CaptureError?) {
         state.withLock { s in
