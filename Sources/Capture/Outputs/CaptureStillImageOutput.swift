@@ -124,11 +124,23 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         }
         let interval = connection.device?.activeVideoMinFrameDuration?.seconds ?? (1.0 / 30)
         let timeout = max(5.0, 20 * interval)
-        state.withLock { st in
+        let id: UInt64 = state.withLock { st in
             st.nextID += 1
             st.pending.append(Request(connection: connection, completion: completionHandler, id: st.nextID,
                                       deadline: .now() + timeout))
             runTimeouts(&st)
+            return st.nextID
+        }
+        // The session may have stopped between the check above and the queueing, after it
+        // cancelled what was pending: then this request is cancelled here (once: only if it is
+        // still pending), not left to its time-out.
+        if session?.isRunning != true {
+            let late: [Request] = state.withLock { st in
+                defer { st.pending.removeAll { $0.id == id } }
+                return st.pending.filter { $0.id == id }
+            }
+            let e = CaptureError(.cancelled, "the session stopped while the still was requested")
+            if !late.isEmpty { encodeQueue.async { for r in late { r.completion(nil, e) } } }
         }
     }
 

@@ -472,8 +472,10 @@ public final class CaptureSession: @unchecked Sendable {
         let all = runners
         runners = [:]
         for r in all.values { r.stop() }
-        for o in appliedOutputs { for c in o.connections { o.inputDidStop(c, error: CaptureError(.cancelled, "the session stopped")) } }
+        // Not running before the outputs cancel their work: a still requested meanwhile sees it
+        // (CaptureStillImageOutput re-checks after queueing) instead of waiting for its time-out.
         running.store(false, ordering: .releasing)
+        for o in appliedOutputs { for c in o.connections { o.inputDidStop(c, error: CaptureError(.cancelled, "the session stopped")) } }
         hub.post(.didStopRunning)
     }
 
