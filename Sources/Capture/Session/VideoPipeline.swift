@@ -183,8 +183,11 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             }
             for (r, use) in zip(routes, uses) {
                 guard case .frame(let shared) = use else { continue }
-                // It takes the JPEG this frame is being made into instead.
-                if let p = shared, stages.contains(where: { $0.product == p && $0.lastFed == frame }) { continue }
+                // It takes the JPEG this frame is being made into instead. Asked again when it said
+                // no: a still requested since then takes that JPEG rather than encoding its own
+                // (either way it gets this frame once).
+                let takes = raw ? (shared ?? r.output.acceptsSharedJPEG) : nil
+                if let p = takes, stages.contains(where: { $0.product == p && $0.lastFed == frame }) { continue }
                 r.output.handleFrame(sample, connection: r.connection)
             }
         }
