@@ -197,6 +197,7 @@ func hotpath(_ a: Arguments) {
         let sample = replay.sample(i, sequence: sequence, reusing: samples)
         sequence &+= 1
         do { lastBytes = try EncodePaths.encodeInPlace(sample, with: encoder).count } catch { fail("encode: \(error)") }
+        samples.done(sample)
     }
 
     // Warm-up: sizes the encoder's buffers and arena.
@@ -228,7 +229,7 @@ func hotpath(_ a: Arguments) {
     for _ in 0..<4 { for s in prewrapped { _ = try? EncodePaths.encodeInPlace(s, with: encoder) } }
     let allocsEncodeOnly = Double(calloc_counter_thread() - a0) / Double(4 * count)
     a0 = calloc_counter_thread()
-    for i in 0..<(4 * count) { _ = replay.sample(i % count, sequence: UInt32(i), reusing: samples) }
+    for i in 0..<(4 * count) { samples.done(replay.sample(i % count, sequence: UInt32(i), reusing: samples)) }
     let allocsWrapOnly = Double(calloc_counter_thread() - a0) / Double(4 * count)
     // The still output's path: the JPEG copied into a reused Data.
     var stillEncoder: JPEGEncoder?, stillScratch: [UInt8] = []
@@ -367,8 +368,14 @@ func runPool(replay: FrameReplay, workers: Int, quality: Int, subsampling: Chrom
         }
     }
     // Warm-up: every worker sizes its encoder.
+    // The pool takes a hold of its own; the driver-like caller gives its hold back after.
+    func submitNext() {
+        let s = nextSample()
+        pool.submit(s, whenFull: .wait)
+        samples.done(s)
+    }
     for _ in 0..<(4 * workers) {
-        pool.submit(nextSample(), whenFull: .wait)
+        submitNext()
         seq &+= 1
     }
     while tally.lock.withLock({ tally.frames }) < Int(seq) { usleep(1000) }
@@ -376,7 +383,7 @@ func runPool(replay: FrameReplay, workers: Int, quality: Int, subsampling: Chrom
     let a0 = calloc_counter_total(), c0 = processCPUNow(), t0 = wallNow()
     while wallNow() - t0 < seconds {
         for _ in 0..<replay.count {
-            pool.submit(nextSample(), whenFull: .wait)
+            submitNext()
             seq &+= 1
         }
     }
@@ -450,6 +457,7 @@ func passthrough(_ a: Arguments) {
             // The capture thread's wrap, as in hotpath.
             let sample = replay.sample(i, sequence: UInt32(truncatingIfNeeded: n), reusing: samples)
             sample.withUnsafeBytes { b in _ = try? MJPEG.insertStandardHuffmanTables(b, into: &out) }
+            samples.done(sample)
             outBytes += out.count
             n += 1
         }
@@ -476,13 +484,15 @@ func passthrough(_ a: Arguments) {
     var noEncoder: JPEGEncoder?, scratch: [UInt8] = []
     let stillSamples = StillSamples()
     for i in 0..<used.count {
-        _ = try? EncodePaths.still(replay.sample(i, sequence: 0, reusing: samples), encoder: &noEncoder, quality: 90,
-                                   scratch: &scratch, into: stillSamples)
+        let sample = replay.sample(i, sequence: 0, reusing: samples)
+        _ = try? EncodePaths.still(sample, encoder: &noEncoder, quality: 90, scratch: &scratch, into: stillSamples)
+        samples.done(sample)
     }
     a0 = calloc_counter_thread()
     for i in 0..<used.count {
-        _ = try? EncodePaths.still(replay.sample(i, sequence: 0, reusing: samples), encoder: &noEncoder, quality: 90,
-                                   scratch: &scratch, into: stillSamples)
+        let sample = replay.sample(i, sequence: 0, reusing: samples)
+        _ = try? EncodePaths.still(sample, encoder: &noEncoder, quality: 90, scratch: &scratch, into: stillSamples)
+        samples.done(sample)
     }
     let allocsStill = Double(calloc_counter_thread() - a0) / Double(used.count)
 

@@ -190,9 +190,12 @@ private final class Core: @unchecked Sendable {
         }
         guard !closing else {
             unlock()
+            evicted?.release()
             return false
         }
         let slot = (head + queued) % queue.count
+        // Held until encoded (or evicted): the encoder reads the driver's buffer in place.
+        frame.hold()
         queue[slot] = frame
         queueTickets[slot] = nextTicket
         nextTicket += 1
@@ -200,8 +203,8 @@ private final class Core: @unchecked Sendable {
         stats.submitted += 1
         wakeAll()
         unlock()
-        // Released outside the lock: the buffer's recycle goes back to the driver.
-        withExtendedLifetime(evicted) {}
+        // Released outside the lock: the last hold queues the buffer back to the driver.
+        evicted?.release()
         return true
     }
 
@@ -297,6 +300,7 @@ private final class Core: @unchecked Sendable {
                 }
             }
             // The driver buffer goes back before this frame waits for its turn.
+            frame?.release()
             frame = nil
 
             lock()
@@ -421,11 +425,10 @@ package final class FrameReplay: @unchecked Sendable {
         SampleBuffer(frame: frame(index, sequence: sequence), format: format)
     }
 
-    /// The same, reusing the samples of `pool` as a capture thread does (nothing allocated
-    /// once each index was seen and its sample let go).
+    /// The same, reusing the frame leases of `pool` as a capture thread does (nothing allocated
+    /// once each index was seen and let go). The caller's hold goes back with `done(_:)`.
     package func sample(_ index: Int, sequence: UInt32, reusing pool: ReplaySamples) -> SampleBuffer {
-        pool.pool.reclaim()
-        return pool.pool.wrap(frame(index, sequence: sequence), format: format)
+        pool.pool.wrap(frame(index, sequence: sequence), format: format)
     }
 
     /// Frames whose buffer was given back so far.
@@ -436,16 +439,16 @@ package final class FrameReplay: @unchecked Sendable {
     }
 }
 
-/// Reusable samples for `FrameReplay.sample(_:sequence:reusing:)`; one thread uses it.
+/// Reusable frame leases for `FrameReplay.sample(_:sequence:reusing:)`; one thread uses it.
 package final class ReplaySamples: @unchecked Sendable {
-    let pool = SampleBufferPool()
+    let pool = FrameLeasePool()
     package init() {}
-    /// Whether buffer `index`'s sample is still held by someone, as a driver knows whether a
+    /// Whether buffer `index`'s lease is still held by someone, as a driver knows whether a
     /// buffer was queued back.
-    package func isHeld(_ index: Int) -> Bool {
-        pool.reclaim()
-        return pool.isLent(index)
-    }
+    package func isHeld(_ index: Int) -> Bool { pool.isHeld(index) }
+    /// Gives back the hold `FrameReplay.sample(_:sequence:reusing:)` gave the caller, as a
+    /// capture thread does once it handed a frame on.
+    package func done(_ sample: SampleBuffer) { sample.release() }
 }
 
 /// The reused still sample of `EncodePaths.still`, as a still output keeps one.

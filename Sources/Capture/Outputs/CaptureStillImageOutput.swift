@@ -36,7 +36,8 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         var settings = OutputSettings()
         var pending: [Request] = []
         var nextID: UInt64 = 0
-        /// The frame chosen for `assigned` requests, waiting for the encode queue.
+        /// The frame chosen for `assigned` requests, waiting for the encode queue, with a hold
+        /// this output took on it (`handleFrame`).
         var frame: SampleBuffer?
         var assigned: [Request] = []
         var timerRunning = false
@@ -79,13 +80,15 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         // Released while captures wait (the app dropped this output and its session): their
         // completions still run, with `.cancelled`; a completion is never left uncalled.
         // That includes captures that already have their frame but whose encode had not run.
-        let orphaned = state.withLock { st in
+        let (orphaned, frame) = state.withLock { st in
             defer {
                 st.pending.removeAll()
                 st.assigned.removeAll()
+                st.frame = nil
             }
-            return st.pending + st.assigned
+            return (st.pending + st.assigned, st.frame)
         }
+        frame?.release()
         if !orphaned.isEmpty {
             let error = CaptureError(.cancelled, "the still image output was released while the capture waited for a frame")
             encodeQueue.async { for r in orphaned { r.completion(nil, error) } }
@@ -180,14 +183,17 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     }
 
     override func handleFrame(_ frame: SampleBuffer, connection: CaptureConnection) {
-        let wake: Bool = state.withLock { st in
-            guard st.pending.contains(where: { $0.connection === connection }) else { return false }
+        let (wake, replaced): (Bool, SampleBuffer?) = state.withLock { st in
+            guard st.pending.contains(where: { $0.connection === connection }) else { return (false, nil) }
             for r in st.pending where r.connection === connection { st.assigned.append(r) }
             st.pending.removeAll { $0.connection === connection }
             // Not picked up yet: the earlier requests get this newer frame too.
+            frame.hold()
+            let replaced = st.frame
             st.frame = frame
-            return true
+            return (true, replaced)
         }
+        replaced?.release()
         if wake { sources.encode.add(data: 1) }
     }
 
@@ -199,6 +205,8 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             return st.frame
         }
         defer { batch.removeAll(keepingCapacity: true) }
+        // Its buffer goes back once the still is made.
+        defer { frame?.release() }
         guard let frame, let first = batch.first else { return }
         let connection = first.connection
         let orientation = EXIFOrientation(videoOrientation: connection.videoOrientation, mirrored: connection.isVideoMirrored)

@@ -80,6 +80,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     }
     private let wakeupIDs = Atomic<UInt64>(0)
     private enum Pending {
+        /// A frame waiting; a frame lease here carries a hold this output took (see `enqueue`).
         case frame(SampleBuffer, CaptureConnection)
         case drop(DroppedFrames, CaptureConnection)
         var isFrame: Bool { if case .frame = self { true } else { false } }
@@ -90,7 +91,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     private let conversion = Locked(())
     private var converter: PixelFormatConverter?
     private var convertedPool: ConvertedBufferPool?
-    private let convertedSamples = SampleBufferPool(capacity: 4)
+    private let convertedSamples = FrameLeasePool(capacity: 4)
+    // The views the delegate and the sequences get (used under `conversion`, like `converter`).
+    private let views = SampleViewPool()
     // MJPEG frames completed for JPEG mode (raw frames are encoded by the input's JPEG stage).
     private let jpegSamples = JPEGSampleRing(count: 6)
     // MJPEG frames in JPEG mode, rewritten under `conversion` (like `converter`).
@@ -139,9 +142,14 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         _ = consume released
     }
 
-    /// Lets go of what waits for a consumer that is gone; its frames count as late.
+    /// Lets go of what waits for a consumer that is gone; its frames count as late and give
+    /// their holds back (their buffers go back to the driver unless someone else holds them).
     private static func discardBacklog(_ st: inout State) {
-        let frames = st.backlog.reduce(0) { $0 + ($1.isFrame ? 1 : 0) }
+        var frames = 0
+        for case .frame(let f, _) in st.backlog {
+            frames += 1
+            f.release()
+        }
         if frames > 0 { st.dropped[.frameWasLate, default: 0] += frames }
         st.backlog.removeAll(keepingCapacity: true)
     }
@@ -233,20 +241,25 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     }
 
     /// Queues a frame for the delegate and the async sequences (the drain converts it and hands
-    /// it to both).
+    /// it to both), with a hold of this output's on it until then.
     private func enqueue(_ sample: SampleBuffer, connection: CaptureConnection) {
-        let job: Wakeup? = state.withLock { st in
-            guard st.delegate != nil || !st.streams.isEmpty else { return nil }
+        let (job, late): (Wakeup?, SampleBuffer?) = state.withLock { st in
+            guard st.delegate != nil || !st.streams.isEmpty else { return (nil, nil) }
+            var late: SampleBuffer?
             if st.busy, st.discardsLate, let i = st.backlog.firstIndex(where: \.isFrame) {
                 // The delegate is still busy: the waiting frame is late, the new one replaces it.
                 if case .frame(let old, _) = st.backlog[i] {
                     st.backlog[i] = .drop(DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: old.sequenceNumber), connection)
+                    late = old
                 }
                 st.dropped[.frameWasLate, default: 0] += 1
             }
+            sample.hold()
             st.backlog.append(.frame(sample, connection))
-            return startDrainIfIdle(&st)
+            return (startDrainIfIdle(&st), late)
         }
+        // Outside the lock: the last hold queues the buffer back to the driver.
+        late?.release()
         job?.poke()
     }
 
@@ -291,12 +304,17 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                 return (item, st.delegate)
             }
             handed = nil
-            forStreams = nil
+            // The delegate and the sequences have had the last frame: unless one of them kept it,
+            // its buffer goes back now.
+            if forStreams != nil { conversion.withLock { _ in views.settle(&forStreams) } }
             guard let (item, delegate) = next else { return }
             switch item {
             case .frame(let sample, let connection):
+                // The hold `enqueue` took goes back once the frame is handed out (a view of it
+                // holds it for the app) or converted.
+                defer { sample.release() }
                 do throws(CaptureError) {
-                    let out = try conversion.withLock { _ throws(CaptureError) in try converted(sample) }
+                    let out = try conversion.withLock { _ throws(CaptureError) in try handOut(sample) }
                     forStreams = out
                     if let delegate {
                         handed = CaptureTime.now() - out.presentationTimeStamp
@@ -310,6 +328,17 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             case .drop(let drop, let connection): delegate?.captureOutput(self, didDrop: drop, from: connection)
             }
         }
+    }
+
+    /// What the app gets for `sample`: a view of its frame lease (or of the converted frame's),
+    /// or the JPEG sample. Under `conversion`.
+    private func handOut(_ sample: SampleBuffer) throws(CaptureError) -> SampleBuffer {
+        let made = try converted(sample)
+        guard made.isFrameLease else { return made }
+        let view = views.view(of: made)
+        // A converted frame's own hold: the view holds it now.
+        if made !== sample { made.release() }
+        return view
     }
 
     /// The frame in the format `videoSettings` asks for: as it is when it already is (or when no
@@ -334,7 +363,6 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         else { return sample }
         let conv = converter ?? PixelFormatConverter()
         converter = conv
-        convertedSamples.reclaim()
         if convertedPool?.byteCount != size.byteCount {
             convertedSamples.abandon()
             convertedPool = ConvertedBufferPool(byteCount: size.byteCount, count: 4)

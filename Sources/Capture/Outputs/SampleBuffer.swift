@@ -1,64 +1,140 @@
 import Foundation
+import Synchronization
 
 /// One captured sample: a video frame or a block of audio, with its timing.
 ///
 /// A video sample buffer is a zero-copy view of the driver's buffer: while you hold it, that
-/// buffer stays out of the driver's queue (as in AVFoundation). Release it promptly; a caller
-/// that keeps every buffer sees drops with reason `.outOfBuffers`. Safe to pass between threads.
+/// buffer stays out of the driver's queue (as in AVFoundation). When the last holder of a frame
+/// (your sample, an encoder, another output) lets go, its buffer goes back to the driver at once,
+/// on that holder's thread. Release samples promptly; a caller that keeps every buffer sees drops
+/// with reason `.outOfBuffers`. Immutable for its holders; safe to pass between threads.
 ///
-/// Video sample buffers are reused: once nobody holds a sample any more, the session gives its
-/// driver buffer back and may hand the same object out again for a later frame. Keep a strong
-/// reference for as long as you use a sample (a `weak` or `unowned` one may later show another frame).
+/// Video sample buffers are reused: a sample the delegate did not keep beyond its callback is
+/// given back at once and may be handed out again for a later frame. Keep a strong reference for
+/// as long as you use a sample (a `weak` or `unowned` one may later show another frame).
 public final class SampleBuffer: @unchecked Sendable {
     enum Kind {
         case video(ImageBuffer, ActiveFormat)
         case audio(AudioPCMBuffer)
         case jpeg(Data, VideoDimensions)
-        /// A video sample whose frame went back to the driver (seen only through a weak reference).
+        /// A reused video sample between two frames (seen only through a weak reference).
         case empty
     }
     private struct Contents: ~Copyable {
         var kind: Kind
         var timestamp: CaptureTime
         var sequence: UInt64
-        /// The driver buffer a video sample holds; nil once given back (or for other samples).
+        /// The driver buffer of a frame lease; nil once given back (or for other samples).
         var lease: FrameBuffer?
+        /// The lease a view holds one hold on (views only).
+        var viewed: SampleBuffer?
     }
-    // Written only while the writer holds the sole reference (refill, reclaim); the lock makes
-    // that hand-over between threads explicit.
+    // Written only while the writer holds the sole reference or the sole hold (refill, release);
+    // the lock makes that hand-over between threads explicit.
     private let contents: Locked<Contents>
+    /// Holds on the driver buffer of a frame lease (see `hold`); unused by other samples.
+    private let holds = Atomic<Int>(0)
 
     /// `.video` or `.audio`.
     public let mediaType: MediaType
 
+    /// A frame lease for `frame` with one hold, the caller's (dropping the sample gives it back too).
     init(frame: consuming FrameBuffer, format: ActiveFormat) {
         let image = frame.image, meta = frame.metadata
         contents = Locked(Contents(kind: .video(image, format), timestamp: meta.timestamp, sequence: UInt64(meta.sequence),
-                                  lease: consume frame))
+                                  lease: consume frame, viewed: nil))
+        holds.store(1, ordering: .relaxed)
+        mediaType = .video
+    }
+
+    /// A view of `lease` for an app: it takes a hold, given back when the view goes or is reused.
+    init(viewing lease: SampleBuffer) {
+        let c = lease.viewContents()
+        contents = Locked(Contents(kind: c.kind, timestamp: c.timestamp, sequence: c.sequence, lease: nil, viewed: lease))
         mediaType = .video
     }
 
     init(jpeg: Data, dimensions: VideoDimensions, metadata: FrameMetadata) {
         contents = Locked(Contents(kind: .jpeg(jpeg, dimensions), timestamp: metadata.timestamp,
-                                  sequence: UInt64(metadata.sequence), lease: nil))
+                                  sequence: UInt64(metadata.sequence), lease: nil, viewed: nil))
         mediaType = .video
     }
 
     init(audio: AudioPCMBuffer, timestamp: CaptureTime, firstFrame: UInt64) {
-        contents = Locked(Contents(kind: .audio(audio), timestamp: timestamp, sequence: firstFrame, lease: nil))
+        contents = Locked(Contents(kind: .audio(audio), timestamp: timestamp, sequence: firstFrame, lease: nil, viewed: nil))
         mediaType = .audio
     }
 
-    /// Reuses a video sample for a new frame. Only for the holder of the sole reference.
+    deinit {
+        // A view nobody holds any more: its hold goes back (the buffer too, if it was the last).
+        let viewed = contents.withLock { $0.viewed.take() }
+        viewed?.release()
+    }
+
+    // MARK: Frame leases
+
+    /// Adds a hold on this frame lease: its driver buffer stays out until every hold is released.
+    /// For holders inside the library that keep a frame beyond the call that gave it (a queue,
+    /// an encoder); each `hold` is paired with exactly one `release`. Any thread.
+    func hold() { holds.wrappingAdd(1, ordering: .relaxed) }
+
+    /// Gives one hold back; the last one gives the driver buffer back at once, on this thread.
+    /// A no-op for samples that are not frame leases (JPEG, audio). Any thread.
+    func release() {
+        guard holds.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        let frame: FrameBuffer? = contents.withLock { $0.lease.take() }
+        _ = consume frame
+    }
+
+    /// Whether this is a frame lease whose buffer is still out (held).
+    var isFrameLease: Bool { contents.withLock { $0.lease != nil } }
+
+    /// Whether nobody holds this lease, so that it may be refilled.
+    var isUnheld: Bool { holds.load(ordering: .acquiring) <= 0 }
+
+    /// What a view copies of its lease, and the view's hold.
+    private func viewContents() -> (kind: Kind, timestamp: CaptureTime, sequence: UInt64) {
+        hold()
+        return contents.withLock { ($0.kind, $0.timestamp, $0.sequence) }
+    }
+
+    /// Reuses a view for another lease. Only for the holder of the sole reference.
+    func refill(viewing lease: SampleBuffer) {
+        let c = lease.viewContents()
+        let old = contents.withLock { v in
+            v.kind = c.kind
+            v.timestamp = c.timestamp
+            v.sequence = c.sequence
+            let old = v.viewed
+            v.viewed = lease
+            return old
+        }
+        old?.release()
+    }
+
+    /// Ends a view: its hold goes back now. Only for the holder of the sole reference.
+    func endView() {
+        let old = contents.withLock { v in
+            v.kind = .empty
+            return v.viewed.take()
+        }
+        old?.release()
+    }
+
+    /// Reuses an unheld frame lease for a new frame, with one hold, the caller's. Only for its pool.
     func refill(with frame: consuming FrameBuffer, format: ActiveFormat) {
         let image = frame.image, meta = frame.metadata
         var incoming: FrameBuffer? = consume frame
-        contents.withLock { c in
+        let stale: FrameBuffer? = contents.withLock { c in
             c.kind = .video(image, format)
             c.timestamp = meta.timestamp
             c.sequence = UInt64(meta.sequence)
+            let stale = c.lease.take()
             c.lease = incoming.take()
+            return stale
         }
+        _ = consume stale
+        holds.store(1, ordering: .releasing)
     }
 
     /// Reuses a still sample for new JPEG bytes. Only for the holder of the sole reference.
@@ -68,16 +144,6 @@ public final class SampleBuffer: @unchecked Sendable {
             c.timestamp = metadata.timestamp
             c.sequence = UInt64(metadata.sequence)
         }
-    }
-
-    /// Gives the driver buffer back now. Only for the holder of the sole reference.
-    func releaseFrame() {
-        let lease: FrameBuffer? = contents.withLock { c in
-            let l = c.lease.take()
-            c.kind = .empty
-            return l
-        }
-        _ = consume lease
     }
 
     var kind: Kind { contents.withLock { $0.kind } }
@@ -196,67 +262,71 @@ public final class SampleBuffer: @unchecked Sendable {
     }
 }
 
-/// Reusable video sample buffers, one per buffer index of a pool, so that handing a frame out
-/// allocates nothing once every index was seen. A sample comes back when nobody else holds it:
-/// `reclaim()` finds those and gives their buffers back (each exactly once, by consuming the
-/// frame). Not thread-safe: one thread (a capture thread, an output's queue) owns it.
-final class SampleBufferPool {
+/// Frame leases, one per buffer index of a pool, reused so that handing a frame out allocates
+/// nothing once every index was seen. `wrap` gives a lease with one hold, the caller's; a lease is
+/// refilled only once every hold on it went back (which gave its buffer back, so the driver can
+/// return that index). Not thread-safe: one thread (a capture thread, an output's queue) owns it.
+final class FrameLeasePool {
     private var slots: [SampleBuffer?] = []
-    /// Indices whose samples are handed out.
-    private var lent: [Int] = []
 
-    init(capacity: Int = 8) {
-        slots.reserveCapacity(capacity)
-        lent.reserveCapacity(capacity)
-    }
+    init(capacity: Int = 8) { slots.reserveCapacity(capacity) }
 
-    /// Samples handed out and not yet reclaimed.
-    var lentCount: Int { lent.count }
-    /// Whether the sample of buffer `index` is handed out (call `reclaim` first for news).
-    func isLent(_ index: Int) -> Bool { lent.contains(index) }
-
-    /// A sample holding `frame`: the one of its buffer index when free, else a new one.
+    /// A lease holding `frame`, with one hold: the one of its buffer index when unheld, else a new one.
     func wrap(_ frame: consuming FrameBuffer, format: ActiveFormat) -> SampleBuffer {
         let i = frame.metadata.bufferIndex
         guard i >= 0 else { return SampleBuffer(frame: frame, format: format) }
         if i >= slots.count { slots.append(contentsOf: repeatElement(nil, count: i + 1 - slots.count)) }
-        if let at = lent.firstIndex(of: i) {
-            // The index came back while its sample is still out: a pool whose indices are not
-            // exclusive (replayed frames). A held sample is left to its holder.
-            lent.remove(at: at)
-            if isKnownUniquelyReferenced(&slots[i]) { slots[i]?.releaseFrame() } else { slots[i] = nil }
-        }
-        if isKnownUniquelyReferenced(&slots[i]), let s = slots[i] {
+        if let s = slots[i], s.isUnheld {
             s.refill(with: frame, format: format)
+            return s
+        }
+        // First use of the index, or an index that came back while its lease is still held (a
+        // pool whose indices are not exclusive, as replayed frames): the held one is its holders'.
+        let s = SampleBuffer(frame: frame, format: format)
+        slots[i] = s
+        return s
+    }
+
+    /// Whether the lease of buffer `index` is held by someone.
+    func isHeld(_ index: Int) -> Bool { index < slots.count && slots[index].map { !$0.isUnheld } == true }
+
+    /// Lets go of every lease: held ones belong to their holders alone and give their buffers
+    /// back when the last hold goes. For the end of a stream.
+    func abandon() { slots.removeAll() }
+}
+
+/// Reused views of frame leases, for handing frames to an app: a view takes a hold on its lease;
+/// `settle` gives it back at once when the app did not keep the view, so the buffer goes back the
+/// moment the callback returns. A view the app keeps belongs to the app; its hold goes back when
+/// the app lets go of it (`SampleBuffer.deinit`). Not thread-safe: one queue (or lock) owns it.
+final class SampleViewPool {
+    private var spare: [SampleBuffer] = []
+    private let limit: Int
+
+    init(limit: Int = 4) {
+        self.limit = limit
+        spare.reserveCapacity(limit)
+    }
+
+    /// A view of `lease` (which must be held by the caller meanwhile).
+    func view(of lease: SampleBuffer) -> SampleBuffer {
+        guard let v = spare.popLast() else { return SampleBuffer(viewing: lease) }
+        v.refill(viewing: lease)
+        return v
+    }
+
+    /// After a view was handed out: `view` is this pool's last reference to it. Unless somebody
+    /// else kept it, its hold goes back now and it is kept for reuse.
+    func settle(_ view: inout SampleBuffer?) {
+        guard view != nil else { return }
+        if isKnownUniquelyReferenced(&view!) {
+            let v = view!
+            view = nil
+            v.endView()
+            if spare.count < limit { spare.append(v) }
         } else {
-            slots[i] = SampleBuffer(frame: frame, format: format)
+            view = nil
         }
-        lent.append(i)
-        return slots[i]!
-    }
-
-    /// Gives back the buffers of samples nobody holds any more; returns how many are still held.
-    @discardableResult
-    func reclaim() -> Int {
-        var k = 0
-        while k < lent.count {
-            let i = lent[k]
-            if isKnownUniquelyReferenced(&slots[i]) {
-                slots[i]?.releaseFrame()
-                lent.swapAt(k, lent.count - 1)
-                lent.removeLast()
-            } else {
-                k += 1
-            }
-        }
-        return lent.count
-    }
-
-    /// Lets go of every sample: held ones now belong to their holders alone and give their
-    /// buffers back when released. For the end of a stream.
-    func abandon() {
-        slots.removeAll()
-        lent.removeAll()
     }
 }
 

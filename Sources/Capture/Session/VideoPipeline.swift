@@ -15,8 +15,8 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     private let stopped = Atomic<Bool>(false)
     /// How long without a frame counts as a stall.
     let stallTimeout: Duration
-    // The reusable sample buffers frames are handed out in; only the capture thread uses it.
-    private let samples = SampleBufferPool()
+    // The frame leases frames are handed on in, one per driver buffer; only the capture thread uses it.
+    private let samples = FrameLeasePool()
     // The JPEG stages of this input, one per product in use; only the capture thread touches
     // the list (their results run on their own threads).
     private var stages: [JPEGStage] = []
@@ -76,8 +76,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         defer {
             // What the encoders hold is delivered before the outputs hear of the stop.
             shutDownStages { _ in true }
-            // Unheld frames go back now; held ones when their holders let go.
-            samples.reclaim()
+            // Held frames go back when their last holders let go.
             samples.abandon()
             finished.signal()
         }
@@ -86,9 +85,6 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         var stalled = false
         let device = input.device
         while !stopRequested.load(ordering: .acquiring) {
-            // Here this loop's own references to the last frame are gone: frames nobody holds
-            // go back to the driver, and what is still held is counted.
-            let lent = samples.reclaim()
             // A stage no output fed for a while (its output went away or changed settings).
             if !stages.isEmpty { shutDownStages { self.framesHanded &- $0.lastFed > 120 } }
             if sourceIsDry {
@@ -96,12 +92,11 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                 // not say how many frames it lost until a buffer comes back. Report them now.
                 if let drop = ledger.dry(now: .now(), deviceNext: source.nextSequenceNumber) { report(drop) }
             }
-            // Released samples are only noticed here, so while the driver is short of buffers
-            // the wait is cut into slices that let them go back promptly.
-            let short = lent > 0 && source.bufferCount - source.buffersHeldByClients <= 1
+            // A buffer its last holder lets go of is queued back by that holder, which wakes this
+            // wait through the driver; the timeout only paces stall and dry-spell reports.
             let event: FrameEvent
             do {
-                event = try source.nextFrame(timeout: short ? .milliseconds(5) : .milliseconds(100))
+                event = try source.nextFrame(timeout: .milliseconds(100))
             } catch {
                 shutDownStages { _ in true }
                 for r in routes.snapshot { r.output.inputDidStop(r.connection, error: error) }
@@ -155,7 +150,10 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         }
     }
 
+    /// Hands a frame lease on to the routes, then gives back the capture thread's hold on it: an
+    /// output that keeps the frame took a hold of its own.
     private func deliver(_ sample: SampleBuffer, stillsToo: Bool, ledger: inout SequenceLedger) {
+        defer { sample.release() }
         let gap = ledger.arrived(UInt32(truncatingIfNeeded: sample.sequenceNumber), at: .now())
         if let gap { report(gap) }
         framesHanded &+= 1
