@@ -48,6 +48,15 @@ public final class FrameCollector: CaptureVideoDataOutputSampleBufferDelegate, @
     public var callsOffQueue: Int { lock.withLock { _offQueue } }
     public var count: Int { lock.withLock { _sequences.count } }
     public func releaseHeld() { lock.withLock { holdAll = false; _held.removeAll() } }
+    /// Lets go of the oldest held frame (the rest stay held); false if none is held. The frame
+    /// is released on the caller's thread, before this returns.
+    @discardableResult
+    public func releaseOldestHeld() -> Bool {
+        let frame: SampleBuffer? = lock.withLock { _held.isEmpty ? nil : _held.removeFirst() }
+        return frame != nil
+    }
+    /// Frames held now.
+    public var heldCount: Int { lock.withLock { _held.count } }
 
     /// Waits until `n` frames arrived, up to `timeout` seconds.
     @discardableResult
