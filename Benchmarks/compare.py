@@ -368,7 +368,7 @@ def write_markdown(results):
     L.append("| path | allocations per frame |")
     L.append("|---|---:|")
     L.append(f"| `JPEGEncoder` encode in place (what the pool workers run) | {h['allocations_per_frame_encode']:.2f} |")
-    L.append(f"| wrapping a dequeued buffer in its reused `SampleBuffer` (`SampleBufferPool`) | {h['allocations_per_frame_wrap']:.2f} |")
+    L.append(f"| wrapping a dequeued buffer in its reused frame lease (`FrameLeasePool`) | {h['allocations_per_frame_wrap']:.2f} |")
     L.append(f"| still output encode step (`StillEncoding.still`: JPEG copied into reused `Data` storage) | {h['allocations_per_frame_still_path']:.2f} |")
     L.append(f"| `JPEGEncoderPool`, 2 workers, whole process (feeder wraps each frame as a driver would) | {h['pool_allocations_per_frame']:.2f} |")
     L.append(f"| `CaptureSession` + virtual camera 1280x720 YUYV + `CaptureVideoDataOutput` with a counting delegate, whole process | {s['allocations_per_frame_video_data_output']:.2f} |")

@@ -149,13 +149,18 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
 
     /// Takes a still from `connection`; see `captureStillImageAsynchronously(from:completionHandler:)`.
     public func captureStillImage(from connection: CaptureConnection) async throws(CaptureError) -> SampleBuffer {
-        let result: Result<SampleBuffer, CaptureError> = await withCheckedContinuation { cont in
+        // The result crosses through a lock, not the continuation: ThreadSanitizer cannot follow
+        // a resume from the encode queue to the task, and would flag the still's first read.
+        let box = Locked<Result<SampleBuffer, CaptureError>?>(nil)
+        await withCheckedContinuation { (cont: CheckedContinuation<Void, Never>) in
             captureStillImageAsynchronously(from: connection) { sample, error in
-                if let sample { cont.resume(returning: .success(sample)) } else {
-                    cont.resume(returning: .failure(error ?? CaptureError(.driverError, "the still capture failed")))
+                box.withLock { r in
+                    r = sample.map { .success($0) } ?? .failure(error ?? CaptureError(.driverError, "the still capture failed"))
                 }
+                cont.resume()
             }
         }
+        let result = box.withLock { $0 } ?? .failure(CaptureError(.driverError, "the still capture failed"))
         return try result.get()
     }
 

@@ -89,6 +89,9 @@ public final class SampleBuffer: @unchecked Sendable {
     /// Whether this is a frame lease whose buffer is still out (held).
     var isFrameLease: Bool { contents.withLock { $0.lease != nil } }
 
+    /// Whether this is a view of a frame lease.
+    var isView: Bool { contents.withLock { $0.viewed != nil } }
+
     /// Whether nobody holds this lease, so that it may be refilled.
     var isUnheld: Bool { holds.load(ordering: .acquiring) <= 0 }
 
@@ -319,7 +322,8 @@ final class SampleViewPool {
     /// else kept it, its hold goes back now and it is kept for reuse.
     func settle(_ view: inout SampleBuffer?) {
         guard view != nil else { return }
-        if isKnownUniquelyReferenced(&view!) {
+        // (A JPEG sample handed out instead of a view is left as it is.)
+        if isKnownUniquelyReferenced(&view!), view!.isView {
             let v = view!
             view = nil
             v.endView()
