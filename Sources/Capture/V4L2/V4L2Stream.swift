@@ -204,6 +204,9 @@ final class V4L2BufferPool: BufferPool {
         var held = 0
         /// Buffers that a failed QBUF left with us while streaming; retried by `requeuePending`.
         var pending = 0
+        /// Called when a recycled buffer is queued while none was: a capture thread waiting for
+        /// one (poll on the device would only answer POLLERR) is woken by it.
+        var onRequeue: (@Sendable () -> Void)?
         var dequeue = v4l2_buffer()
     }
 
@@ -430,26 +433,35 @@ final class V4L2BufferPool: BufferPool {
 
     /// Gives buffer `index` back: QBUF while streaming, else just marks it free. Any thread.
     func recycle(index: Int) {
-        state.withLock { s in
+        let wake: (@Sendable () -> Void)? = state.withLock { s in
             guard index >= 0, index < count, s.owners[index] == .client else {
                 assertionFailure("buffer \(index) recycled twice or never dequeued")
-                return
+                return nil
             }
             s.held -= 1
             guard s.streaming else {
                 s.owners[index] = .free
-                return
+                return nil
             }
             if queueBuffer(index) == nil {
                 s.owners[index] = .driver
                 s.queued += 1
+                return s.queued == 1 ? s.onRequeue : nil
             } else {
                 // Stays with us; `requeuePending` tries again (ENODEV/EIO surface at the next DQBUF).
                 s.owners[index] = .free
                 s.pending += 1
+                return nil
             }
         }
+        wake?()
     }
+
+    /// Sets what `recycle` calls when it queues a buffer while none was queued.
+    func setRequeueHandler(_ handler: @escaping @Sendable () -> Void) { state.withLock { $0.onRequeue = handler } }
+
+    /// Buffers a failed QBUF left with us, waiting for `requeuePending`.
+    var pendingCount: Int { state.withLock { $0.pending } }
 
     /// Retries QBUF for buffers a failed QBUF left with us. Cheap when there are none.
     func requeuePending() {

@@ -13,6 +13,8 @@ final class V4L2VideoSource: VideoSource {
     let device: V4L2Device
     private let queue: V4L2Queue
     private let wake: FileDescriptor
+    /// Signalled when a holder queues a buffer back while the driver had none.
+    private let requeued: FileDescriptor
     private let pool = Locked<V4L2BufferPool?>(nil)
 
     init(device: V4L2Device, info: SourceInfo) throws(CaptureError) {
@@ -23,6 +25,7 @@ final class V4L2VideoSource: VideoSource {
         self.info = info
         self.queue = V4L2Queue(fd: device.fd, type: type)
         self.wake = try FileDescriptor.eventFD()
+        self.requeued = try FileDescriptor.eventFD()
     }
 
     deinit { stopStreaming() }
@@ -60,7 +63,10 @@ final class V4L2VideoSource: VideoSource {
                 throw CaptureError(.invalidState, "\(device.path) is already streaming.", operation: "VIDIOC_STREAMON")
             }
             let format = try device.format()
-            p = try V4L2BufferPool.start(queue: queue, requestedCount: bufferCount, format: format)
+            let started = try V4L2BufferPool.start(queue: queue, requestedCount: bufferCount, format: format)
+            let requeued = self.requeued
+            started.setRequeueHandler { requeued.signal() }
+            p = started
         }
     }
 
@@ -80,13 +86,17 @@ final class V4L2VideoSource: VideoSource {
             if now >= deadline { return .timeout }
             let remaining = Self.milliseconds(now.duration(to: deadline))
             if pool.queuedCount == 0 || errorWithoutFrame {
-                // Nothing queued: poll on the device would answer POLLERR at once. Wait on the
-                // wake-up descriptor in short slices until a recycled buffer is queued again.
+                // Nothing queued: poll on the device would answer POLLERR at once. Wait until a
+                // holder queues a buffer back (it signals `requeued`) or a wake-up; only a failed
+                // QBUF waiting for its retry, or a POLLERR without a frame, waits in 10 ms slices.
+                let slice = errorWithoutFrame || pool.pendingCount > 0 ? min(remaining, 10) : remaining
                 errorWithoutFrame = false
-                if try wake.poll(events: Int16(POLLIN), other: -1, timeoutMilliseconds: min(remaining, 10)).0 != 0 {
+                let (back, woke) = try requeued.poll(events: Int16(POLLIN), other: wake.rawValue, timeoutMilliseconds: slice)
+                if woke & Int16(POLLIN) != 0 {
                     wake.drain()
                     return .interrupted
                 }
+                if back & Int16(POLLIN) != 0 { requeued.drain() }
                 continue
             }
             let (events, woke) = try device.fd.poll(events: Int16(POLLIN | POLLPRI), other: wake.rawValue,
