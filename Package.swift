@@ -26,7 +26,27 @@ let package = Package(
         // Only what Swift cannot import: ioctl request codes, variadic calls, packed structs.
         .target(name: "CV4L2Shim", dependencies: ["CLibV4L2", "CTurboJPEG", "CLibJPEG", "CALSA"],
                 cSettings: [.unsafeFlags(["-O3"])]),
-        .target(name: "Capture", dependencies: ["CV4L2Shim"]),
+        // The layers, bottom to top; a target depends only on targets above it in this list.
+        // System: the one syscall funnel, typed errno, descriptors, poll/eventfd/inotify, `Locked`.
+        .target(name: "CaptureSystem", dependencies: ["CV4L2Shim"], path: "Sources/CaptureSystem"),
+        // Backend contract and the public vocabulary: `VideoSource`, `AudioSource`, `FrameBuffer`,
+        // `CaptureError` (with the one errno table), pixel formats, times, audio buffers.
+        .target(name: "CaptureBackend", dependencies: ["CaptureSystem"], path: "Sources/CaptureBackend"),
+        // Backends: V4L2 cameras, ALSA microphones.
+        .target(name: "CaptureV4L2", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
+                path: "Sources/CaptureV4L2"),
+        .target(name: "CaptureALSA", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
+                path: "Sources/CaptureALSA"),
+        // Imaging: images to JPEG, pixel-format conversion, JPEG markers, EXIF (no object model).
+        .target(name: "CaptureImaging", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
+                path: "Sources/CaptureImaging"),
+        // The virtual camera and microphone: in-process backends, public API.
+        .target(name: "CaptureVirtual", dependencies: ["CaptureImaging", "CaptureBackend", "CaptureSystem"],
+                path: "Sources/CaptureVirtual"),
+        // The object model (devices, session, outputs, the frame pipeline); re-exports the
+        // vocabulary, imaging and virtual-device types users need.
+        .target(name: "Capture", dependencies: ["CaptureVirtual", "CaptureImaging", "CaptureV4L2", "CaptureALSA",
+                                                "CaptureBackend", "CaptureSystem", "CV4L2Shim"]),
         .executableTarget(name: "CaptureTool", dependencies: ["Capture"], path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
@@ -37,7 +57,11 @@ let package = Package(
                           path: "Benchmarks/CaptureBench"),
         // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.
         .target(name: "CaptureTestSupport", dependencies: ["Capture", "CV4L2Shim"], path: "Tests/CaptureTestSupport"),
-        .testTarget(name: "CaptureTests", dependencies: ["Capture", "CV4L2Shim", "CaptureTestSupport"]),
-        .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CV4L2Shim", "CaptureTestSupport"]),
+        .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
+                                                         "CaptureImaging", "CaptureBackend", "CaptureSystem",
+                                                         "CV4L2Shim", "CaptureTestSupport"]),
+        .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
+                                                               "CaptureImaging", "CaptureBackend", "CaptureSystem",
+                                                               "CV4L2Shim", "CaptureTestSupport"]),
     ]
 )

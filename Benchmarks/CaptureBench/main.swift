@@ -8,6 +8,12 @@
 //   capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--still-quality Q]
 //                         [--jpeg-threads N] [--json]
 //   capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--quality Q] [--json]
+import CaptureVirtual
+import CaptureImaging
+import CaptureV4L2
+import CaptureALSA
+import CaptureBackend
+import CaptureSystem
 import CAllocCounter
 import Capture
 import Foundation

@@ -1,4 +1,10 @@
 // The seeds' flows as reusable checks: the host runs them on the virtual camera, the VM on vivid.
+import CaptureVirtual
+import CaptureImaging
+import CaptureV4L2
+import CaptureALSA
+import CaptureBackend
+import CaptureSystem
 import Capture
 import Foundation
 import Testing

@@ -4,6 +4,12 @@
 // scripts/soak runs it alone with CAPTURE_SOAK_FRAMES=100000 (the RSS check applies then); in the
 // ordinary host run it streams 1500 frames at 300 fps and checks the accounting only, since other suites
 // running in parallel move the resident size.
+import CaptureVirtual
+import CaptureImaging
+import CaptureV4L2
+import CaptureALSA
+import CaptureBackend
+import CaptureSystem
 import Capture
 import Foundation
 import Synchronization

@@ -1,6 +1,12 @@
 // Hot-plug: tells when cameras appear and disappear. V4L2 nodes are watched with inotify on the
 // device folder; virtual cameras through their installation list. `CaptureDevice.devices(for:)`
 // stays the source of truth: every change is found by listing the devices again and comparing.
+import CaptureVirtual
+import CaptureImaging
+import CaptureV4L2
+import CaptureALSA
+import CaptureBackend
+import CaptureSystem
 #if canImport(Glibc)
 import Glibc
 #endif

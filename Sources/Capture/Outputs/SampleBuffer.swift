@@ -1,3 +1,9 @@
+import CaptureVirtual
+import CaptureImaging
+import CaptureV4L2
+import CaptureALSA
+import CaptureBackend
+import CaptureSystem
 import Foundation
 import Synchronization
 
@@ -365,10 +371,4 @@ final class JPEGSampleRing: @unchecked Sendable {
             return nil
         }
     }
-}
-
-/// The kind of media a device captures or an output accepts.
-public enum MediaType: String, Sendable, Hashable, CaseIterable {
-    case video
-    case audio
 }

@@ -1,3 +1,9 @@
+import CaptureVirtual
+import CaptureImaging
+import CaptureV4L2
+import CaptureALSA
+import CaptureBackend
+import CaptureSystem
 import Foundation
 
 /// Links one input to one output for one media type, as `AVCaptureConnection`.

@@ -1,0 +1,490 @@
+import CaptureVirtual
+import CaptureImaging
+import CaptureV4L2
+import CaptureALSA
+import CaptureBackend
+import CaptureSystem
+import Foundation
+
+/// Encodes camera frames to JPEG on several threads, each with its own `JPEGEncoder`, and hands
+/// the results out in the order the frames were submitted.
+///
+/// The capture thread calls `submit`; it only ever takes a lock and moves a reference, and never
+/// runs the `deliver` closure. Frames wait in one bounded queue (`queueDepth`). When the queue is
+/// full the oldest waiting frame is dropped (its driver buffer goes back at once) so that the
+/// newest frame wins; the drop is delivered, in sequence, as `.dropped`.
+///
+/// Results are delivered on the worker threads, one at a time, in submission order. The JPEG bytes
+/// are borrowed (from the worker's encoder, or from a result slot when a frame finished ahead of
+/// its turn; nothing is allocated per frame): they are valid only during the `deliver` call,
+/// which should return promptly because the frames after it wait for it.
+///
+/// Thread-safe. Do not call `shutdown` from inside `deliver`.
+package final class JPEGEncoderPool: @unchecked Sendable {
+    /// One result, in submission order.
+    package enum Output {
+        /// A frame's JPEG. `bytes` are valid only during the `deliver` call.
+        case encoded(sequence: UInt32, timestamp: CaptureTime, bytes: UnsafeRawBufferPointer)
+        /// Frames replaced by newer ones because every worker was busy (reason `.frameWasLate`).
+        case dropped(DroppedFrames)
+        /// A frame that could not be encoded.
+        case failed(sequence: UInt32, error: CaptureError)
+    }
+
+    /// What `submit` does when the queue is full.
+    package enum WhenFull: Sendable {
+        /// Drop the oldest waiting frame (live capture: the newest frame wins).
+        case dropOldest
+        /// Block until a worker takes a frame (replaying recorded frames, benchmarks).
+        case wait
+    }
+
+    /// Frames submitted, encoded (or failed) and dropped so far.
+    package struct Statistics: Sendable, Hashable {
+        package var submitted = 0
+        package var encoded = 0
+        package var failed = 0
+        package var dropped = 0
+    }
+
+    private let core: Core
+
+    /// Starts `workers` threads (at least 1). `queueDepth` (default: one per worker) bounds the
+    /// frames waiting for a worker. `subsampling` nil keeps each frame's own.
+    package init(workers: Int, queueDepth: Int? = nil, quality: Int = 85, subsampling: ChromaSubsampling? = nil,
+                 deliver: @escaping @Sendable (Output) -> Void) {
+        let n = max(1, workers)
+        core = Core(workers: n, depth: max(1, queueDepth ?? n), quality: quality, subsampling: subsampling,
+                    deliver: deliver)
+        for i in 0..<n {
+            let t = Thread { [core] in core.work(i) }
+            t.name = "swift-capture jpeg \(i)"
+            t.qualityOfService = .userInteractive
+            t.start()
+        }
+    }
+
+    deinit { core.shutdown() }
+
+    /// Number of encoder threads.
+    package var workerCount: Int { core.workerCount }
+
+    /// Queues a video sample buffer's frame (zero-copy: the driver buffer is held until it is
+    /// encoded). Returns false for samples that are not raw video frames, and after `shutdown`.
+    @discardableResult
+    package func submit(_ sample: SampleBuffer, whenFull: WhenFull = .dropOldest) -> Bool {
+        guard sample.videoImage != nil else { return false }
+        return core.submit(sample, whenFull: whenFull)
+    }
+
+    /// Encodes and delivers what is queued, then stops the workers and waits for them. Later
+    /// submissions are refused. Idempotent.
+    package func shutdown() { core.shutdown() }
+
+    package var statistics: Statistics { core.statistics }
+}
+
+// The shared state lives apart from the pool so that the worker threads do not keep the pool
+// alive: the pool's deinit shuts them down.
+//
+// Ordering without idling: a worker whose frame is next delivers straight from its encoder's
+// buffer. A worker that finishes ahead of its turn copies the JPEG into one of its two result
+// slots (memory kept from frame to frame) and goes on with the next frame; whoever delivers the
+// frame before it delivers it. Only when both of its slots wait does a worker wait.
+private final class Core: @unchecked Sendable {
+    private struct DropRange {
+        var start: UInt64
+        var count: Int
+        var firstSequence: UInt32
+    }
+
+    /// A finished frame waiting for its turn, in a worker's slot.
+    private struct Ready {
+        var ticket: UInt64
+        var sequence: UInt32
+        var timestamp: CaptureTime
+        var count: Int
+        var failure: CaptureError?
+        var inUse: Bool
+    }
+
+    static let slotsPerWorker = 2
+
+    let workerCount: Int
+    private let quality: Int
+    private let subsampling: ChromaSubsampling?
+    private let deliver: @Sendable (JPEGEncoderPool.Output) -> Void
+
+    // Everything below is guarded by `mutex`; one condition serves every wait (few threads).
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var queue: [SampleBuffer?]
+    private var queueTickets: [UInt64]
+    private var head = 0, queued = 0
+    private var nextTicket: UInt64 = 0
+    private var nextDeliver: UInt64 = 0
+    private var delivering = false
+    // Dropped tickets not yet reported, as ranges. Ranges are separated by tickets still queued
+    // or held by a worker, so at most depth + workers * (1 + slots) + 1 exist at once.
+    private var drops: [DropRange]
+    private var dropHead = 0, dropCount = 0
+    private var ready: [Ready]
+    // Slot memory: written by its worker while the slot is reserved, read by the deliverer.
+    private var slotMemory: [UnsafeMutableRawPointer?]
+    private var slotCapacity: [Int]
+    private var closing = false
+    private var workerThreads: [pthread_t?]
+    private var stats = JPEGEncoderPool.Statistics()
+    // Workers that have not yet left `work`; every `shutdown` not on a worker waits for 0.
+    private var running: Int
+
+    init(workers: Int, depth: Int, quality: Int, subsampling: ChromaSubsampling?,
+         deliver: @escaping @Sendable (JPEGEncoderPool.Output) -> Void) {
+        workerCount = workers
+        running = workers
+        self.quality = quality
+        self.subsampling = subsampling
+        self.deliver = deliver
+        queue = Array(repeating: nil, count: depth)
+        queueTickets = Array(repeating: 0, count: depth)
+        let slots = workers * Self.slotsPerWorker
+        drops = Array(repeating: DropRange(start: 0, count: 0, firstSequence: 0), count: depth + workers + slots + 2)
+        ready = Array(repeating: Ready(ticket: 0, sequence: 0, timestamp: CaptureTime(nanoseconds: 0), count: 0,
+                                       failure: nil, inUse: false), count: slots)
+        slotMemory = Array(repeating: nil, count: slots)
+        slotCapacity = Array(repeating: 0, count: slots)
+        workerThreads = Array(repeating: nil, count: workers)
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(cond, nil)
+    }
+
+    deinit {
+        for m in slotMemory { free(m) }
+        pthread_cond_destroy(cond)
+        pthread_mutex_destroy(mutex)
+        cond.deallocate()
+        mutex.deallocate()
+    }
+
+    private func lock() { pthread_mutex_lock(mutex) }
+    private func unlock() { pthread_mutex_unlock(mutex) }
+    private func wait() { pthread_cond_wait(cond, mutex) }
+    private func wakeAll() { pthread_cond_broadcast(cond) }
+
+    var statistics: JPEGEncoderPool.Statistics {
+        lock()
+        defer { unlock() }
+        return stats
+    }
+
+    func submit(_ frame: SampleBuffer, whenFull: JPEGEncoderPool.WhenFull) -> Bool {
+        var evicted: SampleBuffer?
+        lock()
+        while queued == queue.count && !closing {
+            if whenFull == .wait {
+                wait()
+                continue
+            }
+            // Newest wins: the oldest waiting frame goes; its ticket is reported in order.
+            let old = queue[head]
+            let ticket = queueTickets[head]
+            queue[head] = nil
+            head = (head + 1) % queue.count
+            queued -= 1
+            recordDrop(ticket: ticket, sequence: old.map { UInt32(truncatingIfNeeded: $0.sequenceNumber) } ?? 0)
+            evicted = old
+        }
+        guard !closing else {
+            unlock()
+            evicted?.release()
+            return false
+        }
+        let slot = (head + queued) % queue.count
+        // Held until encoded (or evicted): the encoder reads the driver's buffer in place.
+        frame.hold()
+        queue[slot] = frame
+        queueTickets[slot] = nextTicket
+        nextTicket += 1
+        queued += 1
+        stats.submitted += 1
+        wakeAll()
+        unlock()
+        // Released outside the lock: the last hold queues the buffer back to the driver.
+        evicted?.release()
+        return true
+    }
+
+    private func recordDrop(ticket: UInt64, sequence: UInt32) {
+        stats.dropped += 1
+        if dropCount > 0 {
+            let last = (dropHead + dropCount - 1) % drops.count
+            if drops[last].start + UInt64(drops[last].count) == ticket {
+                drops[last].count += 1
+                return
+            }
+        }
+        precondition(dropCount < drops.count, "JPEGEncoderPool: more drop ranges than tickets in flight")
+        drops[(dropHead + dropCount) % drops.count] = DropRange(start: ticket, count: 1, firstSequence: sequence)
+        dropCount += 1
+    }
+
+    /// With the lock held: delivers whatever is next in order and already done (dropped frames,
+    /// frames waiting in slots). Returns whether it delivered anything.
+    @discardableResult
+    private func deliverDue() -> Bool {
+        var did = false
+        while !delivering {
+            if dropCount > 0, drops[dropHead].start == nextDeliver {
+                let range = drops[dropHead]
+                dropHead = (dropHead + 1) % drops.count
+                dropCount -= 1
+                delivering = true
+                nextDeliver += UInt64(range.count)
+                unlock()
+                deliver(.dropped(DroppedFrames(reason: .frameWasLate, count: range.count,
+                                               sequenceNumber: UInt64(range.firstSequence))))
+                lock()
+            } else if let i = ready.firstIndex(where: { $0.inUse && $0.ticket == nextDeliver }) {
+                let r = ready[i]
+                // Read under the lock: another worker may store a grown buffer into its own
+                // slot of `slotMemory` meanwhile (a write to the same array).
+                let memory = slotMemory[i]
+                delivering = true
+                unlock()
+                if let failure = r.failure {
+                    deliver(.failed(sequence: r.sequence, error: failure))
+                } else {
+                    deliver(.encoded(sequence: r.sequence, timestamp: r.timestamp,
+                                     bytes: UnsafeRawBufferPointer(start: memory, count: r.count)))
+                }
+                lock()
+                if r.failure == nil { stats.encoded += 1 } else { stats.failed += 1 }
+                ready[i].inUse = false
+                nextDeliver = r.ticket + 1
+            } else {
+                break
+            }
+            delivering = false
+            wakeAll()
+            did = true
+        }
+        return did
+    }
+
+    func work(_ index: Int) {
+        let encoder = JPEGEncoder(quality: quality, subsampling: subsampling)
+        let mySlots = (index * Self.slotsPerWorker)..<((index + 1) * Self.slotsPerWorker)
+        lock()
+        workerThreads[index] = pthread_self()
+        while true {
+            deliverDue()
+            guard queued > 0 else {
+                if closing { break }
+                wait()
+                continue
+            }
+            var frame = queue[head]
+            let ticket = queueTickets[head]
+            queue[head] = nil
+            head = (head + 1) % queue.count
+            queued -= 1
+            wakeAll()
+            unlock()
+
+            let sequence = frame.map { UInt32(truncatingIfNeeded: $0.sequenceNumber) } ?? 0
+            let timestamp = frame?.presentationTimeStamp ?? CaptureTime(nanoseconds: 0)
+            var bytes = UnsafeRawBufferPointer(start: nil, count: 0)
+            var failure: CaptureError?
+            if let f = frame {
+                do throws(CaptureError) {
+                    bytes = try f.withVideoImage { image throws(CaptureError) in
+                        guard let image else { throw CaptureError(.invalidArgument, "not a raw video sample") }
+                        return try encoder.encode(image)
+                    }
+                } catch {
+                    failure = error
+                }
+            }
+            // The driver buffer goes back before this frame waits for its turn.
+            frame?.release()
+            frame = nil
+
+            lock()
+            var slot: Int?
+            while true {
+                if nextDeliver == ticket && !delivering {
+                    // Our turn: straight from the encoder's buffer, nothing copied.
+                    delivering = true
+                    unlock()
+                    if let failure {
+                        deliver(.failed(sequence: sequence, error: failure))
+                    } else {
+                        deliver(.encoded(sequence: sequence, timestamp: timestamp, bytes: bytes))
+                    }
+                    lock()
+                    if failure == nil { stats.encoded += 1 } else { stats.failed += 1 }
+                    delivering = false
+                    nextDeliver = ticket + 1
+                    wakeAll()
+                    break
+                }
+                if deliverDue() { continue }
+                if let free = mySlots.first(where: { !ready[$0].inUse }) {
+                    slot = free
+                    break
+                }
+                wait()
+            }
+            if let slot {
+                // Ahead of our turn: park the JPEG in a slot and go on with the next frame.
+                ready[slot].inUse = true
+                ready[slot].ticket = UInt64.max // reserved, not yet deliverable
+                let need = bytes.count
+                var memory = slotMemory[slot]
+                let capacity = slotCapacity[slot]
+                unlock()
+                if need > capacity {
+                    // Grows only for a bigger frame than any before; steady state allocates nothing.
+                    free(memory)
+                    memory = malloc(max(need + need / 4, 4096))
+                }
+                if need > 0, let memory, let src = bytes.baseAddress { memcpy(memory, src, need) }
+                lock()
+                if need > capacity {
+                    slotMemory[slot] = memory
+                    slotCapacity[slot] = memory == nil ? 0 : max(need + need / 4, 4096)
+                }
+                let lost = memory == nil && need > 0
+                ready[slot] = Ready(ticket: ticket, sequence: sequence, timestamp: timestamp, count: lost ? 0 : need,
+                                    failure: lost ? CaptureError(.ioError, "out of memory holding a JPEG for its turn") : failure,
+                                    inUse: true)
+                wakeAll()
+            }
+        }
+        running -= 1
+        wakeAll()
+        unlock()
+    }
+
+    func shutdown() {
+        lock()
+        closing = true
+        wakeAll()
+        let self_ = pthread_self()
+        let onWorker = workerThreads.contains { $0.map { pthread_equal($0, self_) != 0 } ?? false }
+        // A worker cannot wait for itself; the others stop on their own. Every other caller
+        // waits, not only the first: a second `shutdown` (say one made from inside `deliver`
+        // got there first) must not return while frames are still being delivered.
+        if !onWorker {
+            while running > 0 { wait() }
+        }
+        unlock()
+    }
+}
+
+// MARK: - Entry points for the benchmark executable (package access, not public API)
+
+/// Recorded frames served as a driver serves its mmap buffers: each `sample(_:sequence:)` wraps
+/// one of the caller's buffers as a `FrameBuffer` (zero-copy) whose release is counted like a
+/// requeue. Lets `capture-bench` run the library's real encode paths on frames from a file.
+package final class FrameReplay: @unchecked Sendable {
+    private final class Pool: BufferPool, @unchecked Sendable {
+        let recycled = UnsafeMutablePointer<Int>.allocate(capacity: 1)
+        let lock = NSLock()
+        init() { recycled.initialize(to: 0) }
+        deinit { recycled.deallocate() }
+        func recycle(index: Int) {
+            lock.lock()
+            recycled.pointee += 1
+            lock.unlock()
+        }
+    }
+
+    private let pool = Pool()
+    private let buffers: [UnsafeRawBufferPointer]
+    private let format: ActiveFormat
+
+    /// `buffers` must stay valid while any sample from this replay lives. `bytesPerLine` 0 means
+    /// rows without padding.
+    package init(pixelFormat: PixelFormat, width: Int, height: Int, bytesPerLine: Int = 0,
+                 colorRange: ColorRange = .limited, buffers: [UnsafeRawBufferPointer]) {
+        self.buffers = buffers
+        format = ActiveFormat(pixelFormat: pixelFormat, width: width, height: height,
+                              planes: [PlaneFormat(bytesPerLine: bytesPerLine, sizeImage: buffers.first?.count ?? 0)],
+                              colorRange: colorRange)
+    }
+
+    package var count: Int { buffers.count }
+
+    func frame(_ index: Int, sequence: UInt32) -> FrameBuffer {
+        let b = buffers[index]
+        let image = ImageBuffer(pixelFormat: format.pixelFormat, width: format.width, height: format.height,
+                                colorRange: format.colorRange,
+                                plane0: PlaneView(base: b.baseAddress, count: b.count,
+                                                  bytesPerLine: format.planes[0].bytesPerLine))
+        return FrameBuffer(image: image, metadata: FrameMetadata(sequence: sequence, timestamp: .now(), bufferIndex: index),
+                           pool: pool)
+    }
+
+    /// Buffer `index` as the video data output hands frames out (a `FrameBuffer` in a `SampleBuffer`).
+    package func sample(_ index: Int, sequence: UInt32) -> SampleBuffer {
+        SampleBuffer(frame: frame(index, sequence: sequence), format: format)
+    }
+
+    /// The same, reusing the frame leases of `pool` as a capture thread does (nothing allocated
+    /// once each index was seen and let go). The caller's hold goes back with `done(_:)`.
+    package func sample(_ index: Int, sequence: UInt32, reusing pool: ReplaySamples) -> SampleBuffer {
+        pool.pool.wrap(frame(index, sequence: sequence), format: format)
+    }
+
+    /// Frames whose buffer was given back so far.
+    package var recycledCount: Int {
+        pool.lock.lock()
+        defer { pool.lock.unlock() }
+        return pool.recycled.pointee
+    }
+}
+
+/// Reusable frame leases for `FrameReplay.sample(_:sequence:reusing:)`; one thread uses it.
+package final class ReplaySamples: @unchecked Sendable {
+    let pool = FrameLeasePool()
+    package init() {}
+    /// Whether buffer `index`'s lease is still held by someone, as a driver knows whether a
+    /// buffer was queued back.
+    package func isHeld(_ index: Int) -> Bool { pool.isHeld(index) }
+    /// Gives back the hold `FrameReplay.sample(_:sequence:reusing:)` gave the caller, as a
+    /// capture thread does once it handed a frame on.
+    package func done(_ sample: SampleBuffer) { sample.release() }
+}
+
+/// The reused still sample of `EncodePaths.still`, as a still output keeps one.
+package final class StillSamples: @unchecked Sendable {
+    let ring = JPEGSampleRing(count: 1)
+    package init() {}
+}
+
+/// The library's encode paths, reachable from `capture-bench` without `@testable`.
+package enum EncodePaths {
+    /// What the encoder pool's workers run: the frame read in place, the bytes borrowed from
+    /// `encoder` until its next encode.
+    package static func encodeInPlace(_ sample: SampleBuffer, with encoder: JPEGEncoder) throws(CaptureError) -> UnsafeRawBufferPointer {
+        guard let image = sample.videoImage else { throw CaptureError(.invalidArgument, "not a raw video sample") }
+        return try withExtendedLifetime(sample) { () throws(CaptureError) in try encoder.encode(image) }
+    }
+
+    /// What `CaptureStillImageOutput` runs for any frame: the JPEG in `stills`' reused sample
+    /// (nil when the caller still holds it); `scratch` serves MJPEG frames.
+    package static func still(_ sample: SampleBuffer, encoder: inout JPEGEncoder?, quality: Int,
+                              scratch: inout [UInt8], into stills: StillSamples) throws(CaptureError) -> SampleBuffer? {
+        guard let image = sample.videoImage else { throw CaptureError(.invalidArgument, "not a video sample") }
+        let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: sample.sequenceNumber), timestamp: sample.presentationTimeStamp,
+                                 bufferIndex: -1)
+        let dims = VideoDimensions(width: image.width, height: image.height)
+        return try sample.withVideoImage { _ throws(CaptureError) in
+            try StillEncoding.still(image, encoder: &encoder, settings: .init(quality: quality), exif: nil, scratch: &scratch) {
+                stills.ring.sample(copying: $0, dimensions: dims, metadata: meta)
+            }
+        }
+    }
+
+}
