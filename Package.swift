@@ -53,13 +53,17 @@ let package = Package(
         .executableTarget(name: "LiveCapture", dependencies: ["Capture"], path: "Examples/LiveCapture"),
         // Counts the process's heap allocations (defines malloc); only capture-bench links it.
         .target(name: "CAllocCounter", path: "Benchmarks/CAllocCounter"),
-        .executableTarget(name: "CaptureBench", dependencies: ["Capture", "CV4L2Shim", "CAllocCounter"],
+        // The library's frame paths on recorded frames, for capture-bench and the encoder tests.
+        .target(name: "CaptureBenchSupport", dependencies: ["Capture"], path: "Benchmarks/CaptureBenchSupport"),
+        .executableTarget(name: "CaptureBench", dependencies: ["Capture", "CaptureBenchSupport", "CaptureV4L2", "CaptureALSA",
+                                                            "CaptureVirtual", "CaptureImaging", "CaptureBackend",
+                                                            "CaptureSystem", "CV4L2Shim", "CAllocCounter"],
                           path: "Benchmarks/CaptureBench"),
         // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.
         .target(name: "CaptureTestSupport", dependencies: ["Capture", "CV4L2Shim"], path: "Tests/CaptureTestSupport"),
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
                                                          "CaptureImaging", "CaptureBackend", "CaptureSystem",
-                                                         "CV4L2Shim", "CaptureTestSupport"]),
+                                                         "CV4L2Shim", "CaptureTestSupport", "CaptureBenchSupport"]),
         .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
                                                                "CaptureImaging", "CaptureBackend", "CaptureSystem",
                                                                "CV4L2Shim", "CaptureTestSupport"]),

@@ -14,6 +14,7 @@ import CaptureV4L2
 import CaptureALSA
 import CaptureBackend
 import CaptureSystem
+import CaptureBenchSupport
 import CAllocCounter
 import Capture
 import Foundation

@@ -4,6 +4,7 @@ import CaptureV4L2
 import CaptureALSA
 import CaptureBackend
 import CaptureSystem
+import CaptureBenchSupport
 import Foundation
 import Testing
 @testable import Capture

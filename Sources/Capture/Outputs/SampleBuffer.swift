@@ -45,7 +45,7 @@ public final class SampleBuffer: @unchecked Sendable {
     public let mediaType: MediaType
 
     /// A frame lease for `frame` with one hold, the caller's (dropping the sample gives it back too).
-    init(frame: consuming FrameBuffer, format: ActiveFormat) {
+    package init(frame: consuming FrameBuffer, format: ActiveFormat) {
         let image = frame.image, meta = frame.metadata
         contents = Locked(Contents(kind: .video(image, format), timestamp: meta.timestamp, sequence: UInt64(meta.sequence),
                                   lease: consume frame, viewed: nil))
@@ -86,7 +86,7 @@ public final class SampleBuffer: @unchecked Sendable {
 
     /// Gives one hold back; the last one gives the driver buffer back at once, on this thread.
     /// A no-op for samples that are not frame leases (JPEG, audio). Any thread.
-    func release() {
+    package func release() {
         guard holds.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
         let frame: FrameBuffer? = contents.withLock { $0.lease.take() }
         _ = consume frame
@@ -240,7 +240,7 @@ public final class SampleBuffer: @unchecked Sendable {
 
     /// The raw image of a video sample (nil for stills and audio). Its planes are valid while
     /// this sample is held; read them inside `withVideoImage`.
-    var videoImage: ImageBuffer? {
+    package var videoImage: ImageBuffer? {
         if case .video(let image, _) = kind { return image }
         return nil
     }
@@ -260,7 +260,7 @@ public final class SampleBuffer: @unchecked Sendable {
 
     /// Runs `body` with the raw image of a video sample (nil for other samples), keeping the
     /// sample, and so the driver buffer, alive meanwhile.
-    func withVideoImage<R, E: Error>(_ body: (ImageBuffer?) throws(E) -> R) throws(E) -> R {
+    package func withVideoImage<R, E: Error>(_ body: (ImageBuffer?) throws(E) -> R) throws(E) -> R {
         let image = videoImage
         // The reads in `body` come before any later reuse of this sample (which takes the lock).
         defer {
@@ -275,13 +275,13 @@ public final class SampleBuffer: @unchecked Sendable {
 /// nothing once every index was seen. `wrap` gives a lease with one hold, the caller's; a lease is
 /// refilled only once every hold on it went back (which gave its buffer back, so the driver can
 /// return that index). Not thread-safe: one thread (a capture thread, an output's queue) owns it.
-final class FrameLeasePool {
+package final class FrameLeasePool {
     private var slots: [SampleBuffer?] = []
 
-    init(capacity: Int = 8) { slots.reserveCapacity(capacity) }
+    package init(capacity: Int = 8) { slots.reserveCapacity(capacity) }
 
     /// A lease holding `frame`, with one hold: the one of its buffer index when unheld, else a new one.
-    func wrap(_ frame: consuming FrameBuffer, format: ActiveFormat) -> SampleBuffer {
+    package func wrap(_ frame: consuming FrameBuffer, format: ActiveFormat) -> SampleBuffer {
         let i = frame.metadata.bufferIndex
         guard i >= 0 else { return SampleBuffer(frame: frame, format: format) }
         if i >= slots.count { slots.append(contentsOf: repeatElement(nil, count: i + 1 - slots.count)) }
@@ -297,7 +297,7 @@ final class FrameLeasePool {
     }
 
     /// Whether the lease of buffer `index` is held by someone.
-    func isHeld(_ index: Int) -> Bool { index < slots.count && slots[index].map { !$0.isUnheld } == true }
+    package func isHeld(_ index: Int) -> Bool { index < slots.count && slots[index].map { !$0.isUnheld } == true }
 
     /// Lets go of every lease: held ones belong to their holders alone and give their buffers
     /// back when the last hold goes. For the end of a stream.
@@ -342,17 +342,17 @@ final class SampleViewPool {
 
 /// Reused sample buffers for JPEG bytes (video data output in JPEG mode, stills): one is taken when nobody holds it
 /// any more, its bytes rewritten in place (see `StillEncoding.store`). Thread-safe.
-final class JPEGSampleRing: @unchecked Sendable {
+package final class JPEGSampleRing: @unchecked Sendable {
     private struct Slot {
         var sample: SampleBuffer?
         var storage = Data()
     }
     private let slots: Locked<[Slot]>
 
-    init(count: Int) { slots = Locked(Array(repeating: Slot(), count: max(1, count))) }
+    package init(count: Int) { slots = Locked(Array(repeating: Slot(), count: max(1, count))) }
 
     /// A sample holding a copy of `jpeg`, or nil when the app holds every one.
-    func sample(copying jpeg: UnsafeRawBufferPointer, dimensions: VideoDimensions, metadata: FrameMetadata) -> SampleBuffer? {
+    package func sample(copying jpeg: UnsafeRawBufferPointer, dimensions: VideoDimensions, metadata: FrameMetadata) -> SampleBuffer? {
         slots.withLock { slots in
             for i in slots.indices {
                 if slots[i].sample == nil {
