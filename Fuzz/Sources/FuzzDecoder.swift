@@ -1,6 +1,7 @@
 // libFuzzer target: the TurboJPEG-backed decoder with a pixel cap (as libjpeg-turbo's own fuzzers
 // do), every output layout in turn, and every output byte read so ASan sees partial writes.
-import Capture
+import CaptureBackend
+import CaptureImaging
 
 nonisolated(unsafe) private let decoder = JPEGDecoder(maximumPixelCount: 1 << 20)
 nonisolated(unsafe) private var round = 0

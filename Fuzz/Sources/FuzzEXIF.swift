@@ -2,7 +2,8 @@
 // parses must write back, and writing is a fixed point: the written payload reads back to
 // values that write the same bytes again, with the orientation kept. (The first read may hold
 // text the writer normalises: strings over 255 bytes, bytes outside printable ASCII.)
-import Capture
+import CaptureBackend
+import CaptureImaging
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzEXIF(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {

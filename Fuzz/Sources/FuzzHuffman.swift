@@ -1,7 +1,8 @@
 // libFuzzer target: standard Huffman-table insertion and still assembly (with and without Exif)
 // from untrusted MJPEG frames. The output of a frame that parsed must itself parse, with tables;
 // a still is made exactly when the exact parser accepts the frame.
-import Capture
+import CaptureBackend
+import CaptureImaging
 
 nonisolated(unsafe) private var output: [UInt8] = []
 

@@ -1,6 +1,7 @@
 // libFuzzer target: JPEG marker parsing and MJPEG frame validation over arbitrary bytes.
 // A thrown CaptureError is the expected outcome for junk; a crash or sanitizer report is a bug.
-import Capture
+import CaptureBackend
+import CaptureImaging
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzMarkers(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
