@@ -11,9 +11,7 @@
 import CaptureVirtual
 import CaptureImaging
 import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import CaptureBenchSupport
 import CAllocCounter
 import Capture

@@ -2,7 +2,6 @@
 // alsa-lib's negative errno into a `CaptureError` naming the call and the device. alsa-lib's own
 // stderr messages are silenced: the errors carry the same facts.
 import CaptureBackend
-import CaptureSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc

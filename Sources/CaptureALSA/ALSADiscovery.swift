@@ -1,7 +1,6 @@
 // Finds ALSA capture PCMs: the "default" device first (when it can capture), then every
 // card/device pair that has a capture substream.
 import CaptureBackend
-import CaptureSystem
 import Foundation
 internal import CALSA
 

@@ -1,4 +1,3 @@
-import CaptureSystem
 import Foundation
 
 /// The format of captured audio.

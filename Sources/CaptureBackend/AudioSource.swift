@@ -1,7 +1,6 @@
 // The internal contract between the object model and audio backends (ALSA), the audio
 // counterpart of `VideoSource` in Backend/VideoSource.swift. Nothing here but the format range
 // is public.
-import CaptureSystem
 
 /// What an audio device accepts: sample formats, a rate range and a channel range.
 ///

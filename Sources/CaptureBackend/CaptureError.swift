@@ -1,4 +1,3 @@
-import CaptureSystem
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,7 +1,6 @@
 /// A pixel format, identified by its V4L2 four-character code (FourCC).
 ///
 /// An open set: any FourCC a driver reports is representable; the common ones have names.
-import CaptureSystem
 public struct PixelFormat: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// The little-endian FourCC value, as in `V4L2_PIX_FMT_*`.
     public var rawValue: UInt32

@@ -1,4 +1,3 @@
-import CaptureSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,6 @@
 // The internal contract between the object model (CaptureDevice, CaptureSession, outputs) and the
 // backends that produce frames: V4L2 (`V4L2/`) and the virtual camera (`Virtual/`).
 // Nothing here is public; the public model never sees V4L2.
-import CaptureSystem
 
 /// One plane of an image in memory. Borrowed: valid only while its `FrameBuffer` lives.
 package struct PlaneView: @unchecked Sendable {

@@ -1,6 +1,4 @@
 /// How many chroma samples a JPEG keeps per luma sample.
-import CaptureBackend
-import CaptureSystem
 public enum ChromaSubsampling: String, Sendable, Hashable, CaseIterable {
     /// Full-resolution chroma.
     case s444

@@ -1,5 +1,3 @@
-import CaptureBackend
-import CaptureSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc

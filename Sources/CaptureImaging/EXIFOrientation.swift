@@ -1,7 +1,5 @@
 /// The EXIF/TIFF `Orientation` tag (0x0112): how a viewer must turn the stored pixels to show
 /// them upright. Raw values are the tag's 1...8, named as `CGImagePropertyOrientation` names them.
-import CaptureBackend
-import CaptureSystem
 public enum EXIFOrientation: UInt16, Sendable, Hashable, CaseIterable {
     /// 1: stored upright.
     case up = 1

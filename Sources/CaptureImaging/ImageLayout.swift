@@ -1,5 +1,4 @@
 import CaptureBackend
-import CaptureSystem
 internal import CV4L2Shim
 
 /// Where each colour plane of an uncompressed image lies, derived from the V4L2 format rules and

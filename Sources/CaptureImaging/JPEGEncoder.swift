@@ -1,5 +1,4 @@
 import CaptureBackend
-import CaptureSystem
 import Foundation
 internal import CV4L2Shim
 

@@ -1,5 +1,4 @@
 import CaptureBackend
-import CaptureSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc

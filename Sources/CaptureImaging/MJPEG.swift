@@ -1,5 +1,4 @@
 import CaptureBackend
-import CaptureSystem
 import Foundation
 
 /// Motion-JPEG frames as cameras send them: each a JPEG image, often without Huffman tables

@@ -1,5 +1,4 @@
 import CaptureBackend
-import CaptureSystem
 internal import CV4L2Shim
 
 /// Converts frames into a pixel format the device cannot deliver (for the video data output's

@@ -3,8 +3,6 @@
 /// A camera sensor's native orientation is landscape: frames come off the device upright when
 /// the camera is held in `landscapeRight`. The other values say how the device is held, so that
 /// stills can be marked (EXIF orientation) to display upright. Plain value; any thread.
-import CaptureBackend
-import CaptureSystem
 public enum VideoOrientation: String, Sendable, Hashable, CaseIterable {
     /// Held upright, the top of the picture toward the top of the device; shows the sensor's
     /// image turned 90° clockwise.

@@ -1,4 +1,3 @@
-import CaptureBackend
 internal import CV4L2Shim
 import CaptureSystem
 

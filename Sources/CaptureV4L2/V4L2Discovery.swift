@@ -1,6 +1,5 @@
 // Finding cameras among the video4linux nodes and opening them with typed errors.
 import CaptureBackend
-import CaptureSystem
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,7 +1,6 @@
 // Typed forms of the V4L2 constants and structures the layer uses. Open sets are OptionSets or
 // RawRepresentable structs (a driver may report values newer than this code).
 import CaptureBackend
-import CaptureSystem
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,5 @@
 import CaptureImaging
 import CaptureBackend
-import CaptureSystem
 internal import CV4L2Shim
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,4 @@
-import CaptureImaging
 import CaptureBackend
-import CaptureSystem
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,5 @@
 import CaptureImaging
 import CaptureBackend
-import CaptureSystem
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,4 +1,3 @@
-import CaptureImaging
 import CaptureBackend
 import CaptureSystem
 

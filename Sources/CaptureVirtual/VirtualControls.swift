@@ -1,8 +1,6 @@
 // The virtual camera's controls, with V4L2's control IDs so code written for real cameras
 // finds them where it looks.
-import CaptureImaging
 import CaptureBackend
-import CaptureSystem
 
 extension VirtualCamera {
     /// `V4L2_CID_BRIGHTNESS`, `V4L2_CID_CONTRAST`, `V4L2_CID_SATURATION` (user class base 0x980900)

@@ -1,11 +1,8 @@
 // Audio against snd-aloop in the VM (`scripts/vm/run --aloop`): what is played into
 // hw:Loopback,0,N comes out of hw:Loopback,1,N. These tests fail, not skip, without the driver.
 import CaptureVirtual
-import CaptureImaging
-import CaptureV4L2
 import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import Foundation
 import Synchronization
 import Testing

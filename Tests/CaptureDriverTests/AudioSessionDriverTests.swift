@@ -2,12 +2,8 @@
 // CaptureAudioDataOutput (delegate and async sequence), and audio with vivid video in one
 // session (seed 004). Nested in AudioDriverTests, which is serialized: the audio tests never
 // overlap (a loaded VM overruns sooner). Uses loopback subdevice 1.
-import CaptureVirtual
-import CaptureImaging
-import CaptureV4L2
 import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import Foundation
 import Testing
 @testable import Capture

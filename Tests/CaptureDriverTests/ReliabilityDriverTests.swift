@@ -3,12 +3,8 @@
 // CaptureStillImageOutput, session events), and each must give its documented event or error,
 // with counts matching what was injected, every good frame delivered in order, and the process's
 // /dev/video descriptors and mappings back at their baseline afterwards.
-import CaptureVirtual
 import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import Capture
 import CaptureTestSupport
 import Foundation

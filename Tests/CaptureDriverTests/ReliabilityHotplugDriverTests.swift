@@ -1,11 +1,6 @@
 // Hot-plug against a real driver in the VM: v4l2loopback 0.12.7 has no control device for adding
 // and removing nodes (that came with 0.13), so the test unloads and reloads the module; its node
 // disappears from and reappears in /dev as a USB camera's would.
-import CaptureVirtual
-import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
-import CaptureBackend
 import CaptureSystem
 import Capture
 import CaptureTestSupport

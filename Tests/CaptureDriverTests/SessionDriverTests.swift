@@ -1,11 +1,7 @@
 // The object model against vivid (n_devs=2) and v4l2loopback in the VM: the seeds' flows, stills
 // from each raw format, MJPEG passthrough, video data output behaviour, rejected commits.
-import CaptureVirtual
 import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import Capture
 import CaptureTestSupport
 import CV4L2Shim

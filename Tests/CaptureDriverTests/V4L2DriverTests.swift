@@ -1,7 +1,6 @@
 // The V4L2 layer against the kernel's vivid driver, in the VM (scripts/test runs this suite with
 // vivid n_devs=2 multiplanar=1,2: instance 0 single-planar, instance 1 multi-planar).
 // Serialized: the tests share vivid's nodes, and two streams on one node would be EBUSY.
-import CaptureVirtual
 import CaptureImaging
 import CaptureV4L2
 import CaptureALSA

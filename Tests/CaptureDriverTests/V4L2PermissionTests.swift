@@ -1,10 +1,5 @@
 // The V4L2 layer as an unprivileged user (scripts/test's "user" configuration).
-import CaptureVirtual
-import CaptureImaging
 import CaptureV4L2
-import CaptureALSA
-import CaptureBackend
-import CaptureSystem
 import Foundation
 import Testing
 import Glibc

@@ -1,10 +1,5 @@
 // The seeds' flows as reusable checks: the host runs them on the virtual camera, the VM on vivid.
-import CaptureVirtual
-import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import Capture
 import Foundation
 import Testing

@@ -1,11 +1,5 @@
 // Shared by the host and driver tests: decoding JPEGs with TurboJPEG directly (independent of
 // the library's own decoder), checking colour bars, counting descriptors and mappings.
-import CaptureVirtual
-import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
-import CaptureBackend
-import CaptureSystem
 import CV4L2Shim
 import Foundation
 import Capture

@@ -1,11 +1,7 @@
 // Audio through the object model on the host, with the virtual microphone: the same flows the
 // VM runs on snd-aloop (AudioSessionDriverTests), without sound hardware.
 import CaptureVirtual
-import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import Foundation
 import Testing
 @testable import Capture

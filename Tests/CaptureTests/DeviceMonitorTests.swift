@@ -1,10 +1,6 @@
 // DeviceMonitor on the host: virtual cameras installed and uninstalled while a monitor runs;
 // the inotify watch on /dev even though the host has no video node.
 import CaptureVirtual
-import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
-import CaptureBackend
 import CaptureSystem
 import Capture
 import Foundation

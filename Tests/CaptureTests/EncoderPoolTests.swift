@@ -1,9 +1,4 @@
-import CaptureVirtual
 import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
-import CaptureBackend
-import CaptureSystem
 import CaptureBenchSupport
 import Foundation
 import Testing

@@ -1,9 +1,6 @@
 import CaptureVirtual
 import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import Foundation
 import Testing
 import CV4L2Shim

@@ -6,9 +6,6 @@
 // running in parallel move the resident size.
 import CaptureVirtual
 import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
-import CaptureBackend
 import CaptureSystem
 import Capture
 import Foundation

@@ -1,8 +1,5 @@
 // Host tests of the V4L2 layer: the parts that need no device.
-import CaptureVirtual
-import CaptureImaging
 import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
 import CaptureSystem
 import Testing

@@ -1,11 +1,6 @@
 // Where the session meets the audio layer: the input check and the reader thread of a running
 // audio input.
-import CaptureVirtual
-import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import Foundation
 import Synchronization
 

@@ -1,11 +1,8 @@
 // Audio devices in the object model: ALSA capture PCMs found by `ALSADiscovery` (payload: their
 // `AudioDeviceInfo`), then installed virtual microphones (payload: the `VirtualMicrophone`).
 import CaptureVirtual
-import CaptureImaging
-import CaptureV4L2
 import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 
 extension CaptureDevice {
     /// ALSA capture devices, the default first, then installed virtual microphones.

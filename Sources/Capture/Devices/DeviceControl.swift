@@ -1,9 +1,6 @@
 import CaptureVirtual
 import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 extension CaptureDevice {
     /// Identifies a device control. Named cases cover the common camera controls; any V4L2
     /// control ID (`V4L2_CID_*`) is representable.

@@ -2,9 +2,7 @@
 // device folder; virtual cameras through their installation list. `CaptureDevice.devices(for:)`
 // stays the source of truth: every change is found by listing the devices again and comparing.
 import CaptureVirtual
-import CaptureImaging
 import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
 import CaptureSystem
 #if canImport(Glibc)

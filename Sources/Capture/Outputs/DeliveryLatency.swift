@@ -1,12 +1,6 @@
 /// How long frames took from capture to the app: from a frame's capture timestamp (the driver's,
 /// on the monotonic clock) to the moment the delegate is called with it. Conversion and JPEG
 /// encoding on the way count; waiting for a busy delegate counts too.
-import CaptureVirtual
-import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
-import CaptureBackend
-import CaptureSystem
 public struct DeliveryLatency: Sendable, Hashable, CustomStringConvertible {
     /// Frames measured.
     public var frames: Int

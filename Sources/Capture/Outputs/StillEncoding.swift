@@ -1,9 +1,5 @@
-import CaptureVirtual
 import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import Foundation
 
 /// How the still output turns a frame into JPEG bytes (the imaging layer does the work).

@@ -1,9 +1,6 @@
 import CaptureVirtual
 import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import Foundation
 
 /// Encodes camera frames to JPEG on several threads, each with its own `JPEGEncoder`, and hands

@@ -1,9 +1,5 @@
-import CaptureVirtual
 import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 import Foundation
 import Synchronization
 

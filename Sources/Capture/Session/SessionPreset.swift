@@ -1,9 +1,5 @@
-import CaptureVirtual
 import CaptureImaging
-import CaptureV4L2
-import CaptureALSA
 import CaptureBackend
-import CaptureSystem
 extension CaptureSession {
     /// A quality level for the session's video, as `AVCaptureSession.Preset`. Resolved against
     /// the formats the camera really has.
