@@ -378,6 +378,8 @@ import CaptureTestSupport
             try session.start()
             #expect(await collector.eventually(frames: 2))
             rig.camera.stall(for: nil)
+            // A frame made before the stall may still be on its way: the still must find none.
+            #expect(await collector.quiet(for: 0.3))
             outcome.capture(still, from: try #require(still.connection(with: .video)))
         }
         #expect(await eventually { weakSession.object == nil && weakOutput.object == nil }, "the session or its output outlived the app's references")
@@ -514,6 +516,8 @@ import CaptureTestSupport
         try session.start()
         defer { session.stopRunning() }
         front.camera.stall(for: nil)
+        // A frame made before the stall may still be on its way; let it pass (nobody takes it).
+        try await Task.sleep(for: .milliseconds(500))
         let ledger = CompletionLedger()
         ledger.capture(still, from: try #require(still.connection(with: .video)))
         session.beginConfiguration()
@@ -545,6 +549,8 @@ import CaptureTestSupport
         #expect(await collector.eventually(frames: 2))
         collector.onFrame = nil
         rig.camera.stall(for: nil)
+        // A frame made before the stall may still be on its way: the still must find none.
+        #expect(await collector.quiet(for: 0.3))
         let ledger = CompletionLedger()
         ledger.capture(still, from: try #require(still.connection(with: .video)))
         rig.camera.disconnect()
@@ -685,6 +691,22 @@ struct MisuseRig {
 }
 
 extension FrameCollector {
+    /// Waits (up to 10 s) until no frame arrived for `seconds`; false if frames kept coming.
+    func quiet(for seconds: Double) async -> Bool {
+        let end = Date().addingTimeInterval(10)
+        var last = count, since = Date()
+        while Date() < end {
+            try? await Task.sleep(for: .milliseconds(50))
+            if count != last {
+                last = count
+                since = Date()
+            } else if Date().timeIntervalSince(since) >= seconds {
+                return true
+            }
+        }
+        return false
+    }
+
     /// Waits for `frames` frames without blocking a thread of the shared pool.
     func eventually(frames n: Int, timeout: Double = 10) async -> Bool {
         await CaptureTestSupport.eventually(timeout: timeout) { self.count >= n }
