@@ -49,10 +49,10 @@ public struct Key: Sendable, Hashable, CustomStringConvertible {
 /// A top-level window showing a tree of layers (`rootLayer`, the seeds' `self.view.layer`),
 /// drawn with SDL2.
 ///
-/// Main thread only (SDL wants one thread, and the main one): make, change and close windows and
-/// run the event loop there; the layers themselves may be changed from any thread. Event
-/// handlers run on the main thread, inside `processEvents()`/`runEventLoop()`.
-@MainActor
+/// Thread-bound: SDL wants one thread, so every window, `processEvents()` and the event loop
+/// belong to the thread that opened the first window (the main thread in an app; a
+/// precondition checks it) until the last window closes. The layers themselves may be changed
+/// from any thread. Event handlers run on that thread, inside `processEvents()`/`runEventLoop()`.
 public final class PreviewWindow {
     /// The layer filling the window; its frame follows the window's size.
     public let rootLayer = Layer()
@@ -100,14 +100,14 @@ public final class PreviewWindow {
 
     /// Throws `.noDisplay` when neither `DISPLAY` nor `WAYLAND_DISPLAY` is set (and no
     /// `SDL_VIDEODRIVER` says otherwise). Pure; any thread.
-    public nonisolated static func checkDisplay(_ environment: [String: String]) throws(PreviewError) {
+    public static func checkDisplay(_ environment: [String: String]) throws(PreviewError) {
         func set(_ k: String) -> Bool { !(environment[k] ?? "").isEmpty }
         guard set("DISPLAY") || set("WAYLAND_DISPLAY") || set("SDL_VIDEODRIVER") else {
             throw PreviewError(.noDisplay, "no display: DISPLAY and WAYLAND_DISPLAY are unset; run 'capture serve' for a preview in a browser")
         }
     }
 
-    isolated deinit {
+    deinit {
         destroy()
     }
 
@@ -135,6 +135,20 @@ public final class PreviewWindow {
             guard let window else { return }
             SDL_SetWindowSize(window, Int32(max(1, newValue.width.rounded())), Int32(max(1, newValue.height.rounded())))
             syncRootLayer()
+        }
+    }
+
+    /// Where the window's top-left corner is on the screen; setting it moves the window.
+    public var position: CGPoint {
+        get {
+            guard let window else { return .zero }
+            var x: Int32 = 0, y: Int32 = 0
+            SDL_GetWindowPosition(window, &x, &y)
+            return CGPoint(x: Int(x), y: Int(y))
+        }
+        set {
+            guard let window else { return }
+            SDL_SetWindowPosition(window, Int32(newValue.x.rounded()), Int32(newValue.y.rounded()))
         }
     }
 
@@ -167,6 +181,7 @@ public final class PreviewWindow {
 
     private func destroy() {
         guard let window else { return }
+        SDLVideo.checkThread()
         for t in textures.values { SDL_DestroyTexture(t.texture) }
         for t in videoTextures.values { SDL_DestroyTexture(t.texture) }
         textures = [:]
@@ -187,8 +202,9 @@ public final class PreviewWindow {
     // MARK: Events
 
     private struct WeakWindow { weak var window: PreviewWindow? }
-    private static var open: [WeakWindow] = []
-    private static var loopStopped = false
+    // Used on the SDL thread only (checked where SDL is entered).
+    nonisolated(unsafe) private static var open: [WeakWindow] = []
+    nonisolated(unsafe) private static var loopStopped = false
 
     /// The open windows.
     public static var windows: [PreviewWindow] { open.compactMap(\.window) }
@@ -197,6 +213,7 @@ public final class PreviewWindow {
     /// more.
     public static func processEvents() {
         guard SDLVideo.users > 0 else { return }
+        SDLVideo.checkThread()
         var e = SDL_Event()
         while SDL_PollEvent(&e) != 0 {
             let type = e.type
@@ -289,6 +306,7 @@ public final class PreviewWindow {
     /// their newest frame, upload it and let go of it; without a new frame they show the last.
     public func render() {
         guard let renderer else { return }
+        SDLVideo.checkThread()
         var commands: [DrawCommand] = []
         Layer.locked {
             // The root layer's frame is the window; its superlayer space is the window.
@@ -523,18 +541,29 @@ public final class PreviewWindow {
 }
 
 /// SDL's video subsystem, started for the first window and stopped after the last (so that
-/// closing every window closes the display connection too). Main thread only.
-@MainActor
+/// closing every window closes the display connection too). Used on one thread, `owner`.
 enum SDLVideo {
-    static var users = 0
+    nonisolated(unsafe) static var users = 0
+    nonisolated(unsafe) static var owner: pthread_t?
+
+    /// Stops a call from a thread other than the one SDL runs on.
+    static func checkThread() {
+        if let owner {
+            precondition(pthread_equal(owner, pthread_self()) != 0,
+                         "PreviewWindow used from a thread other than the one that opened the first window (SDL wants one thread)")
+        }
+    }
 
     static var lastError: String { String(cString: SDL_GetError()) }
 
     static func retain() throws(PreviewError) {
+        checkThread()
         if users == 0 {
+            owner = pthread_self()
             guard SDL_InitSubSystem(UInt32(SDL_INIT_VIDEO)) == 0 else {
                 let why = lastError
                 SDL_Quit()
+                owner = nil
                 throw PreviewError(.noDisplay, "cannot use the display (\(why)): check DISPLAY, or run 'capture serve' for a preview in a browser")
             }
         }
@@ -546,6 +575,7 @@ enum SDLVideo {
         if users == 0 {
             SDL_QuitSubSystem(UInt32(SDL_INIT_VIDEO))
             SDL_Quit()
+            owner = nil
         }
     }
 }

@@ -1,0 +1,152 @@
+import CaptureTestSupport
+import Foundation
+import Testing
+
+/// A real X server for the window tests: `Xvfb` on a display number it picks itself
+/// (`-displayfd`), with a root colour a letterbox cannot be mistaken for, screenshots of the root
+/// window through `xwd | convert`, and `DISPLAY` pointing at it while it runs. A missing `Xvfb`
+/// is an error, never a skip. One server for the whole test process (`shared()`), stopped at
+/// exit: Mesa's GLX does not survive a second X server in one process.
+final class XvfbDisplay: @unchecked Sendable {
+    nonisolated(unsafe) private static var sharedServer: Result<XvfbDisplay, TestFailure>?
+    private static let sharedLock = NSLock()
+
+    /// The process's server, started on first use.
+    static func shared() throws -> XvfbDisplay {
+        try sharedLock.withLock {
+            if sharedServer == nil {
+                do {
+                    sharedServer = .success(try XvfbDisplay())
+                    atexit { XvfbDisplay.stopShared() }
+                } catch let e as TestFailure {
+                    sharedServer = .failure(e)
+                } catch {
+                    sharedServer = .failure(TestFailure("Xvfb: \(error)"))
+                }
+            }
+            return try sharedServer!.get()
+        }
+    }
+
+    private static func stopShared() {
+        if case .success(let x)? = sharedServer { x.stop() }
+    }
+
+    /// The root window's colour (#336699).
+    static let rootColor = (r: 0x33, g: 0x66, b: 0x99)
+    let display: String
+    private let process: Process
+    private let savedDisplay: String?
+
+    init(width: Int = 900, height: Int = 900) throws {
+        let xvfb = "/usr/bin/Xvfb"
+        guard FileManager.default.isExecutableFile(atPath: xvfb) else {
+            throw TestFailure("no \(xvfb): install xvfb, x11-apps, x11-xserver-utils and imagemagick (scripts/test does)")
+        }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: xvfb)
+        p.arguments = ["-displayfd", "1", "-screen", "0", "\(width)x\(height)x24", "-nolisten", "tcp", "-noreset"]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        // Xvfb writes the display number once it accepts clients (or exits, closing the pipe).
+        var text = ""
+        while !text.contains("\n") {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        try? out.fileHandleForReading.close()
+        guard let n = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            p.terminate()
+            p.waitUntilExit()
+            throw TestFailure("Xvfb did not start (said '\(text)')")
+        }
+        process = p
+        display = ":\(n)"
+        savedDisplay = ProcessInfo.processInfo.environment["DISPLAY"]
+        setenv("DISPLAY", display, 1)
+        try run("/usr/bin/xsetroot", ["-display", display, "-solid", "#336699"])
+    }
+
+    /// Stops the server and puts `DISPLAY` back.
+    func stop() {
+        if let savedDisplay { setenv("DISPLAY", savedDisplay, 1) } else { unsetenv("DISPLAY") }
+        guard process.isRunning else { return }
+        process.terminate()
+        // A child spawned from a dispatch thread may inherit a mask that blocks SIGTERM.
+        let deadline = Date(timeIntervalSinceNow: 3)
+        while process.isRunning, Date() < deadline { usleep(20_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        let n = display.dropFirst()
+        try? FileManager.default.removeItem(atPath: "/tmp/.X\(n)-lock")
+        try? FileManager.default.removeItem(atPath: "/tmp/.X11-unix/X\(n)")
+    }
+
+    deinit { stop() }
+
+    /// The whole screen, RGB.
+    func screenshot() throws -> RGBImage {
+        let data = try run("/bin/sh", ["-c", "/usr/bin/xwd -root -display \(display) -silent | /usr/bin/convert xwd:- ppm:-"])
+        return try Self.parsePPM(data)
+    }
+
+    @discardableResult
+    private func run(_ tool: String, _ args: [String]) throws -> Data {
+        guard FileManager.default.isExecutableFile(atPath: args.first == "-c" ? "/usr/bin/xwd" : tool) else {
+            throw TestFailure("no \(tool): install x11-apps, x11-xserver-utils and imagemagick (scripts/test does)")
+        }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: tool)
+        p.arguments = args
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw TestFailure("\(tool) \(args.joined(separator: " ")) exited \(p.terminationStatus)") }
+        return data
+    }
+
+    /// Reads a binary PPM (P6, maxval 255).
+    static func parsePPM(_ data: Data) throws -> RGBImage {
+        let bytes = [UInt8](data)
+        var fields: [Int] = [], i = 0
+        var magic = ""
+        while fields.count < 3 || magic.isEmpty {
+            while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x0A || bytes[i] == 0x0D || bytes[i] == 0x09 { i += 1 }
+            if i < bytes.count, bytes[i] == 0x23 { while i < bytes.count, bytes[i] != 0x0A { i += 1 }; continue }
+            var word = ""
+            while i < bytes.count, !(bytes[i] == 0x20 || bytes[i] == 0x0A || bytes[i] == 0x0D || bytes[i] == 0x09) {
+                word.append(Character(UnicodeScalar(bytes[i])))
+                i += 1
+            }
+            guard !word.isEmpty else { throw TestFailure("screenshot: not a PPM") }
+            if magic.isEmpty { magic = word } else if let v = Int(word) { fields.append(v) } else { throw TestFailure("screenshot: bad PPM header") }
+        }
+        i += 1
+        let (w, h, maxval) = (fields[0], fields[1], fields[2])
+        guard magic == "P6", maxval == 255, bytes.count - i >= w * h * 3 else { throw TestFailure("screenshot: \(magic) \(w)x\(h) maxval \(maxval), \(bytes.count - i) bytes") }
+        return RGBImage(width: w, height: h, pixels: Array(bytes[i..<(i + w * h * 3)]))
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible, Sendable {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+extension RGBImage {
+    /// The part of the image inside `rect` (clamped to the image).
+    func cropped(to rect: CGRect) -> RGBImage {
+        let x0 = max(0, Int(rect.minX)), y0 = max(0, Int(rect.minY))
+        let x1 = min(width, Int(rect.maxX)), y1 = min(height, Int(rect.maxY))
+        var out: [UInt8] = []
+        out.reserveCapacity(max(0, (x1 - x0) * (y1 - y0) * 3))
+        for y in y0..<max(y0, y1) { out += pixels[(y * width + x0) * 3..<(y * width + x1) * 3] }
+        return RGBImage(width: max(0, x1 - x0), height: max(0, y1 - y0), pixels: out)
+    }
+}
