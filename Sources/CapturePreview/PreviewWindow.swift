@@ -490,6 +490,9 @@ public final class PreviewWindow {
         }
         let full = sample.colorRange == .full
         guard let tex = videoTexture(for: layer, format: format, width: w, height: h, fullRange: full, r) else { return }
+        // The software renderer converts YUV on upload, the OpenGL one when drawing: both see the
+        // frame's levels.
+        SDL_SetYUVConversionMode(full ? SDL_YUV_CONVERSION_JPEG : SDL_YUV_CONVERSION_BT601)
         let pitch = sample.bytesPerRow(plane: 0)
         switch pf {
         case .nv12, .nv21, .nv12m, .nv21m:

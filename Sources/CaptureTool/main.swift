@@ -382,6 +382,13 @@ func previewCommand(_ args: Arguments) throws {
     guard let windowSize = VideoDimensions(windowText), windowSize.width > 0, windowSize.height > 0 else {
         throw ToolError(message: "--window takes WxH, e.g. 640x360, not '\(windowText)'")
     }
+    // SDL turns Ctrl-C and SIGTERM into a close request; a parent that spawned us from a thread
+    // blocking them (as Dispatch's threads do) would otherwise leave them pending for ever.
+    var closing = sigset_t()
+    sigemptyset(&closing)
+    sigaddset(&closing, SIGINT)
+    sigaddset(&closing, SIGTERM)
+    pthread_sigmask(SIG_UNBLOCK, &closing, nil)
     // The display first: without one there is nothing to start the camera for.
     try PreviewWindow.checkDisplay(ProcessInfo.processInfo.environment)
     let still = CaptureStillImageOutput()
@@ -407,7 +414,7 @@ func previewCommand(_ args: Arguments) throws {
                 let sample = try await still.captureStillImage(from: connection)
                 guard let jpeg = CaptureStillImageOutput.jpegStillImageDataRepresentation(sample) else { return }
                 let url = try await PhotoLibrary.shared.save(jpeg: jpeg, metadata: nil)
-                print("\(url.path)\t\(sample.dimensions.map(\.description) ?? "?")\t\(jpeg.count) bytes")
+                say("\(url.path)\t\(sample.dimensions.map(\.description) ?? "?")\t\(jpeg.count) bytes")
             } catch {
                 FileHandle.standardError.write(Data("capture: still failed: \(error.message)\n".utf8))
             }
@@ -438,7 +445,7 @@ func previewCommand(_ args: Arguments) throws {
             }
             current = other
             preview.connection?.isVideoMirrored = mirror
-            print("camera: \(other.localizedName)")
+            say("camera: \(other.localizedName)")
         } catch {
             FileHandle.standardError.write(Data("capture: cannot switch to \(other.localizedName): \(error)\n".utf8))
         }
@@ -455,7 +462,7 @@ func previewCommand(_ args: Arguments) throws {
         case .keyDown(Key("i"), false):
             let s = preview.statistics
             let f = preview.videoFormat.map { "\($0.dimensions) \($0.pixelFormat)" } ?? "no frame yet"
-            print("\(current.localizedName): \(f), \(s.framesDrawn) drawn, \(s.framesReplaced) replaced, \(s.framesDropped) dropped")
+            say("\(current.localizedName): \(f), \(s.framesDrawn) drawn, \(s.framesReplaced) replaced, \(s.framesDropped) dropped")
         case .resized:
             preview.frame = window.rootLayer.bounds
         default:
@@ -467,6 +474,9 @@ func previewCommand(_ args: Arguments) throws {
     PreviewWindow.runEventLoop()
     if let e = errors.get() { throw e }
 }
+
+/// Writes a line to standard output at once (print buffers when the output is a pipe).
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 
 final class ErrorBox: @unchecked Sendable {
     let lock = NSLock()

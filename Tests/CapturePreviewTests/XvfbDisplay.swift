@@ -2,11 +2,15 @@ import CaptureTestSupport
 import Foundation
 import Testing
 
+/// Every suite that puts windows on the shared X server, one test at a time (windows of two
+/// tests would overlap in the screenshots).
+@Suite(.serialized) struct DisplayTests {}
+
 /// A real X server for the window tests: `Xvfb` on a display number it picks itself
 /// (`-displayfd`), with a root colour a letterbox cannot be mistaken for, screenshots of the root
 /// window through `xwd | convert`, and `DISPLAY` pointing at it while it runs. A missing `Xvfb`
 /// is an error, never a skip. One server for the whole test process (`shared()`), stopped at
-/// exit: Mesa's GLX does not survive a second X server in one process.
+/// exit.
 final class XvfbDisplay: @unchecked Sendable {
     nonisolated(unsafe) private static var sharedServer: Result<XvfbDisplay, TestFailure>?
     private static let sharedLock = NSLock()
@@ -16,6 +20,13 @@ final class XvfbDisplay: @unchecked Sendable {
         try sharedLock.withLock {
             if sharedServer == nil {
                 do {
+                    // In this process SDL draws in software: the OpenGL driver (Mesa and LLVM) would
+                    // add ~100 MB resident, which the core suites' memory-growth checks running
+                    // beside would take for a leak. `capture preview` (PreviewToolTests) runs the
+                    // OpenGL renderer in its own process.
+                    setenv("SDL_RENDER_DRIVER", "software", 1)
+                    // (and the window's surface without an OpenGL texture behind it)
+                    setenv("SDL_FRAMEBUFFER_ACCELERATION", "0", 1)
                     sharedServer = .success(try XvfbDisplay())
                     atexit { XvfbDisplay.stopShared() }
                 } catch let e as TestFailure {
@@ -87,9 +98,12 @@ final class XvfbDisplay: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// The whole screen, RGB.
-    func screenshot() throws -> RGBImage {
-        let data = try run("/bin/sh", ["-c", "/usr/bin/xwd -root -display \(display) -silent | /usr/bin/convert xwd:- ppm:-"])
+    /// The screen, or the part of it in `rect`, RGB. (Cut by convert, so that the test process
+    /// never holds the whole screen: big buffers freed here stay resident in malloc's arenas,
+    /// which the core suites' memory-growth checks running beside would count.)
+    func screenshot(of rect: CGRect? = nil) throws -> RGBImage {
+        let crop = rect.map { " -crop \(Int($0.width))x\(Int($0.height))+\(Int($0.minX))+\(Int($0.minY)) +repage" } ?? ""
+        let data = try run("/bin/sh", ["-c", "/usr/bin/xwd -root -display \(display) -silent | /usr/bin/convert xwd:-\(crop) ppm:-"])
         return try Self.parsePPM(data)
     }
 
@@ -139,14 +153,3 @@ struct TestFailure: Error, CustomStringConvertible, Sendable {
     init(_ d: String) { description = d }
 }
 
-extension RGBImage {
-    /// The part of the image inside `rect` (clamped to the image).
-    func cropped(to rect: CGRect) -> RGBImage {
-        let x0 = max(0, Int(rect.minX)), y0 = max(0, Int(rect.minY))
-        let x1 = min(width, Int(rect.maxX)), y1 = min(height, Int(rect.maxY))
-        var out: [UInt8] = []
-        out.reserveCapacity(max(0, (x1 - x0) * (y1 - y0) * 3))
-        for y in y0..<max(y0, y1) { out += pixels[(y * width + x0) * 3..<(y * width + x1) * 3] }
-        return RGBImage(width: max(0, x1 - x0), height: max(0, y1 - y0), pixels: out)
-    }
-}
