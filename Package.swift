@@ -31,7 +31,7 @@ let package = Package(
         .target(name: "CV4L2Shim", dependencies: ["CLibV4L2", "CTurboJPEG", "CLibJPEG", "CALSA"],
                 cSettings: [.unsafeFlags(["-O3"])]),
         .target(name: "Capture", dependencies: ["CV4L2Shim"]),
-        .target(name: "CapturePreview", dependencies: ["Capture", "CSDL2"]),
+        .target(name: "CapturePreview", dependencies: ["Capture", "CSDL2", "CTurboJPEG"]),
         .executableTarget(name: "CaptureTool", dependencies: ["Capture", "CapturePreview"], path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),

@@ -64,8 +64,7 @@ public final class PreviewWindow {
     private let windowID: UInt32
     private var textures: [ObjectIdentifier: CachedTexture] = [:]
     private var videoTextures: [ObjectIdentifier: VideoTexture] = [:]
-    private let decoder = JPEGDecoder()
-    private var decoded: [UInt8] = []
+    private let jpegDecoder = ScaledJPEGDecoder()
     private var _title: String
 
     /// Opens a hidden window of `size` points (call `show()`). Throws `.noDisplay` when there is
@@ -175,9 +174,14 @@ public final class PreviewWindow {
         SDL_HideWindow(window)
     }
 
-    /// Closes the window and frees its textures; closing twice does nothing. The event loop
-    /// ends when the last window closes.
-    public func close() { destroy() }
+    /// Closes the window, frees its textures and drops `eventHandler` (a handler that captures
+    /// the window would otherwise keep it alive); closing twice does nothing. The event loop
+    /// ends when the last window closes. Close a window on its thread: SDL's calls in a `deinit`
+    /// on another thread stop the process.
+    public func close() {
+        destroy()
+        eventHandler = nil
+    }
 
     private func destroy() {
         guard let window else { return }
@@ -408,13 +412,18 @@ public final class PreviewWindow {
 
     private func drawVideo(_ video: VideoDrawing, _ c: DrawCommand, _ r: OpaquePointer) {
         if let sample = video.source.take() {
-            upload(sample, for: c.layer, r)
+            var g = video.geometry
+            g.bounds = c.rect
+            upload(sample, for: c.layer, drawnSize: g.videoRect.size, r)
             video.source.didDraw()
             // `sample` ends here: its driver buffer goes back before anything is drawn.
         }
         guard let t = videoTextures[c.layer] else { return }
         var g = video.geometry
-        g.videoSize = CGSize(width: t.width, height: t.height)
+        if let f = video.source.format {
+            // Scaled JPEG textures are smaller than the frames: the geometry uses the frame's size.
+            g.videoSize = CGSize(width: f.dimensions.width, height: f.dimensions.height)
+        }
         g.bounds = c.rect
         let drawing = g.textureDrawing
         setClip(c.videoClip, r)
@@ -471,21 +480,21 @@ public final class PreviewWindow {
         return tex
     }
 
+    /// The size of the texture a layer's picture is drawn from (tests: MJPEG is decoded scaled).
+    func videoTextureSize(of layer: Layer) -> (width: Int, height: Int)? {
+        videoTextures[ObjectIdentifier(layer)].map { ($0.width, $0.height) }
+    }
+
     /// Copies a frame into the layer's texture (raw YUV and RGB as they are; JPEG decoded once).
-    private func upload(_ sample: SampleBuffer, for layer: ObjectIdentifier, _ r: OpaquePointer) {
+    private func upload(_ sample: SampleBuffer, for layer: ObjectIdentifier, drawnSize: CGSize, _ r: OpaquePointer) {
         guard let pf = sample.pixelFormat, let dims = sample.dimensions, let format = Self.textureFormat(pf) else { return }
         let w = dims.width, h = dims.height
         if pf.isCompressed {
-            let header: JPEGDecoder.Header? = sample.withUnsafeBytes { jpeg in
-                guard let header = try? decoder.readHeader(jpeg) else { return nil }
-                let need = header.width * header.height * 4
-                if decoded.count < need { decoded = [UInt8](repeating: 0, count: need) }
-                let ok = decoded.withUnsafeMutableBytes { out in (try? decoder.decode(jpeg, as: .bgra, into: out)) != nil }
-                return ok ? header : nil
-            }
-            guard let header, let tex = videoTexture(for: layer, format: format, width: header.width, height: header.height,
-                                                      fullRange: true, r) else { return }
-            decoded.withUnsafeBytes { _ = SDL_UpdateTexture(tex, nil, $0.baseAddress, Int32(header.width * 4)) }
+            // Decoded at the size drawn (not below it), at most the frame's own.
+            let target = (width: Int(drawnSize.width.rounded(.up)), height: Int(drawnSize.height.rounded(.up)))
+            guard let size = sample.withUnsafeBytes({ jpegDecoder.decode($0, target: target) }),
+                  let tex = videoTexture(for: layer, format: format, width: size.width, height: size.height, fullRange: true, r) else { return }
+            jpegDecoder.pixels.withUnsafeBytes { _ = SDL_UpdateTexture(tex, nil, $0.baseAddress, Int32(size.width * 4)) }
             return
         }
         let full = sample.colorRange == .full

@@ -71,6 +71,14 @@ import Testing
         #expect(abs(d.rect.midX - 150) < 1e-9 && abs(d.rect.midY - 150) < 1e-9)
     }
 
+    @Test func mjpegIsDecodedAtTheSmallestScaleNotBelowTheDrawnSize() {
+        // TurboJPEG scales by n/8: a 640x360 window takes 3/8 (720x405), since 1/4 is 480 wide.
+        #expect(ScaledJPEGDecoder.scaledSize(width: 1920, height: 1080, target: (640, 360)) == (720, 405))
+        #expect(ScaledJPEGDecoder.scaledSize(width: 1920, height: 1080, target: (480, 270)) == (480, 270))
+        #expect(ScaledJPEGDecoder.scaledSize(width: 1920, height: 1080, target: (3000, 2000)) == (1920, 1080))
+        #expect(ScaledJPEGDecoder.scaledSize(width: 1920, height: 1080, target: (10, 10)) == (240, 135))
+    }
+
     @Test func noDisplayIsATypedErrorPointingToTheBrowserPreview() {
         #expect(throws: PreviewError.self) { try PreviewWindow.checkDisplay([:]) }
         do {

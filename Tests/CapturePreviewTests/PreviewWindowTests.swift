@@ -212,6 +212,10 @@ extension DisplayTests {
                 rig.preview.videoGravity = .resizeAspect
                 var found = try Self.settle(rig, x) { Self.pictureMismatches($0, rig) }
                 if rig.preview.videoFormat?.pixelFormat != format { found.append("frames came as \(String(describing: rig.preview.videoFormat))") }
+                // MJPEG is decoded at the scaling factor nearest the drawn size (300x169 here): 1/2.
+                if format == .mjpeg, let t = rig.window.videoTextureSize(of: rig.preview), t != (320, 180) {
+                    found.append("the 640x360 MJPEG frame was decoded at \(t), not 320x180")
+                }
                 return found
             }
             #expect(problems.isEmpty, "\(format): \(problems.prefix(8))")
