@@ -35,7 +35,7 @@ let package = Package(
         .executableTarget(name: "CaptureTool", dependencies: ["Capture", "CapturePreview"], path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
-        .executableTarget(name: "LiveCapture", dependencies: ["Capture"], path: "Examples/LiveCapture"),
+        .executableTarget(name: "LiveCapture", dependencies: ["Capture", "CapturePreview"], path: "Examples/LiveCapture"),
         // Counts the process's heap allocations (defines malloc); only capture-bench links it.
         .target(name: "CAllocCounter", path: "Benchmarks/CAllocCounter"),
         .executableTarget(name: "CaptureBench", dependencies: ["Capture", "CV4L2Shim", "CAllocCounter"],
