@@ -33,7 +33,7 @@ let package = Package(
         .target(name: "Capture", dependencies: ["CV4L2Shim"]),
         .target(name: "CapturePreview", dependencies: ["Capture", "CSDL2", "CTurboJPEG"]),
         .executableTarget(name: "CaptureTool", dependencies: ["Capture", "CapturePreview"], path: "Sources/CaptureTool"),
-        .executableTarget(name: "StillCamera", dependencies: ["Capture"], path: "Examples/StillCamera"),
+        .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
         .executableTarget(name: "LiveCapture", dependencies: ["Capture", "CapturePreview"], path: "Examples/LiveCapture"),
         // Counts the process's heap allocations (defines malloc); only capture-bench links it.
