@@ -572,6 +572,13 @@ enum SDLVideo {
         checkThread()
         if users == 0 {
             owner = pthread_self()
+            // Only the display the environment names: left to itself SDL falls back to drivers
+            // such as KMS/DRM or offscreen, where a window nobody sees opens without an error.
+            let env = ProcessInfo.processInfo.environment
+            if (env["SDL_VIDEODRIVER"] ?? "").isEmpty {
+                let drivers = [("DISPLAY", "x11"), ("WAYLAND_DISPLAY", "wayland")].filter { !(env[$0.0] ?? "").isEmpty }.map(\.1)
+                SDL_SetHint("SDL_VIDEODRIVER", drivers.joined(separator: ","))
+            }
             guard SDL_InitSubSystem(UInt32(SDL_INIT_VIDEO)) == 0 else {
                 let why = lastError
                 SDL_Quit()

@@ -110,6 +110,17 @@ extension DisplayTests {
             #expect(lines.count == 1 && lines[0].contains("no display") && lines[0].contains("capture serve"), "stderr: \(run.stderr)")
         }
 
+        @Test func aDisplayThatCannotBeOpenedIsTheSameOneLineError() throws {
+            let home = try Self.temporaryHome()
+            defer { try? FileManager.default.removeItem(at: home) }
+            // No X server listens there (and SDL must not fall back to another video driver).
+            let run = try Run(["preview", "--device", "virtual"], environment: Self.environment(display: ":4242", home: home))
+            let status = run.exitStatus()
+            #expect(status == 1, "exit status \(String(describing: status)), stderr: \(run.stderr)")
+            let lines = run.stderr.split(separator: "\n").filter { $0.hasPrefix("capture:") && !$0.contains("using the virtual camera") }
+            #expect(lines.count == 1 && lines[0].contains("display") && lines[0].contains("capture serve"), "stderr: \(run.stderr)")
+        }
+
         @Test func shutterToggleAndEscape() throws {
             let x = try XvfbDisplay.shared()
             let home = try Self.temporaryHome()
