@@ -129,17 +129,23 @@ extension DisplayTests {
             defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
             // The window shows up (xdotool finds it by title), then keys go to it under the pointer.
             var found = false
-            for _ in 0..<100 where !found {
+            for _ in 0..<300 where !found {
                 found = (try? Self.xdotool(x.display, ["search", "--name", "capture preview"])) != nil
                 if !found { usleep(100_000) }
             }
             #expect(found, "no window appeared; stderr: \(run.stderr)")
-            try Self.xdotool(x.display, ["search", "--name", "capture preview", "windowfocus", "--sync"])
+            // Focus once the window is mapped (search can find it a moment before).
+            var focused = false
+            for _ in 0..<300 where !focused {
+                focused = (try? Self.xdotool(x.display, ["search", "--name", "capture preview", "windowfocus", "--sync"])) != nil
+                if !focused { usleep(100_000) }
+            }
+            #expect(focused, "the window could not be focused")
 
             // The live picture, drawn by the OpenGL renderer: the eight bars across the window,
             // which SDL centres on the 900x900 screen (no window manager).
             var bars: [String] = ["no screenshot"]
-            for _ in 0..<100 where !bars.isEmpty {
+            for _ in 0..<300 where !bars.isEmpty {
                 let (w, h) = (320, 180)
                 let shot = try x.screenshot(of: CGRect(x: (900 - w) / 2, y: (900 - h) / 2, width: w, height: h))
                 bars = ColorBars.expected.enumerated().compactMap { i, bar in
@@ -176,7 +182,7 @@ extension DisplayTests {
             let run = try Run(["preview", "--device", "virtual", "--window", "160x90", "--gravity", "resizeAspectFill", "--mirror"],
                               environment: Self.environment(display: x.display, home: home))
             var found = false
-            for _ in 0..<100 where !found {
+            for _ in 0..<300 where !found {
                 found = (try? Self.xdotool(x.display, ["search", "--name", "capture preview"])) != nil
                 if !found { usleep(100_000) }
             }
