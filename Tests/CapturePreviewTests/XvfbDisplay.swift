@@ -47,6 +47,7 @@ final class XvfbDisplay: @unchecked Sendable {
     static let rootColor = (r: 0x33, g: 0x66, b: 0x99)
     let display: String
     private let process: Process
+    private let serverPID: Int32
     private let savedDisplay: String?
 
     init(width: Int = 900, height: Int = 900) throws {
@@ -54,26 +55,41 @@ final class XvfbDisplay: @unchecked Sendable {
         guard FileManager.default.isExecutableFile(atPath: xvfb) else {
             throw TestFailure("no \(xvfb): install xvfb, x11-apps, x11-xserver-utils and imagemagick (scripts/test does)")
         }
+        // Started by a small shell that kills the server once this process is gone, however it
+        // ends (atexit handlers do not run after a crash or a kill).
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: xvfb)
-        p.arguments = ["-displayfd", "1", "-screen", "0", "\(width)x\(height)x24", "-nolisten", "tcp", "-noreset"]
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        let me = getpid()
+        p.arguments = ["-c", """
+            \(xvfb) -displayfd 1 -screen 0 \(width)x\(height)x24 -nolisten tcp -noreset 2>/dev/null & x=$!
+            echo "pid $x"
+            while kill -0 \(me) 2>/dev/null && kill -0 $x 2>/dev/null; do sleep 1; done
+            kill -9 $x 2>/dev/null
+            """]
         let out = Pipe()
         p.standardOutput = out
         p.standardError = FileHandle.nullDevice
         try p.run()
-        // Xvfb writes the display number once it accepts clients (or exits, closing the pipe).
+        // The server's pid, then the display number once it accepts clients (or nothing, if it
+        // exits at once).
         var text = ""
-        while !text.contains("\n") {
+        var pid: Int32?, number: Int?
+        while number == nil {
             let chunk = out.fileHandleForReading.availableData
             if chunk.isEmpty { break }
             text += String(decoding: chunk, as: UTF8.self)
+            for line in text.split(separator: "\n") {
+                if line.hasPrefix("pid ") { pid = Int32(line.dropFirst(4)) } else if let n = Int(line) { number = n }
+            }
         }
         try? out.fileHandleForReading.close()
-        guard let n = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            p.terminate()
+        guard let n = number, let pid else {
+            if let pid { kill(pid, SIGKILL) }
+            kill(p.processIdentifier, SIGKILL)
             p.waitUntilExit()
             throw TestFailure("Xvfb did not start (said '\(text)')")
         }
+        serverPID = pid
         process = p
         display = ":\(n)"
         savedDisplay = ProcessInfo.processInfo.environment["DISPLAY"]
@@ -81,15 +97,13 @@ final class XvfbDisplay: @unchecked Sendable {
         try run("/usr/bin/xsetroot", ["-display", display, "-solid", "#336699"])
     }
 
-    /// Stops the server and puts `DISPLAY` back.
+    /// Stops the server (and its watchdog) and puts `DISPLAY` back.
     func stop() {
         if let savedDisplay { setenv("DISPLAY", savedDisplay, 1) } else { unsetenv("DISPLAY") }
         guard process.isRunning else { return }
-        process.terminate()
-        // A child spawned from a dispatch thread may inherit a mask that blocks SIGTERM.
-        let deadline = Date(timeIntervalSinceNow: 3)
-        while process.isRunning, Date() < deadline { usleep(20_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        // SIGKILL: a child spawned from a dispatch thread may inherit a mask that blocks SIGTERM.
+        kill(serverPID, SIGKILL)
+        kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         let n = display.dropFirst()
         try? FileManager.default.removeItem(atPath: "/tmp/.X\(n)-lock")
