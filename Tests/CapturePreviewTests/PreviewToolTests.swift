@@ -7,13 +7,13 @@ extension DisplayTests {
     /// album in a temporary HOME; and with no display, a one-line error.
     @Suite(.serialized) struct PreviewToolTests {
         /// The `capture` tool built beside the test bundle.
-        static func tool() throws -> URL {
+        static func tool(_ name: String = "capture") throws -> URL {
             let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            for candidate in [dir.appendingPathComponent("capture"), dir.deletingLastPathComponent().appendingPathComponent("capture")]
+            for candidate in [dir.appendingPathComponent(name), dir.deletingLastPathComponent().appendingPathComponent(name)]
             where FileManager.default.isExecutableFile(atPath: candidate.path) {
                 return candidate
             }
-            throw TestFailure("no capture tool beside \(CommandLine.arguments[0]): build with 'swift build --build-tests'")
+            throw TestFailure("no \(name) beside \(CommandLine.arguments[0]): build with 'swift build --build-tests'")
         }
 
         /// A running tool with its output collected as it comes.
@@ -22,8 +22,8 @@ extension DisplayTests {
             private let lock = NSLock()
             private var out = Data(), err = Data()
 
-            init(_ args: [String], environment: [String: String]) throws {
-                process.executableURL = try PreviewToolTests.tool()
+            init(_ args: [String], environment: [String: String], tool: String = "capture") throws {
+                process.executableURL = try PreviewToolTests.tool(tool)
                 process.arguments = args
                 process.environment = environment
                 let o = Pipe(), e = Pipe()
@@ -173,6 +173,42 @@ extension DisplayTests {
             try Self.xdotool(x.display, ["key", "Escape"])
             let status = run.exitStatus()
             #expect(status == 0, "Esc: exit status \(String(describing: status)), stderr: \(run.stderr)")
+        }
+
+        /// still-camera --preview: the seeds' buttons are layers, and clicks reach them through
+        /// pointer events and `hitTest`.
+        @Test func stillCameraButtonsAnswerClicks() throws {
+            let x = try XvfbDisplay.shared()
+            let home = try Self.temporaryHome()
+            defer { try? FileManager.default.removeItem(at: home) }
+            let album = home.appendingPathComponent("album")
+            let run = try Run(["--device", "virtual", "--album", album.path, "--preview"],
+                              environment: Self.environment(display: x.display, home: home), tool: "still-camera")
+            defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
+            var found = false
+            for _ in 0..<300 where !found {
+                found = (try? Self.xdotool(x.display, ["search", "--name", "still-camera"])) != nil
+                if !found { usleep(100_000) }
+            }
+            #expect(found, "no window appeared; stderr: \(run.stderr)")
+            usleep(500_000)
+            // A 640x360 window centred on the 900x900 screen; buttons 60 points above its bottom:
+            // shutter in the middle, toggle 60 from the right, close 60 from the left.
+            let (x0, y0) = (130, 270)
+            // (The example prints with print, which a pipe buffers: its lines are read after it exits.)
+            func albumFiles() -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: album.path)) ?? [] }
+            try Self.xdotool(x.display, ["mousemove", "\(x0 + 320)", "\(y0 + 300)", "click", "1"])
+            var waited = 0
+            while albumFiles().isEmpty, waited < 300 { usleep(100_000); waited += 1 }
+            #expect(!albumFiles().isEmpty, "shutter: no photo saved; stderr: \(run.stderr)")
+            try Self.xdotool(x.display, ["mousemove", "\(x0 + 580)", "\(y0 + 300)", "click", "1"])
+            usleep(1_000_000)
+            try Self.xdotool(x.display, ["mousemove", "\(x0 + 60)", "\(y0 + 300)", "click", "1"])
+            let status = run.exitStatus()
+            #expect(status == 0, "close: exit status \(String(describing: status)), stderr: \(run.stderr)")
+            #expect(run.stdout.contains("saved photo:") && run.stdout.contains("toggled to"), "stdout: \(run.stdout)")
+            let saved = (try? FileManager.default.contentsOfDirectory(atPath: album.path)) ?? []
+            #expect(saved.count == 1 && saved[0].hasSuffix(".jpg"), "album: \(saved)")
         }
 
         @Test func sigtermClosesCleanly() throws {

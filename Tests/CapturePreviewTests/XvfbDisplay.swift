@@ -48,6 +48,7 @@ final class XvfbDisplay: @unchecked Sendable {
     let display: String
     private let process: Process
     private let serverPID: Int32
+    private let outputPipe: Pipe
     private let savedDisplay: String?
 
     init(width: Int = 900, height: Int = 900) throws {
@@ -82,7 +83,8 @@ final class XvfbDisplay: @unchecked Sendable {
                 if line.hasPrefix("pid ") { pid = Int32(line.dropFirst(4)) } else if let n = Int(line) { number = n }
             }
         }
-        try? out.fileHandleForReading.close()
+        // The read end stays open: a server writing to a closed pipe would die of SIGPIPE.
+        outputPipe = out
         guard let n = number, let pid else {
             if let pid { kill(pid, SIGKILL) }
             kill(p.processIdentifier, SIGKILL)
@@ -94,7 +96,18 @@ final class XvfbDisplay: @unchecked Sendable {
         display = ":\(n)"
         savedDisplay = ProcessInfo.processInfo.environment["DISPLAY"]
         setenv("DISPLAY", display, 1)
-        try run("/usr/bin/xsetroot", ["-display", display, "-solid", "#336699"])
+        // The first clients can be refused for a moment after the server said it is ready.
+        var attempt = 0
+        while true {
+            do {
+                try run("/usr/bin/xsetroot", ["-display", display, "-solid", "#336699"])
+                break
+            } catch {
+                attempt += 1
+                if attempt >= 50 { stop(); throw error }
+                usleep(100_000)
+            }
+        }
     }
 
     /// Stops the server (and its watchdog) and puts `DISPLAY` back.
@@ -129,13 +142,16 @@ final class XvfbDisplay: @unchecked Sendable {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: tool)
         p.arguments = args
-        let out = Pipe()
+        let out = Pipe(), err = Pipe()
         p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
+        p.standardError = err
         try p.run()
         let data = out.fileHandleForReading.readDataToEndOfFile()
+        let said = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw TestFailure("\(tool) \(args.joined(separator: " ")) exited \(p.terminationStatus)") }
+        guard p.terminationStatus == 0 else {
+            throw TestFailure("\(tool) \(args.joined(separator: " ")) exited \(p.terminationStatus): \(said.prefix(300))")
+        }
         return data
     }
 
