@@ -6,6 +6,8 @@ let package = Package(
     name: "swift-capture",
     products: [
         .library(name: "Capture", targets: ["Capture"]),
+        // The preview window (SDL2); its own product so that `Capture` never needs SDL2.
+        .library(name: "CapturePreview", targets: ["CapturePreview"]),
         .executable(name: "capture", targets: ["CaptureTool"]),
         .executable(name: "capture-bench", targets: ["CaptureBench"]),
         .executable(name: "still-camera", targets: ["StillCamera"]),
@@ -14,13 +16,15 @@ let package = Package(
     ],
     targets: [
         // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
-        // libjpeg62-turbo-dev, libasound2-dev).
+        // libjpeg62-turbo-dev, libasound2-dev; libsdl2-dev for CapturePreview only).
         .systemLibrary(name: "CLibV4L2", path: "Sources/CSystem/libv4l2", pkgConfig: "libv4l2",
                        providers: [.apt(["libv4l-dev"])]),
         .systemLibrary(name: "CTurboJPEG", path: "Sources/CSystem/turbojpeg", pkgConfig: "libturbojpeg",
                        providers: [.apt(["libturbojpeg0-dev"])]),
         .systemLibrary(name: "CLibJPEG", path: "Sources/CSystem/libjpeg", pkgConfig: "libjpeg",
                        providers: [.apt(["libjpeg62-turbo-dev"])]),
+        .systemLibrary(name: "CSDL2", path: "Sources/CSystem/sdl2",
+                       providers: [.apt(["libsdl2-dev"])]),
         .systemLibrary(name: "CALSA", path: "Sources/CSystem/alsa", pkgConfig: "alsa",
                        providers: [.apt(["libasound2-dev"])]),
         // Only what Swift cannot import: ioctl request codes, variadic calls, packed structs.
@@ -47,10 +51,12 @@ let package = Package(
         // vocabulary, imaging and virtual-device types users need.
         .target(name: "Capture", dependencies: ["CaptureVirtual", "CaptureImaging", "CaptureV4L2", "CaptureALSA",
                                                 "CaptureBackend", "CaptureSystem", "CV4L2Shim"]),
-        .executableTarget(name: "CaptureTool", dependencies: ["Capture"], path: "Sources/CaptureTool"),
-        .executableTarget(name: "StillCamera", dependencies: ["Capture"], path: "Examples/StillCamera"),
+        // Preview: the camera in a window (SDL2); a product of its own, so the core needs no SDL2.
+        .target(name: "CapturePreview", dependencies: ["Capture", "CaptureImaging", "CaptureBackend", "CaptureSystem", "CSDL2", "CTurboJPEG"]),
+        .executableTarget(name: "CaptureTool", dependencies: ["Capture", "CapturePreview"], path: "Sources/CaptureTool"),
+        .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
-        .executableTarget(name: "LiveCapture", dependencies: ["Capture"], path: "Examples/LiveCapture"),
+        .executableTarget(name: "LiveCapture", dependencies: ["Capture", "CapturePreview"], path: "Examples/LiveCapture"),
         // Counts the process's heap allocations (defines malloc); only capture-bench links it.
         .target(name: "CAllocCounter", path: "Benchmarks/CAllocCounter"),
         // The library's frame paths on recorded frames, for capture-bench and the encoder tests.
@@ -64,6 +70,7 @@ let package = Package(
         .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
                                                          "CaptureImaging", "CaptureBackend", "CaptureSystem",
                                                          "CV4L2Shim", "CaptureTestSupport", "CaptureBenchSupport"]),
+        .testTarget(name: "CapturePreviewTests", dependencies: ["CapturePreview", "Capture", "CaptureTestSupport"]),
         .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
                                                                "CaptureImaging", "CaptureBackend", "CaptureSystem",
                                                                "CV4L2Shim", "CaptureTestSupport"]),

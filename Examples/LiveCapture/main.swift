@@ -1,7 +1,11 @@
 // Seed 004: live capture. Video (and, with --audio, audio) sample buffers on serial queues,
 // per-second statistics, a camera toggle half way through.
-// Usage: live-capture [--device PATH|virtual] [--seconds S] [--audio DEVICE]
+// With --preview, the picture in a window with seed 000's overlay layer (placed through
+// layerPointConverted) while the delegate counts frames; the statistics then come from a timer on
+// the main queue, which the window's event loop runs.
+// Usage: live-capture [--device PATH|virtual] [--seconds S] [--audio DEVICE] [--preview]
 import Capture
+import CapturePreview
 import Foundation
 
 let args = CommandLine.arguments
@@ -74,13 +78,53 @@ print("capturing from \(videoDevice.localizedName) for \(seconds) s")
 
 let start = Date()
 var toggled = false
-while Date().timeIntervalSince(start) < seconds {
-    Thread.sleep(forTimeInterval: 1)
+@MainActor func report() {
     let line = receiver.lock.withLock {
         "t=\(Int(Date().timeIntervalSince(start)))s video=\(receiver.video) audio=\(receiver.audio) dropped=\(receiver.drops) last_sequence=\(receiver.lastSequence.map(String.init) ?? "-") \(receiver.size) \(receiver.format)"
     }
     print(line)
     if !toggled, Date().timeIntervalSince(start) >= seconds / 2 { toggled = true; toggle() }
+}
+if args.contains("--preview") {
+    let window: PreviewWindow
+    do { window = try PreviewWindow(title: "live-capture", size: CGSize(width: 640, height: 360)) } catch { fail(error.message) }
+    let preview = CaptureVideoPreviewLayer(session: session)
+    preview.videoGravity = .resizeAspectFill
+    preview.frame = window.rootLayer.bounds
+    window.rootLayer.addSublayer(preview)
+    // Seed 000's face layer, over the middle of the picture, outlined.
+    let face = Layer()
+    face.zPosition = 1
+    face.frame = preview.layerRectConverted(fromMetadataOutputRect: CGRect(x: 0.35, y: 0.3, width: 0.3, height: 0.4))
+    face.borderColor = Color(red: 1, green: 0.8, blue: 0)
+    face.borderWidth = 3
+    preview.addSublayer(face)
+    window.eventHandler = { event in
+        switch event {
+        case .keyDown(.escape, _), .keyDown(Key("q"), _), .closeRequested: window.close()
+        case .resized:
+            preview.frame = window.rootLayer.bounds
+            face.frame = preview.layerRectConverted(fromMetadataOutputRect: CGRect(x: 0.35, y: 0.3, width: 0.3, height: 0.4))
+        default: break
+        }
+    }
+    window.show()
+    // A main-actor task: it runs on the main queue, which the event loop services between frames.
+    let ticker = Task { @MainActor in
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(1))
+            report()
+            if Date().timeIntervalSince(start) >= seconds { PreviewWindow.stopEventLoop() }
+        }
+    }
+    PreviewWindow.runEventLoop()
+    ticker.cancel()
+    window.close()
+} else {
+    while Date().timeIntervalSince(start) < seconds {
+        Thread.sleep(forTimeInterval: 1)
+        report()
+    }
 }
 session.stopRunning()
 _ = videoConnection

@@ -1,8 +1,12 @@
 // Seeds 000/001/002: a still camera. Back camera, preset 1280x720, shoot, toggle to the other
 // camera inside begin/commit (falling back to the old one if the new cannot be added), shoot
 // again, save both to the photo album.
-// Usage: still-camera [--device PATH|virtual] [--album DIR]
+// With --preview, the seeds' screen instead: the preview (aspect fill) in a window with three
+// image-layer buttons found by hitTest, shutter (centre), toggle (right) and close (left), or
+// space, t and Esc.
+// Usage: still-camera [--device PATH|virtual] [--album DIR] [--preview]
 import Capture
+import CapturePreview
 import Foundation
 
 func fail(_ message: String) -> Never {
@@ -78,6 +82,52 @@ final class StillCamera: @unchecked Sendable {
 let still: StillCamera
 do { still = try StillCamera(device: first, library: library) } catch { fail("cannot open \(first.localizedName): \(error)") }
 do { try still.session.start() } catch { fail("cannot start: \(error)") }
+if args.contains("--preview") {
+    let size = CGSize(width: 640, height: 360)
+    let window: PreviewWindow
+    do { window = try PreviewWindow(title: "still-camera", size: size) } catch { fail(error.message) }
+    let preview = CaptureVideoPreviewLayer(session: still.session)
+    preview.videoGravity = .resizeAspectFill
+    preview.frame = window.rootLayer.bounds
+    window.rootLayer.addSublayer(preview)
+    // The seeds' buttons: images in layers, centred 60 points above the bottom edge.
+    func button(_ name: String, side: CGFloat, centreX: CGFloat, _ color: Color) -> Layer {
+        let b = Layer()
+        b.name = name
+        b.frame = CGRect(x: centreX - side / 2, y: size.height - 60 - side / 2, width: side, height: side)
+        b.contents = LayerImage(color: color, width: 4, height: 4)
+        b.borderColor = .white
+        b.borderWidth = 2
+        b.zPosition = 1
+        window.rootLayer.addSublayer(b)
+        return b
+    }
+    _ = button("close", side: 40, centreX: 60, Color(red: 0.8, green: 0.1, blue: 0.1))
+    _ = button("shutter", side: 60, centreX: size.width / 2, Color(red: 0.9, green: 0.9, blue: 0.9))
+    _ = button("toggle", side: 40, centreX: size.width - 60, Color(red: 0.1, green: 0.4, blue: 0.9))
+    func act(_ name: String?) {
+        switch name {
+        case "close": window.close()
+        case "shutter": Task.detached { await still.shoot("photo") }
+        case "toggle": still.toggleCamera()
+        default: break
+        }
+    }
+    window.eventHandler = { event in
+        switch event {
+        case .pointerDown(let p, button: 1): act(window.rootLayer.hitTest(p)?.name)
+        case .keyDown(.space, false): act("shutter")
+        case .keyDown(Key("t"), false): act("toggle")
+        case .keyDown(.escape, _), .keyDown(Key("q"), _), .closeRequested: act("close")
+        default: break
+        }
+    }
+    window.show()
+    PreviewWindow.runEventLoop()
+    still.session.stopRunning()
+    exit(0)
+}
+
 let done = DispatchSemaphore(value: 0)
 Task.detached {
     await still.shoot("first")

@@ -1,5 +1,6 @@
 // `capture`: list cameras, take stills, measure a stream, through the Capture library.
 import Capture
+import CapturePreview
 import Foundation
 
 struct ToolError: Error { var message: String }
@@ -33,6 +34,10 @@ usage: capture devices [--json]
        capture stream [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
                       [--frames N] [--audio DEVICE] [--json]
        capture audio [--device ID|ALSA-NAME|virtual] [--seconds S] [--output FILE.wav] [--json]
+       capture preview [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
+                       [--window WxH] [--gravity resizeAspect|resizeAspectFill|resize] [--fullscreen] [--mirror]
+                       (keys: space takes a still into the album, t toggles cameras, i prints fps and drops,
+                       q or Esc quits)
 """
 
 /// Finds the camera to use; with no camera at all, says so and installs the virtual pair.
@@ -363,6 +368,116 @@ func audioCommand(_ args: Arguments) throws {
     }
 }
 
+/// A window with the live picture: space takes a still into the album (printing its path), `t`
+/// switches to the other camera inside begin/commitConfiguration, `i` prints fps and drops,
+/// q/Esc (or the window's close button, Ctrl-C, SIGTERM) quits with status 0.
+@MainActor
+func previewCommand(_ args: Arguments) throws {
+    let device = try chooseCamera(args.values["device"])
+    let gravityName = args.values["gravity"] ?? "resizeAspect"
+    guard let gravity = VideoGravity(rawValue: gravityName) else {
+        throw ToolError(message: "--gravity takes one of \(VideoGravity.allCases.map(\.rawValue).joined(separator: ", ")), not '\(gravityName)'")
+    }
+    let windowText = args.values["window"] ?? "640x360"
+    guard let windowSize = VideoDimensions(windowText), windowSize.width > 0, windowSize.height > 0 else {
+        throw ToolError(message: "--window takes WxH, e.g. 640x360, not '\(windowText)'")
+    }
+    // SDL turns Ctrl-C and SIGTERM into a close request; a parent that spawned us from a thread
+    // blocking them (as Dispatch's threads do) would otherwise leave them pending for ever.
+    var closing = sigset_t()
+    sigemptyset(&closing)
+    sigaddset(&closing, SIGINT)
+    sigaddset(&closing, SIGTERM)
+    pthread_sigmask(SIG_UNBLOCK, &closing, nil)
+    // The display first: without one there is nothing to start the camera for.
+    try PreviewWindow.checkDisplay(ProcessInfo.processInfo.environment)
+    let still = CaptureStillImageOutput()
+    let session = try makeSession(device, args, outputs: [still])
+    defer { session.stopRunning() }
+    let preview = CaptureVideoPreviewLayer(session: session)
+    preview.videoGravity = gravity
+    let mirror = args.flags.contains("mirror")
+    preview.connection?.isVideoMirrored = mirror
+    let window = try PreviewWindow(title: "capture preview: \(device.localizedName)", size: CGSize(width: windowSize.width, height: windowSize.height))
+    preview.frame = window.rootLayer.bounds
+    window.rootLayer.addSublayer(preview)
+    var current = device
+    let errors = ErrorBox()
+    session.addEventHandler { event in
+        if case .runtimeError(let e) = event { errors.set(e) }
+    }
+
+    func takeStill() {
+        guard let connection = still.connection(with: .video) else { return }
+        Task.detached {
+            do throws(CaptureError) {
+                let sample = try await still.captureStillImage(from: connection)
+                guard let jpeg = CaptureStillImageOutput.jpegStillImageDataRepresentation(sample) else { return }
+                let url = try await PhotoLibrary.shared.save(jpeg: jpeg, metadata: nil)
+                say("\(url.path)\t\(sample.dimensions.map(\.description) ?? "?")\t\(jpeg.count) bytes")
+            } catch {
+                FileHandle.standardError.write(Data("capture: still failed: \(error.message)\n".utf8))
+            }
+        }
+    }
+
+    func toggleCamera() {
+        let cameras = CaptureDevice.devices(for: .video)
+        let other = cameras.first { $0.uniqueID != current.uniqueID && $0.position != current.position }
+            ?? cameras.first { $0.uniqueID != current.uniqueID }
+        guard let other else {
+            FileHandle.standardError.write(Data("capture: \(current.localizedName) is the only camera\n".utf8))
+            return
+        }
+        do {
+            let input = try CaptureDeviceInput(device: other)
+            session.beginConfiguration()
+            let old = session.inputs
+            for i in old { session.removeInput(i) }
+            if session.canAddInput(input) { session.addInput(input) }
+            if case .rejected(let e) = session.commitConfiguration() {
+                // Back to the camera that worked.
+                session.beginConfiguration()
+                session.removeInput(input)
+                for i in old { session.addInput(i) }
+                _ = session.commitConfiguration()
+                throw e
+            }
+            current = other
+            preview.connection?.isVideoMirrored = mirror
+            say("camera: \(other.localizedName)")
+        } catch {
+            FileHandle.standardError.write(Data("capture: cannot switch to \(other.localizedName): \(error)\n".utf8))
+        }
+    }
+
+    window.eventHandler = { event in
+        switch event {
+        case .keyDown(.escape, _), .keyDown(Key("q"), _), .closeRequested:
+            window.close()
+        case .keyDown(.space, false):
+            takeStill()
+        case .keyDown(Key("t"), false):
+            toggleCamera()
+        case .keyDown(Key("i"), false):
+            let s = preview.statistics
+            let f = preview.videoFormat.map { "\($0.dimensions) \($0.pixelFormat)" } ?? "no frame yet"
+            say("\(current.localizedName): \(f), \(s.framesDrawn) drawn, \(s.framesReplaced) replaced, \(s.framesDropped) dropped")
+        case .resized:
+            preview.frame = window.rootLayer.bounds
+        default:
+            break
+        }
+    }
+    if args.flags.contains("fullscreen") { window.isFullscreen = true }
+    window.show()
+    PreviewWindow.runEventLoop()
+    if let e = errors.get() { throw e }
+}
+
+/// Writes a line to standard output at once (print buffers when the output is a pipe).
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
 final class ErrorBox: @unchecked Sendable {
     let lock = NSLock()
     var error: CaptureError?
@@ -399,12 +514,17 @@ do {
         try streamCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "frames", "audio"], boolean: ["json"]))
     case "audio":
         try audioCommand(Arguments(rest, valued: ["device", "seconds", "output"], boolean: ["json"]))
+    case "preview":
+        try previewCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "window", "gravity"], boolean: ["fullscreen", "mirror"]))
     case "-h", "--help", "help":
         print(usage)
     default:
         throw ToolError(message: "unknown command '\(argv[1])'\n\(usage)")
     }
 } catch let e as ToolError {
+    FileHandle.standardError.write(Data("capture: \(e.message)\n".utf8))
+    exit(1)
+} catch let e as PreviewError {
     FileHandle.standardError.write(Data("capture: \(e.message)\n".utf8))
     exit(1)
 } catch let e as CaptureError {

@@ -1,0 +1,152 @@
+import CaptureSystem
+import Capture
+import Foundation
+
+/// A layer that shows a session's live video, as `AVCaptureVideoPreviewLayer`.
+///
+/// It takes frames as a frame consumer of the session (beside the app's outputs, which it never
+/// slows): on its own serial queue it keeps only the newest frame, and the window that draws the
+/// layer uploads that frame to a texture at its next drawn frame and lets go of it at once (a held
+/// frame keeps a driver buffer from the camera). Frames replaced before they were drawn, and
+/// frames the session lost, are counted in `statistics`.
+///
+/// Thread-safe, like every `Layer`. Draw it in one window at a time.
+public final class CaptureVideoPreviewLayer: Layer, @unchecked Sendable {
+    private let consumer = CaptureVideoDataOutput(frameConsumer: ())
+    let sink = PreviewFrameSink()
+    private let queue = DispatchQueue(label: "swift-capture.preview")
+    private var _session: CaptureSession?
+    private var _videoGravity: VideoGravity = .resizeAspect
+
+    /// A preview of `session` (nil: none yet; set `session` later).
+    public init(session: CaptureSession?) {
+        super.init()
+        consumer.alwaysDiscardsLateVideoFrames = true
+        consumer.setSampleBufferDelegate(sink, queue: queue)
+        self.session = session
+    }
+
+    /// A preview layer with no session.
+    public convenience override init() { self.init(session: nil) }
+
+    deinit {
+        _session?.removeFrameConsumer(consumer)
+        consumer.setSampleBufferDelegate(nil, queue: nil)
+        _ = sink.take()
+    }
+
+    /// The session shown. Setting it moves the layer's frame consumer to the new session.
+    public var session: CaptureSession? {
+        get { Self.locked { _session } }
+        set {
+            let old: CaptureSession? = Self.locked {
+                defer { _session = newValue }
+                return _session
+            }
+            guard old !== newValue else { return }
+            old?.removeFrameConsumer(consumer)
+            _ = sink.take()
+            newValue?.addFrameConsumer(consumer)
+        }
+    }
+
+    /// How the picture fills the layer (`.resizeAspect` by default, as in AVFoundation).
+    public var videoGravity: VideoGravity {
+        get { Self.locked { _videoGravity } }
+        set { Self.locked { _videoGravity = newValue } }
+    }
+
+    /// The connection from the session's camera to this layer (nil until the session has a
+    /// camera). Its `videoOrientation` and `isVideoMirrored` turn and mirror the picture shown;
+    /// a new camera (toggling) makes a new connection with the defaults.
+    public var connection: CaptureConnection? { consumer.connection(with: .video) }
+
+    /// Frames drawn, frames replaced by a newer one before they were drawn, and frames the
+    /// session reported lost to this layer.
+    public var statistics: (framesDrawn: Int, framesReplaced: Int, framesDropped: Int) { sink.statistics }
+
+    /// The pixel format and size of the newest frame received (nil before the first).
+    public var videoFormat: (pixelFormat: PixelFormat, dimensions: VideoDimensions)? { sink.format }
+
+    /// The geometry used now: the layer's bounds, the newest frame's size (else the camera's
+    /// active format, else the bounds), the gravity, and the connection's turn and mirroring.
+    public var geometry: PreviewGeometry {
+        Self.locked { geometryLocked(bounds: bounds) }
+    }
+
+    private func geometryLocked(bounds: CGRect) -> PreviewGeometry {
+        let c = connection
+        var size = sink.format.map { CGSize(width: $0.dimensions.width, height: $0.dimensions.height) }
+        if size == nil, let d = c?.device?.activeFormat?.dimensions { size = CGSize(width: d.width, height: d.height) }
+        return PreviewGeometry(bounds: bounds, videoSize: size ?? bounds.size, gravity: _videoGravity,
+                               orientation: c?.videoOrientation ?? .landscapeRight, isMirrored: c?.isVideoMirrored ?? false)
+    }
+
+    /// The layer point showing a normalized capture device point (AVFoundation's coordinates:
+    /// (0, 0) top left, (1, 1) bottom right of the unturned sensor picture), with the gravity,
+    /// turn and mirroring applied.
+    public func layerPointConverted(fromCaptureDevicePoint point: CGPoint) -> CGPoint {
+        geometry.layerPoint(fromCaptureDevicePoint: point)
+    }
+
+    /// The normalized capture device point under a layer point (outside 0...1 off the picture).
+    public func captureDevicePointConverted(fromLayerPoint point: CGPoint) -> CGPoint {
+        geometry.captureDevicePoint(fromLayerPoint: point)
+    }
+
+    /// The layer rectangle of a metadata output's normalized rectangle (a face's bounds).
+    public func layerRectConverted(fromMetadataOutputRect rect: CGRect) -> CGRect {
+        geometry.layerRect(fromMetadataOutputRect: rect)
+    }
+
+    /// The normalized metadata output rectangle under a layer rectangle.
+    public func metadataOutputRectConverted(fromLayerRect rect: CGRect) -> CGRect {
+        geometry.metadataOutputRect(fromLayerRect: rect)
+    }
+
+    override func videoSnapshotLocked(bounds: CGRect) -> VideoDrawing? {
+        VideoDrawing(source: sink, geometry: geometryLocked(bounds: bounds))
+    }
+
+    override var clipsVideo: Bool { true }
+}
+
+/// The preview layer's delegate: keeps the newest frame for the window. Delegate calls come on
+/// the layer's queue, `take` on the window's thread; both are short and never wait for the
+/// other's work (only for the lock). Thread-safe.
+final class PreviewFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+    private struct State {
+        var newest: SampleBuffer?
+        var format: (PixelFormat, VideoDimensions)?
+        var drawn = 0
+        var replaced = 0
+        var dropped = 0
+    }
+    private let state = Locked(State())
+
+    func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+        guard let f = sampleBuffer.pixelFormat, let d = sampleBuffer.dimensions else { return }
+        let old: SampleBuffer? = state.withLock { st in
+            let old = st.newest
+            if old != nil { st.replaced += 1 }
+            st.newest = sampleBuffer
+            st.format = (f, d)
+            return old
+        }
+        // The replaced frame's buffer goes back here, outside the lock.
+        _ = consume old
+    }
+
+    func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
+        state.withLock { $0.dropped += drop.count }
+    }
+
+    /// The newest frame not yet drawn, handed over (the sink no longer holds it).
+    func take() -> SampleBuffer? { state.withLock { st in defer { st.newest = nil }; return st.newest } }
+    func didDraw() { state.withLock { $0.drawn += 1 } }
+
+    var format: (pixelFormat: PixelFormat, dimensions: VideoDimensions)? { state.withLock { $0.format.map { ($0.0, $0.1) } } }
+    var statistics: (framesDrawn: Int, framesReplaced: Int, framesDropped: Int) {
+        state.withLock { ($0.drawn, $0.replaced, $0.dropped) }
+    }
+}

@@ -1,0 +1,59 @@
+import Capture
+@testable import CapturePreview
+import CaptureTestSupport
+import Foundation
+import Testing
+
+/// The preview layer as a frame consumer, without a window: it holds at most the newest frame,
+/// and slows neither capture nor the app's outputs.
+@Suite struct PreviewConsumerTests {
+    @Test func aPreviewBesideAJPEGOutputChangesNeitherItsFramesNorItsDrops() async throws {
+        let camera = VirtualCamera(name: "Preview consumer \(UUID().uuidString.prefix(8))", position: .back,
+                                   formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        VirtualCamera.install(camera)
+        defer { VirtualCamera.uninstall(camera) }
+        let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: device))
+        let video = CaptureVideoDataOutput()
+        video.videoSettings = .init(jpeg: .init(quality: 70))
+        video.alwaysDiscardsLateVideoFrames = false
+        let frames = FrameCollector()
+        video.setSampleBufferDelegate(frames, queue: frames.queue)
+        session.addOutput(video)
+        // A preview nobody draws: it keeps replacing its one frame.
+        let preview = CaptureVideoPreviewLayer(session: session)
+        #expect(session.outputs.count == 1, "the preview is not one of the app's outputs")
+        try session.start()
+        #expect(await eventually(timeout: 20) { frames.count >= 45 })
+        session.stopRunning()
+        frames.queue.sync {}
+        let camStats = camera.statistics
+        let stats = video.statistics
+        // The preview never kept the camera short of buffers: nothing was lost for want of one,
+        // and the app's output got every frame the camera queued but the few in flight at the
+        // stop. (A loaded machine may lose frames before they are queued; those are the
+        // camera's, reported as discontinuities, and not the preview's doing.)
+        #expect(camStats.framesDroppedForLackOfBuffers == 0, "\(camStats)")
+        #expect(stats.dropped[.outOfBuffers, default: 0] == 0 && stats.dropped[.frameWasLate, default: 0] == 0, "drops: \(stats.dropped)")
+        #expect(stats.delivered >= Int(camStats.framesQueued) - 3, "\(stats.delivered) delivered of \(camStats.framesQueued) queued")
+        #expect(!frames.drops.contains { $0.reason == .outOfBuffers })
+        // The preview got them too, keeping one (all but the last replaced, none drawn).
+        let p = preview.statistics
+        #expect(p.framesDrawn == 0 && p.framesReplaced >= 40, "\(p)")
+        #expect(preview.videoFormat?.pixelFormat == .yuyv)
+        #expect(preview.sink.take() != nil, "the newest frame is kept for the next drawn frame")
+        #expect(preview.sink.take() == nil, "and only one")
+    }
+
+    @Test func theSessionCanBeSwappedAndTheLayerFreed() throws {
+        let a = CaptureSession(), b = CaptureSession()
+        var preview: CaptureVideoPreviewLayer? = CaptureVideoPreviewLayer(session: a)
+        #expect(preview?.session === a)
+        preview?.session = b
+        #expect(preview?.session === b)
+        weak let gone = preview
+        preview = nil
+        #expect(gone == nil)
+    }
+}

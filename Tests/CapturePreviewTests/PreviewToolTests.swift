@@ -1,0 +1,231 @@
+import CaptureTestSupport
+import Foundation
+import Testing
+
+extension DisplayTests {
+    /// `capture preview` as a user runs it: a real window under Xvfb, keys pressed with xdotool, the
+    /// album in a temporary HOME; and with no display, a one-line error.
+    @Suite(.serialized) struct PreviewToolTests {
+        /// The `capture` tool built beside the test bundle.
+        static func tool(_ name: String = "capture") throws -> URL {
+            let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            for candidate in [dir.appendingPathComponent(name), dir.deletingLastPathComponent().appendingPathComponent(name)]
+            where FileManager.default.isExecutableFile(atPath: candidate.path) {
+                return candidate
+            }
+            throw TestFailure("no \(name) beside \(CommandLine.arguments[0]): build with 'swift build --build-tests'")
+        }
+
+        /// A running tool with its output collected as it comes.
+        final class Run: @unchecked Sendable {
+            let process = Process()
+            private let lock = NSLock()
+            private var out = Data(), err = Data()
+
+            init(_ args: [String], environment: [String: String], tool: String = "capture") throws {
+                process.executableURL = try PreviewToolTests.tool(tool)
+                process.arguments = args
+                process.environment = environment
+                let o = Pipe(), e = Pipe()
+                process.standardOutput = o
+                process.standardError = e
+                o.fileHandleForReading.readabilityHandler = { [weak self] h in
+                    let d = h.availableData
+                    self?.lock.withLock { self?.out.append(d) }
+                }
+                e.fileHandleForReading.readabilityHandler = { [weak self] h in
+                    let d = h.availableData
+                    self?.lock.withLock { self?.err.append(d) }
+                }
+                try process.run()
+            }
+            var stdout: String { lock.withLock { String(decoding: out, as: UTF8.self) } }
+            var stderr: String { lock.withLock { String(decoding: err, as: UTF8.self) } }
+
+            /// Waits up to `timeout` s for the output to satisfy `condition`.
+            func waitFor(timeout: Double = 20, _ condition: (String) -> Bool) -> Bool {
+                let deadline = Date(timeIntervalSinceNow: timeout)
+                while Date() < deadline {
+                    if condition(stdout) { return true }
+                    if !process.isRunning { return condition(stdout) }
+                    usleep(50_000)
+                }
+                return false
+            }
+
+            /// Waits up to `timeout` s for the exit; kills the tool after that. Nil: it hung.
+            func exitStatus(timeout: Double = 20) -> Int32? {
+                let deadline = Date(timeIntervalSinceNow: timeout)
+                while process.isRunning, Date() < deadline { usleep(50_000) }
+                if process.isRunning {
+                    kill(process.processIdentifier, SIGKILL)
+                    process.waitUntilExit()
+                    return nil
+                }
+                usleep(100_000)  // the last output
+                return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
+            }
+        }
+
+        static func xdotool(_ display: String, _ args: [String]) throws {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/xdotool")
+            guard FileManager.default.isExecutableFile(atPath: p.executableURL!.path) else {
+                throw TestFailure("no /usr/bin/xdotool: install xdotool (scripts/test does)")
+            }
+            p.arguments = args
+            p.environment = ["DISPLAY": display]
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            p.waitUntilExit()
+            guard p.terminationStatus == 0 else { throw TestFailure("xdotool \(args.joined(separator: " ")) exited \(p.terminationStatus)") }
+        }
+
+        static func environment(display: String?, home: URL) -> [String: String] {
+            var env = ProcessInfo.processInfo.environment
+            env["DISPLAY"] = display
+            env["WAYLAND_DISPLAY"] = nil
+            env["HOME"] = home.path
+            env["XDG_PICTURES_DIR"] = nil
+        // The tool draws as a user's would, with SDL's choice (OpenGL), not the test process's.
+        env["SDL_RENDER_DRIVER"] = nil
+        env["SDL_FRAMEBUFFER_ACCELERATION"] = nil
+            return env
+        }
+
+        static func temporaryHome() throws -> URL {
+            let url = FileManager.default.temporaryDirectory.appendingPathComponent("preview-home-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+            return url
+        }
+
+        @Test func withoutADisplayItSaysSoInOneLineAndExitsNonZero() throws {
+            let home = try Self.temporaryHome()
+            defer { try? FileManager.default.removeItem(at: home) }
+            let run = try Run(["preview", "--device", "virtual"], environment: Self.environment(display: nil, home: home))
+            let status = run.exitStatus()
+            #expect(status == 1, "exit status \(String(describing: status)), stderr: \(run.stderr)")
+            let lines = run.stderr.split(separator: "\n").filter { !$0.contains("using the virtual camera") }
+            #expect(lines.count == 1 && lines[0].contains("no display") && lines[0].contains("capture serve"), "stderr: \(run.stderr)")
+        }
+
+        @Test func aDisplayThatCannotBeOpenedIsTheSameOneLineError() throws {
+            let home = try Self.temporaryHome()
+            defer { try? FileManager.default.removeItem(at: home) }
+            // No X server listens there (and SDL must not fall back to another video driver).
+            let run = try Run(["preview", "--device", "virtual"], environment: Self.environment(display: ":4242", home: home))
+            let status = run.exitStatus()
+            #expect(status == 1, "exit status \(String(describing: status)), stderr: \(run.stderr)")
+            let lines = run.stderr.split(separator: "\n").filter { $0.hasPrefix("capture:") && !$0.contains("using the virtual camera") }
+            #expect(lines.count == 1 && lines[0].contains("display") && lines[0].contains("capture serve"), "stderr: \(run.stderr)")
+        }
+
+        @Test func shutterToggleAndEscape() throws {
+            let x = try XvfbDisplay.shared()
+            let home = try Self.temporaryHome()
+            defer { try? FileManager.default.removeItem(at: home) }
+            let run = try Run(["preview", "--device", "virtual", "--window", "320x180"], environment: Self.environment(display: x.display, home: home))
+            defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
+            // The window shows up (xdotool finds it by title), then keys go to it under the pointer.
+            var found = false
+            for _ in 0..<300 where !found {
+                found = (try? Self.xdotool(x.display, ["search", "--name", "capture preview"])) != nil
+                if !found { usleep(100_000) }
+            }
+            #expect(found, "no window appeared; stderr: \(run.stderr)")
+            // Focus once the window is mapped (search can find it a moment before).
+            var focused = false
+            for _ in 0..<300 where !focused {
+                focused = (try? Self.xdotool(x.display, ["search", "--name", "capture preview", "windowfocus", "--sync"])) != nil
+                if !focused { usleep(100_000) }
+            }
+            #expect(focused, "the window could not be focused")
+
+            // The live picture, drawn by the OpenGL renderer: the eight bars across the window,
+            // which SDL centres on the 900x900 screen (no window manager).
+            var bars: [String] = ["no screenshot"]
+            for _ in 0..<300 where !bars.isEmpty {
+                let (w, h) = (320, 180)
+                let shot = try x.screenshot(of: CGRect(x: (900 - w) / 2, y: (900 - h) / 2, width: w, height: h))
+                bars = ColorBars.expected.enumerated().compactMap { i, bar in
+                    let p = shot.pixel(x: (2 * i + 1) * w / 16, y: h * 4 / 5)
+                    return abs(p.r - bar.r) <= 40 && abs(p.g - bar.g) <= 40 && abs(p.b - bar.b) <= 40 ? nil : "\(bar.name): \(p)"
+                }
+                if !bars.isEmpty { usleep(100_000) }
+            }
+            #expect(bars.isEmpty, "the tool's window does not show the bars: \(bars)")
+
+            try Self.xdotool(x.display, ["key", "space"])
+            #expect(run.waitFor { $0.contains(".jpg") }, "no still path printed; stdout: \(run.stdout), stderr: \(run.stderr)")
+            if let line = run.stdout.split(separator: "\n").first(where: { $0.contains(".jpg") }),
+               let path = line.split(separator: "\t").first {
+                let jpeg = try Data(contentsOf: URL(fileURLWithPath: String(path)))
+                #expect(path.hasPrefix(home.path), "saved outside the temporary HOME: \(path)")
+                #expect(jpeg.suffix(2) == Data([0xFF, 0xD9]) && TestJPEG.decode(jpeg) != nil, "\(path) is not a complete JPEG")
+            }
+
+            try Self.xdotool(x.display, ["key", "t"])
+            #expect(run.waitFor { $0.contains("camera: Virtual Back Camera") }, "toggle: \(run.stdout) \(run.stderr)")
+            try Self.xdotool(x.display, ["key", "t"])
+            #expect(run.waitFor { $0.contains("camera: Virtual Front Camera") }, "toggle back: \(run.stdout) \(run.stderr)")
+
+            try Self.xdotool(x.display, ["key", "Escape"])
+            let status = run.exitStatus()
+            #expect(status == 0, "Esc: exit status \(String(describing: status)), stderr: \(run.stderr)")
+        }
+
+        /// still-camera --preview: the seeds' buttons are layers, and clicks reach them through
+        /// pointer events and `hitTest`.
+        @Test func stillCameraButtonsAnswerClicks() throws {
+            let x = try XvfbDisplay.shared()
+            let home = try Self.temporaryHome()
+            defer { try? FileManager.default.removeItem(at: home) }
+            let album = home.appendingPathComponent("album")
+            let run = try Run(["--device", "virtual", "--album", album.path, "--preview"],
+                              environment: Self.environment(display: x.display, home: home), tool: "still-camera")
+            defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
+            var found = false
+            for _ in 0..<300 where !found {
+                found = (try? Self.xdotool(x.display, ["search", "--name", "still-camera"])) != nil
+                if !found { usleep(100_000) }
+            }
+            #expect(found, "no window appeared; stderr: \(run.stderr)")
+            usleep(500_000)
+            // A 640x360 window centred on the 900x900 screen; buttons 60 points above its bottom:
+            // shutter in the middle, toggle 60 from the right, close 60 from the left.
+            let (x0, y0) = (130, 270)
+            // (The example prints with print, which a pipe buffers: its lines are read after it exits.)
+            func albumFiles() -> [String] { (try? FileManager.default.contentsOfDirectory(atPath: album.path)) ?? [] }
+            try Self.xdotool(x.display, ["mousemove", "\(x0 + 320)", "\(y0 + 300)", "click", "1"])
+            var waited = 0
+            while albumFiles().isEmpty, waited < 300 { usleep(100_000); waited += 1 }
+            #expect(!albumFiles().isEmpty, "shutter: no photo saved; stderr: \(run.stderr)")
+            try Self.xdotool(x.display, ["mousemove", "\(x0 + 580)", "\(y0 + 300)", "click", "1"])
+            usleep(1_000_000)
+            try Self.xdotool(x.display, ["mousemove", "\(x0 + 60)", "\(y0 + 300)", "click", "1"])
+            let status = run.exitStatus()
+            #expect(status == 0, "close: exit status \(String(describing: status)), stderr: \(run.stderr)")
+            #expect(run.stdout.contains("saved photo:") && run.stdout.contains("toggled to"), "stdout: \(run.stdout)")
+            let saved = (try? FileManager.default.contentsOfDirectory(atPath: album.path)) ?? []
+            #expect(saved.count == 1 && saved[0].hasSuffix(".jpg"), "album: \(saved)")
+        }
+
+        @Test func sigtermClosesCleanly() throws {
+            let x = try XvfbDisplay.shared()
+            let home = try Self.temporaryHome()
+            defer { try? FileManager.default.removeItem(at: home) }
+            let run = try Run(["preview", "--device", "virtual", "--window", "160x90", "--gravity", "resizeAspectFill", "--mirror"],
+                              environment: Self.environment(display: x.display, home: home))
+            var found = false
+            for _ in 0..<300 where !found {
+                found = (try? Self.xdotool(x.display, ["search", "--name", "capture preview"])) != nil
+                if !found { usleep(100_000) }
+            }
+            #expect(found, "no window appeared; stderr: \(run.stderr)")
+            kill(run.process.processIdentifier, SIGTERM)
+            let status = run.exitStatus()
+            #expect(status == 0, "SIGTERM: exit status \(String(describing: status)), stderr: \(run.stderr)")
+        }
+    }
+}

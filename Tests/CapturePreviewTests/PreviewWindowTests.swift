@@ -1,0 +1,252 @@
+import Capture
+@testable import CapturePreview
+import CaptureTestSupport
+import Foundation
+import Testing
+
+extension DisplayTests {
+    /// Real windows under a real X server (Xvfb), showing the virtual camera: screenshots of the
+    /// screen must show the colour bars where the gravity, the turn and the mirroring put them, and
+    /// overlays where `layerPointConverted` says. Serialized: SDL has one event queue per process.
+    @Suite(.serialized) struct PreviewWindowTests {
+        /// The root layer's colour, which the letterbox shows (no bar has it).
+        static let letterbox = Color(red: 128 / 255, green: 64 / 255, blue: 1)
+        static let letterboxRGB = (r: 128, g: 64, b: 255)
+
+        /// A camera of its own (unique name) with one mode, a session showing it in a preview layer
+        /// that fills a shown window.
+        final class Rig {
+            let camera: VirtualCamera
+            let session = CaptureSession()
+            let preview: CaptureVideoPreviewLayer
+            let window: PreviewWindow
+
+            init(_ mode: VirtualCamera.Mode, window size: CGSize = CGSize(width: 300, height: 300)) throws {
+                camera = VirtualCamera(name: "Preview \(UUID().uuidString.prefix(8))", position: .back, formats: [mode])
+                VirtualCamera.install(camera)
+                guard let device = CaptureDevice.device(withUniqueID: camera.uniqueID) else {
+                    VirtualCamera.uninstall(camera)
+                    throw TestFailure("the virtual camera is not discoverable")
+                }
+                session.addInput(try CaptureDeviceInput(device: device))
+                preview = CaptureVideoPreviewLayer(session: session)
+                window = try PreviewWindow(title: "preview test", size: size)
+                window.rootLayer.backgroundColor = PreviewWindowTests.letterbox
+                preview.frame = window.rootLayer.bounds
+                window.rootLayer.addSublayer(preview)
+                try session.start()
+                window.show()
+            }
+
+            func close() {
+                session.stopRunning()
+                window.close()
+                VirtualCamera.uninstall(camera)
+            }
+        }
+
+        static func near(_ p: (r: Int, g: Int, b: Int), _ q: (r: Int, g: Int, b: Int), tolerance: Int = 40) -> Bool {
+            abs(p.r - q.r) <= tolerance && abs(p.g - q.g) <= tolerance && abs(p.b - q.b) <= tolerance
+        }
+
+        /// Checks a grid of window points against what the preview's geometry says is there: a bar
+        /// colour on the picture (away from bar edges and the counter rows at the top), the letterbox
+        /// colour off it. Returns what did not match.
+        static func pictureMismatches(_ shot: RGBImage, _ rig: Rig) -> [String] {
+            let g = rig.preview.geometry, size = rig.window.size
+            var bad: [String] = []
+            for wy in stride(from: 3, to: Int(size.height) - 3, by: 9) {
+                for wx in stride(from: 3, to: Int(size.width) - 3, by: 9) {
+                    let d = g.captureDevicePoint(fromLayerPoint: CGPoint(x: Double(wx) + 0.5, y: Double(wy) + 0.5))
+                    let p = shot.pixel(x: wx, y: wy)
+                    let margin = 0.02
+                    if d.x < -margin || d.x > 1 + margin || d.y < -margin || d.y > 1 + margin {
+                        if !near(p, letterboxRGB) { bad.append("(\(wx),\(wy)) off the picture is \(p), not the letterbox") }
+                    } else if d.x > margin, d.x < 1 - margin, d.y > 0.3, d.y < 1 - margin {
+                        let bar = d.x * 8, i = Int(bar)
+                        guard bar - Double(i) > 0.2, bar - Double(i) < 0.8 else { continue }
+                        let e = ColorBars.expected[i]
+                        if !near(p, (e.r, e.g, e.b)) { bad.append("(\(wx),\(wy)) is \(p), not \(e.name)") }
+                    }
+                }
+            }
+            return bad
+        }
+
+        /// Draws frames and takes screenshots until `check` finds nothing wrong or time runs out;
+        /// returns the last findings (empty: the screen is right).
+        static func settle(_ rig: Rig, _ x: XvfbDisplay, timeout: Double = 30, _ check: (RGBImage) -> [String]) throws -> [String] {
+            let deadline = Date(timeIntervalSinceNow: timeout)
+            var last = ["no screenshot taken"]
+            while Date() < deadline {
+                for _ in 0..<3 {
+                    PreviewWindow.processEvents()
+                    rig.window.render()
+                    Thread.sleep(forTimeInterval: 0.03)
+                }
+                // The screen outside the window is the root colour.
+                let corner = try x.screenshot(of: CGRect(x: 0, y: 0, width: 2, height: 2))
+                if !near(corner.pixel(x: 0, y: 0), XvfbDisplay.rootColor, tolerance: 8) && rig.window.position != .zero {
+                    last = ["the screen outside the window is \(corner.pixel(x: 0, y: 0))"]
+                    continue
+                }
+                last = check(try x.screenshot(of: CGRect(origin: rig.window.position, size: rig.window.size)))
+                if last.isEmpty { return [] }
+            }
+            return last
+        }
+
+        @Test func gravityLetterboxesCropsAndStretchesThePicture() async throws {
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let rig = try Rig(.init(.yuyv, width: 640, height: 360, frameRates: [30]))
+                defer { rig.close() }
+                var found: [String] = []
+                for gravity in VideoGravity.allCases {
+                    rig.preview.videoGravity = gravity
+                    found += try Self.settle(rig, x) { Self.pictureMismatches($0, rig) }.prefix(6).map { "\(gravity): \($0)" }
+                    // And what each gravity means, independently of the geometry: bands above and
+                    // below for aspect, no letterbox for fill, the outer bars at the edges for resize.
+                    found += try Self.settle(rig, x) { shot in
+                        let top = shot.pixel(x: 150, y: 10), left = shot.pixel(x: 2, y: 250), right = shot.pixel(x: 297, y: 250)
+                        switch gravity {
+                        case .resizeAspect:
+                            return Self.near(top, Self.letterboxRGB) && Self.near(shot.pixel(x: 150, y: 290), Self.letterboxRGB) &&
+                                Self.near(shot.pixel(x: 2, y: 200), (191, 191, 191)) ? [] : ["aspect: no bands, or the white bar is not at the left"]
+                        case .resizeAspectFill:
+                            // A 16:9 picture cut to a square: the left edge is inside the yellow bar.
+                            return !Self.near(top, Self.letterboxRGB) && Self.near(left, (191, 191, 0)) && Self.near(right, (0, 0, 191))
+                                ? [] : ["fill: left \(left), right \(right), top \(top)"]
+                        case .resize:
+                            return Self.near(left, (191, 191, 191)) && Self.near(right, (0, 0, 0)) && !Self.near(top, Self.letterboxRGB)
+                                ? [] : ["resize: left \(left), right \(right)"]
+                        }
+                    }
+                }
+                if rig.preview.statistics.framesDrawn == 0 { found.append("no frame drawn") }
+                return found
+            }
+            #expect(problems.isEmpty, "\(problems.prefix(8))")
+        }
+
+        @Test func mirroringTurningAndResizingTheWindow() async throws {
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let rig = try Rig(.init(.yuyv, width: 640, height: 360, frameRates: [30]))
+                defer { rig.close() }
+                rig.preview.videoGravity = .resize
+                guard let connection = rig.preview.connection else { return ["the preview layer has no connection"] }
+                connection.isVideoMirrored = true
+                var found = try Self.settle(rig, x) { shot in
+                    let left = shot.pixel(x: 2, y: 250)
+                    return Self.pictureMismatches(shot, rig) + (Self.near(left, (0, 0, 0)) ? [] : ["mirrored: the left edge is \(left), not black"])
+                }.prefix(6).map { "mirrored: \($0)" }
+
+                connection.isVideoMirrored = false
+                connection.videoOrientation = .portrait
+                rig.preview.videoGravity = .resizeAspect
+                found += try Self.settle(rig, x) { shot in
+                    // Turned clockwise, the white bar runs along the top; the sides are letterbox.
+                    Self.pictureMismatches(shot, rig) + (Self.near(shot.pixel(x: 150, y: 4), (191, 191, 191)) && Self.near(shot.pixel(x: 4, y: 150), Self.letterboxRGB)
+                        ? [] : ["top \(shot.pixel(x: 150, y: 4)), left \(shot.pixel(x: 4, y: 150))"])
+                }.prefix(6).map { "portrait: \($0)" }
+
+                connection.videoOrientation = .landscapeRight
+                var resized: CGSize?
+                rig.window.eventHandler = { if case .resized(let s) = $0 { resized = s } }
+                rig.window.size = CGSize(width: 240, height: 420)
+                if rig.window.rootLayer.frame.size != CGSize(width: 240, height: 420) { found.append("the root layer did not follow the window") }
+                rig.preview.frame = rig.window.rootLayer.bounds
+                found += try Self.settle(rig, x) { shot in
+                    // A tall window: bands above and below, the picture across the whole width.
+                    Self.pictureMismatches(shot, rig) + (Self.near(shot.pixel(x: 120, y: 20), Self.letterboxRGB) && Self.near(shot.pixel(x: 3, y: 250), (191, 191, 191))
+                        ? [] : ["top \(shot.pixel(x: 120, y: 20)), left \(shot.pixel(x: 3, y: 250))"])
+                }.prefix(6).map { "tall window: \($0)" }
+                if resized != CGSize(width: 240, height: 420) { found.append("the window reported no resize (\(String(describing: resized)))") }
+                return found
+            }
+            #expect(problems.isEmpty, "\(problems.prefix(8))")
+        }
+
+        @Test func overlaysLandWhereLayerPointConvertedSaysInZOrder() async throws {
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let rig = try Rig(.init(.yuyv, width: 640, height: 360, frameRates: [30]))
+                defer { rig.close() }
+                rig.preview.videoGravity = .resizeAspectFill
+                // Seed 000's face layer: a sublayer of the preview, zPosition 1, placed through the
+                // preview's conversion (the green bar, low in the picture).
+                let centre = rig.preview.layerPointConverted(fromCaptureDevicePoint: CGPoint(x: 3.5 / 8, y: 0.8))
+                let face = Layer()
+                face.frame = CGRect(x: centre.x - 15, y: centre.y - 15, width: 30, height: 30)
+                face.backgroundColor = Color(red: 1, green: 0.5, blue: 0)
+                face.zPosition = 1
+                // A layer above it (higher zPosition although added first) covering its right half.
+                let above = Layer()
+                above.frame = CGRect(x: centre.x, y: centre.y - 15, width: 30, height: 30)
+                above.contents = LayerImage(color: Color(red: 1, green: 1, blue: 1), width: 4, height: 4)
+                above.zPosition = 2
+                rig.preview.addSublayer(above)
+                rig.preview.addSublayer(face)
+                let cx = Int(centre.x), cy = Int(centre.y)
+                var found = try Self.settle(rig, x) { shot in
+                    var bad: [String] = []
+                    if !Self.near(shot.pixel(x: cx - 8, y: cy), (255, 128, 0), tolerance: 12) { bad.append("face at \(cx - 8),\(cy): \(shot.pixel(x: cx - 8, y: cy))") }
+                    if !Self.near(shot.pixel(x: cx + 8, y: cy), (255, 255, 255), tolerance: 12) { bad.append("upper layer: \(shot.pixel(x: cx + 8, y: cy))") }
+                    if !Self.near(shot.pixel(x: cx - 25, y: cy), (0, 191, 0)) { bad.append("beside the face: \(shot.pixel(x: cx - 25, y: cy)), not green") }
+                    return bad
+                }
+                if rig.window.rootLayer.hitTest(CGPoint(x: cx - 8, y: cy)) !== face { found.append("hitTest missed the face layer") }
+                if rig.window.rootLayer.hitTest(CGPoint(x: cx + 8, y: cy)) !== above { found.append("hitTest missed the upper layer") }
+                return found
+            }
+            #expect(problems.isEmpty, "\(problems.prefix(8))")
+        }
+
+        @Test(arguments: [PixelFormat.nv12, .yuv420, .uyvy, .mjpeg])
+        func everyUploadPathShowsTheBars(format: PixelFormat) async throws {
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let rig = try Rig(.init(format, width: 640, height: 360, frameRates: [30]))
+                defer { rig.close() }
+                rig.preview.videoGravity = .resizeAspect
+                var found = try Self.settle(rig, x) { Self.pictureMismatches($0, rig) }
+                if rig.preview.videoFormat?.pixelFormat != format { found.append("frames came as \(String(describing: rig.preview.videoFormat))") }
+                // MJPEG is decoded at the scaling factor nearest the drawn size (300x169 here): 1/2.
+                if format == .mjpeg, let t = rig.window.videoTextureSize(of: rig.preview), t != (320, 180) {
+                    found.append("the 640x360 MJPEG frame was decoded at \(t), not 320x180")
+                }
+                return found
+            }
+            #expect(problems.isEmpty, "\(format): \(problems.prefix(8))")
+        }
+
+        @Test func twentyWindowsLeaveDescriptorsAndThreadsAtBaseline() async throws {
+            let counts = try await UIThread.run { () throws -> [Int] in
+                _ = try XvfbDisplay.shared()
+                func cycle() throws {
+                    let w = try PreviewWindow(title: "leak", size: CGSize(width: 120, height: 90))
+                    let l = Layer()
+                    l.frame = CGRect(x: 10, y: 10, width: 50, height: 50)
+                    l.contents = LayerImage(color: .white, width: 8, height: 8)
+                    w.rootLayer.addSublayer(l)
+                    w.show()
+                    PreviewWindow.processEvents()
+                    w.render()
+                    w.close()
+                }
+                func threads() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1 }
+                // The first window loads the GL driver (libraries that keep their own threads and
+                // descriptors): the baseline is after it.
+                try cycle()
+                let fds = ProcessResources.openDescriptors, tasks = threads()
+                for _ in 0..<20 { try cycle() }
+                return [fds, ProcessResources.openDescriptors, tasks, threads(), PreviewWindow.windows.count]
+            }
+            #expect(counts[4] == 0)
+            // Other suites run meanwhile and come and go; a leak of one per window would be 20.
+            #expect(counts[1] <= counts[0] + 3, "descriptors: \(counts[0]) before, \(counts[1]) after 20 windows")
+            #expect(counts[3] <= counts[2] + 3, "threads: \(counts[2]) before, \(counts[3]) after 20 windows")
+        }
+    }
+}
