@@ -122,11 +122,18 @@ final class PreviewFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unche
         var replaced = 0
         var dropped = 0
     }
-    private let state = Locked(State())
+    // NSLock: a pthread mutex, which ThreadSanitizer sees.
+    private let lock = NSLock()
+    private var state = State()
+    private func locked<T>(_ body: (inout State) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&state)
+    }
 
     func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
         guard let f = sampleBuffer.pixelFormat, let d = sampleBuffer.dimensions else { return }
-        let old: SampleBuffer? = state.withLock { st in
+        let old: SampleBuffer? = locked { st in
             let old = st.newest
             if old != nil { st.replaced += 1 }
             st.newest = sampleBuffer
@@ -138,15 +145,15 @@ final class PreviewFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unche
     }
 
     func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
-        state.withLock { $0.dropped += drop.count }
+        locked { $0.dropped += drop.count }
     }
 
     /// The newest frame not yet drawn, handed over (the sink no longer holds it).
-    func take() -> SampleBuffer? { state.withLock { st in defer { st.newest = nil }; return st.newest } }
-    func didDraw() { state.withLock { $0.drawn += 1 } }
+    func take() -> SampleBuffer? { locked { st in defer { st.newest = nil }; return st.newest } }
+    func didDraw() { locked { $0.drawn += 1 } }
 
-    var format: (pixelFormat: PixelFormat, dimensions: VideoDimensions)? { state.withLock { $0.format.map { ($0.0, $0.1) } } }
+    var format: (pixelFormat: PixelFormat, dimensions: VideoDimensions)? { locked { $0.format.map { ($0.0, $0.1) } } }
     var statistics: (framesDrawn: Int, framesReplaced: Int, framesDropped: Int) {
-        state.withLock { ($0.drawn, $0.replaced, $0.dropped) }
+        locked { ($0.drawn, $0.replaced, $0.dropped) }
     }
 }

@@ -1,6 +1,7 @@
 import CaptureSystem
 import Capture
 import Foundation
+import Synchronization
 
 /// A colour with straight (not premultiplied) alpha, each component 0...1. Plain value; any thread.
 public struct Color: Sendable, Hashable {
@@ -43,8 +44,8 @@ public struct LayerImage: Sendable {
     /// Tells images apart for the renderer's texture cache.
     let id: UInt64
 
-    private static let ids = Locked<UInt64>(0)
-    private static func nextID() -> UInt64 { ids.withLock { $0 += 1; return $0 } }
+    private static let ids = Atomic<UInt64>(0)
+    private static func nextID() -> UInt64 { ids.add(1, ordering: .relaxed).newValue }
 
     /// An image from RGBA pixels. Throws `.invalidImage` when the byte count is not
     /// `width * height * 4` or a side is not positive.
