@@ -52,7 +52,7 @@ let package = Package(
         .target(name: "Capture", dependencies: ["CaptureVirtual", "CaptureImaging", "CaptureV4L2", "CaptureALSA",
                                                 "CaptureBackend", "CaptureSystem", "CV4L2Shim"]),
         // Preview: the camera in a window (SDL2); a product of its own, so the core needs no SDL2.
-        .target(name: "CapturePreview", dependencies: ["Capture", "CaptureImaging", "CaptureBackend", "CaptureSystem", "CSDL2", "CTurboJPEG"]),
+        .target(name: "CapturePreview", dependencies: ["Capture", "CSDL2", "CTurboJPEG"]),
         .executableTarget(name: "CaptureTool", dependencies: ["Capture", "CapturePreview"], path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),

@@ -1,4 +1,3 @@
-import CaptureSystem
 import Capture
 import Foundation
 import Synchronization

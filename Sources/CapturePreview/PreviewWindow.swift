@@ -1,4 +1,3 @@
-import CaptureSystem
 import Capture
 internal import CSDL2
 import Foundation
