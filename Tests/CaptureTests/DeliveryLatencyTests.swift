@@ -40,7 +40,9 @@ import CaptureTestSupport
         #expect(await collector.eventually(frames: 30))
         let quick = video.deliveryLatency(resetting: true)
         #expect(quick.frames >= 30 && quick.p50 <= quick.p99 && quick.p99 <= quick.maximum, "\(quick)")
-        #expect(quick.p50 > .zero && quick.p50 < .milliseconds(100), "\(quick)")
+        // Measured in the right unit (a wrong one is 1000 times off); not a speed bound: a loaded
+        // machine under a sanitizer can keep a quick delegate waiting for tens of milliseconds.
+        #expect(quick.p50 > .zero && quick.p50 < .seconds(2), "\(quick)")
         // A delegate taking 40 ms a frame at 60 fps: frames wait in the backlog for it.
         collector.onFrame = { _ in usleep(40_000) }
         let n = collector.count

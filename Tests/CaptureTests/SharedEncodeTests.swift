@@ -37,6 +37,9 @@ import CaptureTestSupport
         }
         let n = collector.count
         #expect(await collector.eventually(frames: n + 5))
+        // Read in this order: a frame is counted as encoded before it is delivered, and the camera
+        // queues it before it is encoded. (The stop delivers what the encoders still hold.)
+        let delivered = collector.count
         let encodes = session.stageJPEGEncodes
         let queued = Int(rig.camera.statistics.framesQueued)
         session.stopRunning()
@@ -44,7 +47,7 @@ import CaptureTestSupport
         #expect(still.ownEncodes == 0, "the still encoded \(still.ownEncodes) frames itself")
         // One encode per frame handed on, however many consumers: never more than the camera queued.
         #expect(encodes > 0 && encodes <= queued, "\(encodes) encodes for \(queued) frames")
-        #expect(collector.count <= encodes, "\(collector.count) JPEG frames delivered from \(encodes) encodes")
+        #expect(delivered <= encodes, "\(delivered) JPEG frames delivered from \(encodes) encodes")
         let late = video.statistics.dropped[.frameWasLate] ?? 0
         #expect(collector.count + late + 2 >= encodes, "encodes \(encodes), delivered \(collector.count), late \(late)")
         // The stream's frames are JPEGs of the camera's size.
@@ -119,4 +122,54 @@ final class FormatRecorder: Sendable {
     private let list = Locked<[PixelFormat?]>([])
     func add(_ f: PixelFormat?) { list.withLock { $0.append(f) } }
     var all: [PixelFormat?] { list.withLock { $0 } }
+
+    /// An MJPEG camera's frames are made complete once per frame for every JPEG consumer: a JPEG
+    /// video data output and a JPEG frame consumer get the same bytes, and a still takes them and
+    /// adds its EXIF.
+    @Test func anMJPEGFrameIsCompletedOnceForEveryJPEGConsumer() async throws {
+        let rig = try MisuseRig("Shared MJPEG", .init(.mjpeg, width: 320, height: 240, frameRates: [30], omitsHuffmanTables: true))
+        defer { rig.uninstall() }
+        let (session, video, collector) = try rig.videoSession(discardsLate: false)
+        video.videoSettings = .init(jpeg: .init(quality: 80))
+        let consumer = CaptureVideoDataOutput(frameConsumer: ())
+        consumer.videoSettings = .init(jpeg: .init(quality: 60))
+        consumer.alwaysDiscardsLateVideoFrames = false
+        let consumed = FrameCollector()
+        consumer.setSampleBufferDelegate(consumed, queue: consumed.queue)
+        #expect(session.addFrameConsumer(consumer))
+        let still = CaptureStillImageOutput()
+        session.addOutput(still)
+        // Per frame, what each consumer got: the bytes and which sample held them.
+        let bytes = Locked<[UInt64: [(Data, ObjectIdentifier)]]>([:])
+        let keep: @Sendable (SampleBuffer) -> Void = { s in
+            if let d = s.jpegData { bytes.withLock { $0[s.sequenceNumber, default: []].append((d, ObjectIdentifier(s))) } }
+        }
+        collector.onFrame = keep
+        consumed.onFrame = keep
+        try session.start()
+        #expect(await collector.eventually(frames: 10))
+        #expect(await consumed.eventually(frames: 10))
+        let connection = try #require(still.connection(with: .video))
+        connection.videoOrientation = .portrait
+        let sample = try await still.captureStillImage(from: connection)
+        let stillJPEG = try #require(sample.jpegData)
+        #expect(stillJPEG.withUnsafeBytes { MJPEG.hasHuffmanTables($0) })
+        #expect(TestJPEG.exifOrientation(stillJPEG) == 6, "the still lost its orientation")
+        #expect(TestJPEG.decode(stillJPEG) != nil)
+        let completions = session.mjpegCompletions
+        let queued = Int(rig.camera.statistics.framesQueued)
+        session.stopRunning()
+        collector.queue.sync {}
+        consumed.queue.sync {}
+        #expect(completions > 0 && completions <= queued, "\(completions) completions for \(queued) frames")
+        #expect(still.ownEncodes == 0)
+        // Both consumers got every frame each (no late drops: neither discards), made once: the same bytes.
+        let both = bytes.withLock { $0 }.filter { $0.value.count == 2 }
+        #expect(both.count >= 8, "\(both.count) frames reached both consumers")
+        for (seq, pair) in both {
+            #expect(pair[0].1 == pair[1].1, "frame \(seq) was completed twice (two samples)")
+            #expect(pair[0].0 == pair[1].0, "frame \(seq) differs between the consumers")
+            #expect(pair[0].0.withUnsafeBytes { MJPEG.hasHuffmanTables($0) }, "frame \(seq) was not completed")
+        }
+    }
 }

@@ -32,7 +32,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         /// When set, every frame is delivered as JPEG (`pixelFormat` `.jpeg`, bytes through
         /// `withUnsafeBytes` or `jpegData`): raw frames are encoded on `JPEGSettings.threads`
         /// encoder threads, in order, and MJPEG frames pass through (Huffman tables inserted
-        /// where missing). `pixelFormat` is then ignored. A frame is encoded once for every
+        /// where missing, once per frame for every consumer that wants JPEG). `pixelFormat` is then ignored. A frame is encoded once for every
         /// consumer of the session that wants the same quality and subsampling (a still at that
         /// quality takes the same JPEG, with its own EXIF).
         public var jpeg: JPEGSettings?
@@ -98,10 +98,6 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     private let convertedSamples = FrameLeasePool(capacity: 4)
     // The views the delegate and the sequences get (used under `conversion`, like `converter`).
     private let views = SampleViewPool()
-    // MJPEG frames completed for JPEG mode (raw frames are encoded by the input's JPEG stage).
-    private let jpegSamples = JPEGSampleRing(count: 6)
-    // MJPEG frames in JPEG mode, rewritten under `conversion` (like `converter`).
-    private var passThroughBytes: [UInt8] = []
 
     public override init() { super.init() }
 
@@ -238,8 +234,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         enqueue(sample, connection: connection)
     }
 
-    /// JPEG mode, raw camera: the input's JPEG stage encoded the frame (once for every output
-    /// that wants this quality).
+    /// JPEG mode: the input's JPEG stage encoded the frame (once for every output that wants this
+    /// quality), or, from an MJPEG camera, the capture thread made it complete (once per frame).
     override func handleEncodedFrame(_ jpeg: SampleBuffer, connection: CaptureConnection) {
         enqueue(jpeg, connection: connection)
     }
@@ -348,18 +344,6 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// The frame in the format `videoSettings` asks for: as it is when it already is (or when no
     /// conversion exists), converted into an owned buffer otherwise.
     private func converted(_ sample: SampleBuffer) throws(CaptureError) -> SampleBuffer {
-        if state.withLock({ $0.settings.jpeg != nil }), let image = sample.videoImage, image.pixelFormat.isCompressed,
-           let meta = sample.videoMetadata {
-            // JPEG mode, MJPEG camera: the camera's JPEG, made complete, in a reused sample.
-            try sample.withVideoImage { _ throws(CaptureError) in
-                _ = try MJPEG.insertStandardHuffmanTables(image.plane0.bytes, into: &passThroughBytes)
-            }
-            let dims = VideoDimensions(width: image.width, height: image.height)
-            guard let out = passThroughBytes.withUnsafeBytes({ jpegSamples.sample(copying: $0, dimensions: dims, metadata: meta) }) else {
-                throw CaptureError(.invalidState, "every JPEG sample is held by the app")
-            }
-            return out
-        }
         guard let want = state.withLock({ $0.settings.pixelFormat }), let image = sample.videoImage,
               let meta = sample.videoMetadata, image.pixelFormat != want,
               PixelFormatConverter.canConvert(from: image.pixelFormat, to: want),

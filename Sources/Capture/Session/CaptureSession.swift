@@ -508,6 +508,11 @@ public final class CaptureSession: @unchecked Sendable {
         }
     }
 
+    /// MJPEG frames the running inputs made complete for their JPEG consumers (once per frame).
+    package var mjpegCompletions: Int {
+        lock.withLock { runners.values.reduce(0) { $0 + (($1 as? VideoPipeline)?.mjpegCompletions.count.load(ordering: .relaxed) ?? 0) } }
+    }
+
     /// JPEG encodes the running video inputs' stages made so far (tests and benchmarks count
     /// encodes per frame with it).
     package var stageJPEGEncodes: Int {

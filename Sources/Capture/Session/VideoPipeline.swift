@@ -35,7 +35,15 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         case frame(shared: JPEGProduct?)
         /// The JPEG of a raw frame, from the stage for the product.
         case jpeg(JPEGProduct, threads: Int)
+        /// The camera's JPEG (MJPEG) made complete, once per frame for every output that wants JPEG.
+        case completed
     }
+    // MJPEG frames made complete (Huffman tables inserted) for the outputs that want JPEG, once
+    // per frame, into reused samples; capture thread only.
+    private let completedJPEGs = JPEGSampleRing(count: 6)
+    private var completionBytes: [UInt8] = []
+    /// MJPEG frames this input made complete.
+    let mjpegCompletions = EncodeCounter()
 
     init(session: CaptureSession, input: CaptureDeviceInput, format: ActiveFormat, connections: [CaptureConnection]) {
         self.session = session
@@ -169,8 +177,8 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                     uses.append(.none)
                     continue
                 }
-                if raw, let product = r.output.jpegProduct {
-                    uses.append(.jpeg(product, threads: r.output.jpegThreads))
+                if let product = r.output.jpegProduct {
+                    uses.append(raw ? .jpeg(product, threads: r.output.jpegThreads) : .completed)
                 } else {
                     uses.append(.frame(shared: raw ? r.output.acceptsSharedJPEG : nil))
                 }
@@ -180,8 +188,26 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                 let stage = stage(for: product, threads: threads)
                 if stage.lastFed != frame { stage.submit(sample, frame: frame) }
             }
+            // The camera's JPEG, completed once for all that want it (and a still that can take it).
+            var completed: (jpeg: SampleBuffer?, drop: DroppedFrames?)?
+            if !raw, uses.contains(where: { if case .completed = $0 { true } else { false } }) {
+                completed = complete(sample)
+            }
             for (r, use) in zip(routes, uses) {
+                if case .completed = use, let completed {
+                    if let jpeg = completed.jpeg {
+                        r.output.handleEncodedFrame(jpeg, connection: r.connection)
+                    } else if let drop = completed.drop {
+                        r.output.handleDrop(drop, connection: r.connection)
+                    }
+                    continue
+                }
                 guard case .frame(let shared) = use else { continue }
+                if let jpeg = completed?.jpeg, r.output.acceptsSharedJPEG != nil {
+                    // A still of an MJPEG camera: the completed JPEG, to which it adds its EXIF.
+                    r.output.handleEncodedFrame(jpeg, connection: r.connection)
+                    continue
+                }
                 // It takes the JPEG this frame is being made into instead. Asked again when it said
                 // no: a still requested since then takes that JPEG rather than encoding its own
                 // (either way it gets this frame once).
@@ -190,6 +216,29 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                 r.output.handleFrame(sample, connection: r.connection)
             }
         }
+    }
+
+    /// The camera's JPEG with the standard Huffman tables inserted where it has none, in a reused
+    /// sample; or the drop to report (a frame that does not parse, or every sample held by the app).
+    /// Capture thread.
+    private func complete(_ sample: SampleBuffer) -> (jpeg: SampleBuffer?, drop: DroppedFrames?) {
+        let seq = sample.sequenceNumber
+        guard let image = sample.videoImage, let meta = sample.videoMetadata else {
+            return (nil, DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: seq))
+        }
+        do throws(CaptureError) {
+            try sample.withVideoImage { _ throws(CaptureError) in
+                _ = try MJPEG.insertStandardHuffmanTables(image.plane0.bytes, into: &completionBytes)
+            }
+        } catch {
+            return (nil, DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: seq))
+        }
+        mjpegCompletions.count.add(1, ordering: .relaxed)
+        let dims = VideoDimensions(width: image.width, height: image.height)
+        guard let jpeg = completionBytes.withUnsafeBytes({ completedJPEGs.sample(copying: $0, dimensions: dims, metadata: meta) }) else {
+            return (nil, DroppedFrames(reason: .outOfBuffers, count: 1, sequenceNumber: seq))
+        }
+        return (jpeg, nil)
     }
 
     /// The stage making `product`, started on first use. Capture thread.
