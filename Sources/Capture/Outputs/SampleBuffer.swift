@@ -96,8 +96,9 @@ public final class SampleBuffer: @unchecked Sendable {
     /// Whether this is a view of a frame lease.
     var isView: Bool { contents.withLock { $0.viewed != nil } }
 
-    /// Whether nobody holds this lease, so that it may be refilled.
-    var isUnheld: Bool { holds.load(ordering: .acquiring) <= 0 }
+    /// Whether nobody holds this lease and its buffer went back, so that it may be refilled (the
+    /// last `release` counts down before it gives the buffer back).
+    var isUnheld: Bool { holds.load(ordering: .acquiring) <= 0 && contents.withLock { $0.lease == nil } }
 
     /// What a view copies of its lease, and the view's hold.
     private func viewContents() -> (kind: Kind, timestamp: CaptureTime, sequence: UInt64) {
