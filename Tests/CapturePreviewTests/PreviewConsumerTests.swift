@@ -30,17 +30,17 @@ import Testing
         frames.queue.sync {}
         let camStats = camera.statistics
         let stats = video.statistics
-        // The preview never kept the camera short of buffers: nothing was lost for want of one,
-        // and the app's output accounted for every frame the camera queued (delivered, or
-        // replaced when its JPEG encoder fell behind) but the few in flight at the stop. (A
-        // loaded machine may lose frames before they are queued, or encode slowly; those are not
-        // the preview's doing.)
-        #expect(camStats.framesDroppedForLackOfBuffers == 0, "\(camStats)")
-        #expect(stats.dropped[.outOfBuffers, default: 0] == 0, "drops: \(stats.dropped)")
+        // The preview keeps one buffer; with the JPEG encoder's two (queued and encoding) a loaded
+        // machine can have all four out for a moment. Then the camera loses frames, and each is
+        // reported to the app's output (but those at the stop); the app's output accounts for every
+        // frame the camera queued (delivered, or replaced when its encoder fell behind) but the
+        // few in flight at the stop.
+        let lost = Int(camStats.framesDroppedForLackOfBuffers)
+        let reported = stats.dropped[.outOfBuffers, default: 0]
+        #expect(reported + 3 >= lost, "\(lost) frames lost for want of a buffer, \(reported) reported: \(camStats)")
         let late = stats.dropped[.frameWasLate, default: 0]
         #expect(stats.delivered + late >= Int(camStats.framesQueued) - 3,
                 "\(stats.delivered) delivered and \(late) late of \(camStats.framesQueued) queued")
-        #expect(!frames.drops.contains { $0.reason == .outOfBuffers })
         // The preview got them too, keeping one (all but the last replaced, none drawn).
         let p = preview.statistics
         #expect(p.framesDrawn == 0 && p.framesReplaced >= 40, "\(p)")
