@@ -22,7 +22,8 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
     private let generation: UInt64
     private let signal = StreamCondition()
     /// Serialises start and stop, so that two stops never join the producer twice.
-    private let lifecycle = Locked(())
+    // (Its value is unused but not empty on purpose: see `Locked`.)
+    private let lifecycle = Locked(0)
 
     // Guarded by `signal`.
     private var mode: VirtualCamera.Mode

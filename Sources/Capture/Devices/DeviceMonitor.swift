@@ -57,7 +57,8 @@ public final class DeviceMonitor: Sendable {
     }
     private let state = Locked(State())
     /// Serialises rescans, so events come out in the order the list changed.
-    private let scanLock = Locked(())
+    // Serialises scans; its value is unused but not empty on purpose (see `Locked`).
+    private let scanLock = Locked(0)
     private let handlerQueue = DispatchQueue(label: "swift-capture.device-monitor")
 
     /// A monitor; nothing is watched until `start()`.

@@ -92,7 +92,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     private let state = Locked(State())
     // Used only under `conversion`: after a delegate change the old queue's drain may still be
     // converting while the new one starts.
-    private let conversion = Locked(())
+    // (Its value is unused but not empty on purpose: see `Locked`.)
+    private let conversion = Locked(0)
     private var converter: PixelFormatConverter?
     private var convertedPool: ConvertedBufferPool?
     private let convertedSamples = FrameLeasePool(capacity: 4)
