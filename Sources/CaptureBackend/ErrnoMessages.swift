@@ -73,3 +73,8 @@ extension CaptureError {
         self.init(code, message, errno: errno.rawValue, operation: operation)
     }
 }
+
+extension CaptureError {
+    /// A failed call of the system layer on the device at `path`, in the table's words.
+    package init(_ failure: SystemCallError, path: String) { self.init(failure.errno, operation: failure.operation, path: path) }
+}

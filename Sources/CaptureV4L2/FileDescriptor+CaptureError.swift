@@ -1,11 +1,7 @@
 // The descriptor calls of the V4L2 backend, with the system layer's failed calls put into words
-// (`CaptureError(_:operation:path:)`, the one errno table).
+// (`CaptureError(_:path:)`, the one errno table in CaptureBackend).
 import CaptureBackend
 import CaptureSystem
-
-extension CaptureError {
-    package init(_ failure: SystemCallError, path: String) { self.init(failure.errno, operation: failure.operation, path: path) }
-}
 
 extension FileDescriptor {
     /// Opens `path` read-write, non-blocking and close-on-exec.

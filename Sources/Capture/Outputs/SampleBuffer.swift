@@ -133,15 +133,13 @@ public final class SampleBuffer: @unchecked Sendable {
     func refill(with frame: consuming FrameBuffer, format: ActiveFormat) {
         let image = frame.image, meta = frame.metadata
         var incoming: FrameBuffer? = consume frame
-        let stale: FrameBuffer? = contents.withLock { c in
+        // (An unheld lease has given its buffer back: `isUnheld` checks both.)
+        contents.withLock { c in
             c.kind = .video(image, format)
             c.timestamp = meta.timestamp
             c.sequence = UInt64(meta.sequence)
-            let stale = c.lease.take()
             c.lease = incoming.take()
-            return stale
         }
-        _ = consume stale
         holds.store(1, ordering: .releasing)
     }
 
