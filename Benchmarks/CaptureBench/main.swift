@@ -338,11 +338,12 @@ final class Tally: @unchecked Sendable {
     func take(_ o: JPEGEncoderPool.Output) {
         lock.lock()
         switch o {
-        case .encoded(let seq, _, let b):
+        case .encoded(let sample, _):
+            let seq = UInt32(truncatingIfNeeded: sample.sequenceNumber)
             if let l = last, seq != l &+ 1 { inOrder = false }
             last = seq
             frames += 1
-            bytes += b.count
+            bytes += sample.withUnsafeBytes { $0.count }
         case .dropped(let d):
             dropped += d.count
             if let s = d.sequenceNumber { last = UInt32(truncatingIfNeeded: s) &+ UInt32(truncatingIfNeeded: d.count) &- 1 }

@@ -43,6 +43,9 @@ struct cv4l2_jpeg_encoder {
 
     uint8_t *out;
     size_t out_cap;
+    // The caller's buffer for one `cv4l2_jpeg_encode_into` call (NULL: the encoder's own).
+    uint8_t *dst;
+    size_t dst_cap;
 
     uint8_t *stripe;
     size_t stripe_cap;
@@ -155,13 +158,15 @@ static void on_output_message(j_common_ptr c) { (void)c; }
 
 static void dest_init(j_compress_ptr c) {
     struct cv4l2_jpeg_encoder *e = encoder_of((j_common_ptr)c);
-    c->dest->next_output_byte = e->out;
-    c->dest->free_in_buffer = e->out_cap;
+    c->dest->next_output_byte = e->dst ? e->dst : e->out;
+    c->dest->free_in_buffer = e->dst ? e->dst_cap : e->out_cap;
 }
 
-// Only reached when the worst-case estimate was too small: grow and go on.
+// Only reached when the worst-case estimate was too small: grow and go on (a caller's buffer
+// cannot grow: the encode fails).
 static boolean dest_empty(j_compress_ptr c) {
     struct cv4l2_jpeg_encoder *e = encoder_of((j_common_ptr)c);
+    if (e->dst) ERREXIT1(c, JERR_OUT_OF_MEMORY, 4);
     size_t old = e->out_cap;
     size_t cap = old < 65536 ? 65536 : old * 2;
     e->allocations++;
@@ -534,9 +539,42 @@ static int fail(struct cv4l2_jpeg_encoder *e, const char *message) {
     return -1;
 }
 
+size_t cv4l2_jpeg_bound(int width, int height, int subsampling, size_t app1_len) {
+    if (width <= 0 || height <= 0 || width > JPEG_MAX_DIMENSION || height > JPEG_MAX_DIMENSION) return 0;
+    if (subsampling < CV4L2_JPEG_S444 || subsampling > CV4L2_JPEG_SGREY) return 0;
+    unsigned long worst = tjBufSize(width, height, subsampling);
+    if (worst == (unsigned long)-1) return 0;
+    return (size_t)worst + app1_len + 4096;
+}
+
+static int encode(cv4l2_jpeg_encoder *e, const cv4l2_jpeg_image *im, int quality, int subsampling,
+                  const void *app1, size_t app1_len, int write_jfif, const uint8_t **out, size_t *out_len);
+
 int cv4l2_jpeg_encode(cv4l2_jpeg_encoder *e, const cv4l2_jpeg_image *im, int quality,
                       int subsampling, const void *app1, size_t app1_len, int write_jfif,
                       const uint8_t **out, size_t *out_len) {
+    e->dst = NULL;
+    e->dst_cap = 0;
+    return encode(e, im, quality, subsampling, app1, app1_len, write_jfif, out, out_len);
+}
+
+int cv4l2_jpeg_encode_into(cv4l2_jpeg_encoder *e, const cv4l2_jpeg_image *im, int quality,
+                           int subsampling, const void *app1, size_t app1_len, int write_jfif,
+                           uint8_t *dst, size_t dst_cap, size_t *out_len) {
+    e->message[0] = 0;
+    if (!dst || dst_cap < cv4l2_jpeg_bound(im->width, im->height, subsampling, app1_len))
+        return fail(e, "output buffer smaller than cv4l2_jpeg_bound");
+    e->dst = dst;
+    e->dst_cap = dst_cap;
+    const uint8_t *out = NULL;
+    int status = encode(e, im, quality, subsampling, app1, app1_len, write_jfif, &out, out_len);
+    e->dst = NULL;
+    e->dst_cap = 0;
+    return status;
+}
+
+static int encode(cv4l2_jpeg_encoder *e, const cv4l2_jpeg_image *im, int quality, int subsampling,
+                  const void *app1, size_t app1_len, int write_jfif, const uint8_t **out, size_t *out_len) {
     e->message[0] = 0;
     if (im->width <= 0 || im->height <= 0 || im->width > JPEG_MAX_DIMENSION ||
         im->height > JPEG_MAX_DIMENSION)
@@ -550,7 +588,7 @@ int cv4l2_jpeg_encode(cv4l2_jpeg_encoder *e, const cv4l2_jpeg_image *im, int qua
     unsigned long worst = tjBufSize(im->width, im->height, subsampling);
     if (worst == (unsigned long)-1) return fail(e, "image size out of JPEG range");
     size_t need = (size_t)worst + app1_len + 4096;
-    if (need > e->out_cap) {
+    if (!e->dst && need > e->out_cap) {
         e->allocations++;
         uint8_t *p = realloc(e->out, need);
         if (!p) return fail(e, "out of memory for the JPEG output buffer");
@@ -638,8 +676,8 @@ int cv4l2_jpeg_encode(cv4l2_jpeg_encoder *e, const cv4l2_jpeg_image *im, int qua
         }
     }
     jpeg_finish_compress(c);
-    *out = e->out;
-    *out_len = e->out_cap - e->dest.free_in_buffer;
+    *out = e->dst ? e->dst : e->out;
+    *out_len = (e->dst ? e->dst_cap : e->out_cap) - e->dest.free_in_buffer;
     return 0;
 }
 

@@ -76,14 +76,33 @@ public final class JPEGEncoder {
                         colorRange: colorRange, exif: exif))
     }
 
+    /// The bytes `encode(_:into:)` needs for `image` (its worst case); 0 for images it cannot encode.
+    package func encodedSizeBound(for image: ImageBuffer) -> Int {
+        guard let layout = try? ImageLayout(image) else { return 0 }
+        let sampling = subsampling ?? layout.nativeSubsampling
+        return cv4l2_jpeg_bound(Int32(image.width), Int32(image.height), sampling.turboJPEGValue, 0)
+    }
+
+    /// Encodes `image` straight into `destination` (at least `encodedSizeBound(for:)` bytes), so
+    /// that the JPEG needs no copy to reach whoever hands it out. Returns its length.
+    package func encode(_ image: ImageBuffer, into destination: UnsafeMutableRawBufferPointer) throws(CaptureError) -> Int {
+        let layout = try ImageLayout(image)
+        try makeHandle()
+        let sampling = subsampling ?? layout.nativeSubsampling
+        var shim = layout.shimImage
+        var count = 0
+        let status = cv4l2_jpeg_encode_into(handle, &shim, Int32(quality), sampling.turboJPEGValue, nil, 0, 1,
+                                            destination.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                                            destination.count, &count)
+        guard status == 0 else { throw failure() }
+        return count
+    }
+
     /// Times the encoder asked the system for memory so far; constant in steady state.
     public var allocationCount: UInt64 { handle.map { cv4l2_jpeg_encoder_allocation_count($0) } ?? 0 }
 
     private func encode(_ layout: ImageLayout, exif: EXIFInfo?) throws(CaptureError) -> UnsafeRawBufferPointer {
-        if handle == nil {
-            handle = cv4l2_jpeg_encoder_create()
-            guard handle != nil else { throw CaptureError(.ioError, "out of memory creating a JPEG encoder") }
-        }
+        try makeHandle()
         let sampling = subsampling ?? layout.nativeSubsampling
         var image = layout.shimImage
         exifPayload.removeAll(keepingCapacity: true)
@@ -95,10 +114,18 @@ public final class JPEGEncoder {
             cv4l2_jpeg_encode(handle, &image, Int32(quality), sampling.turboJPEGValue, app1.baseAddress, app1.count,
                               exif == nil ? 1 : 0, &out, &count)
         }
-        guard status == 0, let out else {
-            let message = String(cString: cv4l2_jpeg_encoder_message(handle))
-            throw CaptureError(.ioError, "JPEG encoding failed: \(message)", operation: "jpeg_write_raw_data")
-        }
+        guard status == 0, let out else { throw failure() }
         return UnsafeRawBufferPointer(start: out, count: count)
+    }
+
+    private func makeHandle() throws(CaptureError) {
+        guard handle == nil else { return }
+        handle = cv4l2_jpeg_encoder_create()
+        guard handle != nil else { throw CaptureError(.ioError, "out of memory creating a JPEG encoder") }
+    }
+
+    private func failure() -> CaptureError {
+        let message = String(cString: cv4l2_jpeg_encoder_message(handle))
+        return CaptureError(.ioError, "JPEG encoding failed: \(message)", operation: "jpeg_write_raw_data")
     }
 }

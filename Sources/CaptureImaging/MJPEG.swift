@@ -41,6 +41,33 @@ public enum MJPEG {
         try write(frame, JPEGMarkers(parsing: frame, trustingTrailingEOI: true), into: &output)
     }
 
+    /// The most bytes `insertStandardHuffmanTables(_:into:)` writes for `frame`.
+    package static func completedSizeBound(_ frame: UnsafeRawBufferPointer) -> Int {
+        frame.count + standardHuffmanTableSegment.count
+    }
+
+    /// `insertStandardHuffmanTables(_:into:)` into `output` (at least `completedSizeBound`
+    /// bytes), for a producer that writes in place; returns the bytes written.
+    package static func insertStandardHuffmanTables(_ frame: UnsafeRawBufferPointer,
+                                                    into output: UnsafeMutableRawBufferPointer) throws(CaptureError) -> Int {
+        let markers = try JPEGMarkers(parsing: frame, trustingTrailingEOI: true)
+        var at = 0
+        func put(_ bytes: UnsafeRawBufferPointer) {
+            guard let src = bytes.baseAddress, !bytes.isEmpty else { return }
+            precondition(at + bytes.count <= output.count, "MJPEG: output smaller than completedSizeBound")
+            (output.baseAddress! + at).copyMemory(from: src, byteCount: bytes.count)
+            at += bytes.count
+        }
+        if markers.hasHuffmanTables {
+            put(UnsafeRawBufferPointer(rebasing: frame[0..<markers.endOffset]))
+        } else {
+            put(UnsafeRawBufferPointer(rebasing: frame[0..<markers.frameOffset]))
+            standardHuffmanTableSegment.withUnsafeBytes { put($0) }
+            put(UnsafeRawBufferPointer(rebasing: frame[markers.frameOffset..<markers.endOffset]))
+        }
+        return at
+    }
+
     @discardableResult
     private static func write(_ frame: UnsafeRawBufferPointer, _ markers: JPEGMarkers,
                               into output: inout [UInt8]) -> JPEGMarkers {

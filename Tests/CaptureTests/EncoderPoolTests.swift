@@ -49,9 +49,10 @@ private final class Recorder: @unchecked Sendable {
         onDeliver?(o)
         let item: Item
         switch o {
-        case .encoded(let seq, _, let bytes):
-            let markers = try? JPEGMarkers(parsing: bytes)
-            item = .encoded(seq, width: markers?.frame.width ?? -1, height: markers?.frame.height ?? -1)
+        case .encoded(let sample, _):
+            let markers = sample.withUnsafeBytes { try? JPEGMarkers(parsing: $0) }
+            item = .encoded(UInt32(truncatingIfNeeded: sample.sequenceNumber),
+                            width: markers?.frame.width ?? -1, height: markers?.frame.height ?? -1)
         case .dropped(let d):
             item = .dropped(first: d.sequenceNumber, count: d.count)
         case .failed(let seq, _):
@@ -90,6 +91,56 @@ struct EncoderPoolTests {
         #expect(big.replay.recycledCount + small.replay.recycledCount == 60)
     }
 
+    @Test("a JPEG is written in place into a sample nobody holds: held samples keep their bytes, and when every one is held the JPEG comes in a sample of its own")
+    func heldSamplesAreNeverRewritten() throws {
+        let frames = YUYVFrames(width: 96, height: 64, count: 3, seed: 7)
+        final class Keeper: @unchecked Sendable {
+            let lock = NSLock()
+            var keep = true
+            var kept: [(SampleBuffer, Data)] = []
+            var delivered = 0, shared = 0
+        }
+        let keeper = Keeper()
+        // 2 workers and room for 3 held samples: the ring has 2 * (1 + 2) + 3 = 9.
+        let pool = JPEGEncoderPool(workers: 2, queueDepth: 2, quality: 80, heldSamples: 3) { o in
+            guard case .encoded(let sample, let shared) = o else { return }
+            let copy = sample.withUnsafeBytes { Data($0) }
+            keeper.lock.withLock {
+                keeper.delivered += 1
+                if shared { keeper.shared += 1 }
+                // Keep the frame, with a copy of its bytes as they were delivered.
+                if keeper.keep { keeper.kept.append((sample, copy)) }
+            }
+        }
+        func delivered() -> Int { keeper.lock.withLock { keeper.delivered } }
+        for seq in UInt32(0)..<20 {
+            #expect(pool.submit(frames.replay.sample(Int(seq) % 3, sequence: seq), whenFull: .wait))
+        }
+        let deadline = Date() + 30
+        while delivered() < 20 && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        var kept = keeper.lock.withLock { keeper.kept }
+        #expect(kept.count == 20)
+        // Nothing later wrote into a sample that was held.
+        for (sample, copy) in kept {
+            #expect(sample.withUnsafeBytes { Data($0) } == copy)
+            #expect(sample.withUnsafeBytes { try? JPEGMarkers(parsing: $0) }?.frame.width == 96)
+        }
+        // The ring gave what it had; the other frames came in samples of their own.
+        #expect(keeper.lock.withLock { keeper.shared } == 9)
+        // Once the consumer lets go, the ring's samples are written in place again.
+        kept.removeAll()
+        keeper.lock.withLock {
+            keeper.keep = false
+            keeper.kept.removeAll()
+        }
+        for seq in UInt32(20)..<40 {
+            #expect(pool.submit(frames.replay.sample(Int(seq) % 3, sequence: seq), whenFull: .wait))
+        }
+        pool.shutdown()
+        #expect(delivered() == 40)
+        #expect(keeper.lock.withLock { keeper.shared } == 29)
+    }
+
     @Test("when the worker falls behind, the newest frame wins and the dropped ones are reported in order")
     func dropsReported() throws {
         let frames = YUYVFrames(width: 64, height: 32, count: 1, seed: 3)
@@ -98,7 +149,7 @@ struct EncoderPoolTests {
         let release = DispatchSemaphore(value: 0)
         recorder.onDeliver = { o in
             // Hold the only worker inside the first delivery, as a slow consumer would.
-            if case .encoded(0, _, _) = o {
+            if case .encoded(let sample, _) = o, sample.sequenceNumber == 0 {
                 entered.signal()
                 release.wait()
             }
@@ -129,7 +180,7 @@ struct EncoderPoolTests {
         let gate = DispatchSemaphore(value: 0)
         let entered = DispatchSemaphore(value: 0)
         recorder.onDeliver = { o in
-            if case .encoded(let s, _, _) = o, s == 0 || s == 3 {
+            if case .encoded(let sample, _) = o, sample.sequenceNumber == 0 || sample.sequenceNumber == 3 {
                 entered.signal()
                 gate.wait()
             }
@@ -171,7 +222,7 @@ struct EncoderPoolTests {
         let entered = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         recorder.onDeliver = { o in
-            if case .encoded(0, _, _) = o {
+            if case .encoded(let sample, _) = o, sample.sequenceNumber == 0 {
                 entered.signal()
                 release.wait()
                 box.pool?.shutdown() // must not wait for itself
@@ -206,7 +257,7 @@ struct EncoderPoolTests {
         let innerReturned = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         recorder.onDeliver = { o in
-            if case .encoded(0, _, _) = o {
+            if case .encoded(let sample, _) = o, sample.sequenceNumber == 0 {
                 box.pool?.shutdown() // first: on the worker, so it returns at once
                 innerReturned.signal()
                 release.wait()

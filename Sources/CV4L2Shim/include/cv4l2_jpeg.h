@@ -68,6 +68,16 @@ int cv4l2_jpeg_encode(cv4l2_jpeg_encoder *encoder, const cv4l2_jpeg_image *image
                       int subsampling, const void *app1, size_t app1_len, int write_jfif,
                       const uint8_t **out, size_t *out_len);
 
+/// The bytes `cv4l2_jpeg_encode_into` needs for an image of this size (the worst case, with an
+/// APP1 payload of `app1_len`); 0 for sizes JPEG cannot hold or an unknown subsampling.
+size_t cv4l2_jpeg_bound(int width, int height, int subsampling, size_t app1_len);
+
+/// `cv4l2_jpeg_encode`, writing into the caller's `dst` (at least `cv4l2_jpeg_bound` bytes) instead
+/// of the encoder's buffer; `*out_len` is the JPEG's length.
+int cv4l2_jpeg_encode_into(cv4l2_jpeg_encoder *encoder, const cv4l2_jpeg_image *image, int quality,
+                           int subsampling, const void *app1, size_t app1_len, int write_jfif,
+                           uint8_t *dst, size_t dst_cap, size_t *out_len);
+
 /// The last failure's message (libjpeg's text), empty if none.
 const char *cv4l2_jpeg_encoder_message(const cv4l2_jpeg_encoder *encoder);
 

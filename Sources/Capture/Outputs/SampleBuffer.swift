@@ -337,35 +337,74 @@ final class SampleViewPool {
     }
 }
 
-/// Reused sample buffers for JPEG bytes (video data output in JPEG mode, stills): one is taken when nobody holds it
-/// any more, its bytes rewritten in place (see `StillEncoding.store`). Thread-safe.
+/// Reused sample buffers for JPEG bytes (JPEG stages, MJPEG completion, stills): a sample is
+/// reused once nobody else references it, its bytes written in place by the producer (an encoder
+/// writes straight into it), so handing a JPEG out costs no copy and, in steady state, no
+/// allocation. Thread-safe: several producers may write at once (each into its own sample).
 package final class JPEGSampleRing: @unchecked Sendable {
     private struct Slot {
         var sample: SampleBuffer?
+        /// The bytes a sample shows a prefix of; out of the slot while its producer writes them.
         var storage = Data()
     }
     private let slots: Locked<[Slot]>
 
     package init(count: Int) { slots = Locked(Array(repeating: Slot(), count: max(1, count))) }
 
-    /// A sample holding a copy of `jpeg`, or nil when the app holds every one.
-    package func sample(copying jpeg: UnsafeRawBufferPointer, dimensions: VideoDimensions, metadata: FrameMetadata) -> SampleBuffer? {
-        slots.withLock { slots in
+    /// A sample whose bytes `write` fills (up to `capacity` bytes, returning how many it wrote),
+    /// or nil when others hold every sample. `write` runs outside the ring's lock.
+    package func sample<E: Error>(capacity: Int, dimensions: VideoDimensions, metadata: FrameMetadata,
+                                  write: (UnsafeMutableRawBufferPointer) throws(E) -> Int) throws(E) -> SampleBuffer? {
+        let reserved: (index: Int, sample: SampleBuffer, storage: Data)? = slots.withLock { slots in
             for i in slots.indices {
                 if slots[i].sample == nil {
-                    let bytes = StillEncoding.store(jpeg, in: &slots[i].storage)
-                    let s = SampleBuffer(jpeg: bytes, dimensions: dimensions, metadata: metadata)
+                    let s = SampleBuffer(jpeg: Data(), dimensions: dimensions, metadata: metadata)
                     slots[i].sample = s
-                    return s
+                    return (i, s, slots[i].storage.take())
                 }
+                // Referenced by the ring alone: free. (While a producer writes one, it holds a
+                // reference too, so nobody else picks it.)
                 guard isKnownUniquelyReferenced(&slots[i].sample) else { continue }
                 let s = slots[i].sample!
-                // The sample lets go of the old bytes first, so that they are the slot's alone.
+                // The sample lets go of its old bytes, so that the storage is the slot's alone
+                // and is written in place, not copied.
                 s.refill(jpeg: Data(), dimensions: dimensions, metadata: metadata)
-                s.refill(jpeg: StillEncoding.store(jpeg, in: &slots[i].storage), dimensions: dimensions, metadata: metadata)
-                return s
+                return (i, s, slots[i].storage.take())
             }
             return nil
         }
+        guard let reserved else { return nil }
+        var storage = reserved.storage
+        // Grows only for a bigger bound than any before; steady state allocates nothing.
+        if storage.count < capacity { storage = Data(count: capacity) }
+        // (`withUnsafeMutableBytes` rethrows untyped errors: the typed one is carried out.)
+        let result: Result<Int, E> = storage.withUnsafeMutableBytes { raw in
+            Result { () throws(E) -> Int in try write(UnsafeMutableRawBufferPointer(rebasing: raw[0..<capacity])) }
+        }
+        guard case .success(let written) = result else {
+            slots.withLock { $0[reserved.index].storage = storage }
+            if case .failure(let error) = result { throw error }
+            return nil
+        }
+        reserved.sample.refill(jpeg: storage[0..<written], dimensions: dimensions, metadata: metadata)
+        slots.withLock { $0[reserved.index].storage = storage }
+        return reserved.sample
+    }
+
+    /// A sample holding a copy of `jpeg`, or nil when others hold every sample.
+    package func sample(copying jpeg: UnsafeRawBufferPointer, dimensions: VideoDimensions, metadata: FrameMetadata) -> SampleBuffer? {
+        sample(capacity: jpeg.count, dimensions: dimensions, metadata: metadata) { (out: UnsafeMutableRawBufferPointer) -> Int in
+            if let src = jpeg.baseAddress, !jpeg.isEmpty { out.baseAddress!.copyMemory(from: src, byteCount: jpeg.count) }
+            return jpeg.count
+        }
+    }
+}
+
+extension Data {
+    /// The value, leaving an empty one behind (so that the taker holds the only reference).
+    fileprivate mutating func take() -> Data {
+        let d = self
+        self = Data()
+        return d
     }
 }

@@ -27,12 +27,4 @@ package enum StillEncoding {
         _ = try MJPEG.makeStill(jpeg, exif: exif, into: &scratch)
         return scratch.withUnsafeBytes(take)
     }
-
-    /// Copies `jpeg` to the start of `buffer` and returns that part (sharing the storage).
-    /// `buffer` keeps its whole length as capacity and only grows.
-    static func store(_ jpeg: UnsafeRawBufferPointer, in buffer: inout Data) -> Data {
-        if buffer.count < jpeg.count { buffer = Data(count: max(jpeg.count, buffer.count * 2)) }
-        buffer.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[0..<jpeg.count]).copyMemory(from: jpeg) }
-        return buffer[0..<jpeg.count]
-    }
 }

@@ -11,17 +11,20 @@ import Foundation
 /// full the oldest waiting frame is dropped (its driver buffer goes back at once) so that the
 /// newest frame wins; the drop is delivered, in sequence, as `.dropped`.
 ///
-/// Results are delivered on the worker threads, one at a time, in submission order. The JPEG bytes
-/// are borrowed (from the worker's encoder, or from a result slot when a frame finished ahead of
-/// its turn; nothing is allocated per frame): they are valid only during the `deliver` call,
-/// which should return promptly because the frames after it wait for it.
+/// Results are delivered on the worker threads, one at a time, in submission order, as JPEG
+/// sample buffers of the pool's ring: each worker encodes straight into a sample nobody holds
+/// (no copy, and nothing allocated per frame once the ring is warm), so a frame that finished
+/// ahead of its turn just waits in its sample. `deliver` should return promptly because the
+/// frames after it wait for it; whoever keeps a sample keeps it out of the ring.
 ///
 /// Thread-safe. Do not call `shutdown` from inside `deliver`.
 package final class JPEGEncoderPool: @unchecked Sendable {
     /// One result, in submission order.
     package enum Output {
-        /// A frame's JPEG. `bytes` are valid only during the `deliver` call.
-        case encoded(sequence: UInt32, timestamp: CaptureTime, bytes: UnsafeRawBufferPointer)
+        /// A frame's JPEG. `shared` is false when consumers held every sample of the ring: the
+        /// JPEG is then in a sample of its own (allocated), to be given only to consumers that
+        /// must not miss it (stills); the others should count the frame as `.outOfBuffers`.
+        case encoded(SampleBuffer, shared: Bool)
         /// Frames replaced by newer ones because every worker was busy (reason `.frameWasLate`).
         case dropped(DroppedFrames)
         /// A frame that could not be encoded.
@@ -47,12 +50,13 @@ package final class JPEGEncoderPool: @unchecked Sendable {
     private let core: Core
 
     /// Starts `workers` threads (at least 1). `queueDepth` (default: one per worker) bounds the
-    /// frames waiting for a worker. `subsampling` nil keeps each frame's own.
+    /// frames waiting for a worker. `subsampling` nil keeps each frame's own. `heldSamples` is how
+    /// many delivered samples consumers may keep at once before frames count as out of buffers.
     package init(workers: Int, queueDepth: Int? = nil, quality: Int = 85, subsampling: ChromaSubsampling? = nil,
-                 deliver: @escaping @Sendable (Output) -> Void) {
+                 heldSamples: Int = 4, deliver: @escaping @Sendable (Output) -> Void) {
         let n = max(1, workers)
         core = Core(workers: n, depth: max(1, queueDepth ?? n), quality: quality, subsampling: subsampling,
-                    deliver: deliver)
+                    heldSamples: max(1, heldSamples), deliver: deliver)
         for i in 0..<n {
             let t = Thread { [core] in core.work(i) }
             t.name = "swift-capture jpeg \(i)"
@@ -84,10 +88,11 @@ package final class JPEGEncoderPool: @unchecked Sendable {
 // The shared state lives apart from the pool so that the worker threads do not keep the pool
 // alive: the pool's deinit shuts them down.
 //
-// Ordering without idling: a worker whose frame is next delivers straight from its encoder's
-// buffer. A worker that finishes ahead of its turn copies the JPEG into one of its two result
-// slots (memory kept from frame to frame) and goes on with the next frame; whoever delivers the
-// frame before it delivers it. Only when both of its slots wait does a worker wait.
+// Ordering without idling: a worker whose frame is next delivers its sample at once. A worker
+// that finishes ahead of its turn parks the sample in one of its two result slots and goes on
+// with the next frame; whoever delivers the frame before it delivers it. Only when both of its
+// slots wait does a worker wait. The ring has a sample for each worker's frame in hand and each
+// slot, plus those consumers may hold.
 private final class Core: @unchecked Sendable {
     private struct DropRange {
         var start: UInt64
@@ -97,12 +102,12 @@ private final class Core: @unchecked Sendable {
 
     /// A finished frame waiting for its turn, in a worker's slot.
     private struct Ready {
-        var ticket: UInt64
-        var sequence: UInt32
-        var timestamp: CaptureTime
-        var count: Int
+        var ticket: UInt64 = 0
+        var sequence: UInt32 = 0
+        var sample: SampleBuffer?
+        var shared = false
         var failure: CaptureError?
-        var inUse: Bool
+        var inUse = false
     }
 
     static let slotsPerWorker = 2
@@ -111,6 +116,7 @@ private final class Core: @unchecked Sendable {
     private let quality: Int
     private let subsampling: ChromaSubsampling?
     private let deliver: @Sendable (JPEGEncoderPool.Output) -> Void
+    private let ring: JPEGSampleRing
 
     // Everything below is guarded by `mutex`; one condition serves every wait (few threads).
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
@@ -126,17 +132,15 @@ private final class Core: @unchecked Sendable {
     private var drops: [DropRange]
     private var dropHead = 0, dropCount = 0
     private var ready: [Ready]
-    // Slot memory: written by its worker while the slot is reserved, read by the deliverer.
-    private var slotMemory: [UnsafeMutableRawPointer?]
-    private var slotCapacity: [Int]
     private var closing = false
     private var workerThreads: [pthread_t?]
     private var stats = JPEGEncoderPool.Statistics()
     // Workers that have not yet left `work`; every `shutdown` not on a worker waits for 0.
     private var running: Int
 
-    init(workers: Int, depth: Int, quality: Int, subsampling: ChromaSubsampling?,
+    init(workers: Int, depth: Int, quality: Int, subsampling: ChromaSubsampling?, heldSamples: Int,
          deliver: @escaping @Sendable (JPEGEncoderPool.Output) -> Void) {
+        ring = JPEGSampleRing(count: workers * (1 + Self.slotsPerWorker) + heldSamples)
         workerCount = workers
         running = workers
         self.quality = quality
@@ -146,17 +150,13 @@ private final class Core: @unchecked Sendable {
         queueTickets = Array(repeating: 0, count: depth)
         let slots = workers * Self.slotsPerWorker
         drops = Array(repeating: DropRange(start: 0, count: 0, firstSequence: 0), count: depth + workers + slots + 2)
-        ready = Array(repeating: Ready(ticket: 0, sequence: 0, timestamp: CaptureTime(nanoseconds: 0), count: 0,
-                                       failure: nil, inUse: false), count: slots)
-        slotMemory = Array(repeating: nil, count: slots)
-        slotCapacity = Array(repeating: 0, count: slots)
+        ready = Array(repeating: Ready(), count: slots)
         workerThreads = Array(repeating: nil, count: workers)
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(cond, nil)
     }
 
     deinit {
-        for m in slotMemory { free(m) }
         pthread_cond_destroy(cond)
         pthread_mutex_destroy(mutex)
         cond.deallocate()
@@ -243,19 +243,16 @@ private final class Core: @unchecked Sendable {
                 lock()
             } else if let i = ready.firstIndex(where: { $0.inUse && $0.ticket == nextDeliver }) {
                 let r = ready[i]
-                // Read under the lock: another worker may store a grown buffer into its own
-                // slot of `slotMemory` meanwhile (a write to the same array).
-                let memory = slotMemory[i]
+                ready[i].sample = nil
                 delivering = true
                 unlock()
-                if let failure = r.failure {
-                    deliver(.failed(sequence: r.sequence, error: failure))
+                if let sample = r.sample {
+                    deliver(.encoded(sample, shared: r.shared))
                 } else {
-                    deliver(.encoded(sequence: r.sequence, timestamp: r.timestamp,
-                                     bytes: UnsafeRawBufferPointer(start: memory, count: r.count)))
+                    deliver(.failed(sequence: r.sequence, error: r.failure ?? CaptureError(.ioError, "no JPEG")))
                 }
                 lock()
-                if r.failure == nil { stats.encoded += 1 } else { stats.failed += 1 }
+                if r.sample != nil { stats.encoded += 1 } else { stats.failed += 1 }
                 ready[i].inUse = false
                 nextDeliver = r.ticket + 1
             } else {
@@ -289,14 +286,14 @@ private final class Core: @unchecked Sendable {
             unlock()
 
             let sequence = frame.map { UInt32(truncatingIfNeeded: $0.sequenceNumber) } ?? 0
-            let timestamp = frame?.presentationTimeStamp ?? CaptureTime(nanoseconds: 0)
-            var bytes = UnsafeRawBufferPointer(start: nil, count: 0)
+            var sample: SampleBuffer?
+            var shared = true
             var failure: CaptureError?
             if let f = frame {
                 do throws(CaptureError) {
-                    bytes = try f.withVideoImage { image throws(CaptureError) in
+                    (sample, shared) = try f.withVideoImage { image throws(CaptureError) in
                         guard let image else { throw CaptureError(.invalidArgument, "not a raw video sample") }
-                        return try encoder.encode(image)
+                        return try encode(image, of: f, with: encoder)
                     }
                 } catch {
                     failure = error
@@ -307,19 +304,18 @@ private final class Core: @unchecked Sendable {
             frame = nil
 
             lock()
-            var slot: Int?
             while true {
                 if nextDeliver == ticket && !delivering {
-                    // Our turn: straight from the encoder's buffer, nothing copied.
+                    // Our turn: delivered at once.
                     delivering = true
                     unlock()
-                    if let failure {
-                        deliver(.failed(sequence: sequence, error: failure))
+                    if let sample {
+                        deliver(.encoded(sample, shared: shared))
                     } else {
-                        deliver(.encoded(sequence: sequence, timestamp: timestamp, bytes: bytes))
+                        deliver(.failed(sequence: sequence, error: failure ?? CaptureError(.ioError, "no JPEG")))
                     }
                     lock()
-                    if failure == nil { stats.encoded += 1 } else { stats.failed += 1 }
+                    if sample != nil { stats.encoded += 1 } else { stats.failed += 1 }
                     delivering = false
                     nextDeliver = ticket + 1
                     wakeAll()
@@ -327,40 +323,35 @@ private final class Core: @unchecked Sendable {
                 }
                 if deliverDue() { continue }
                 if let free = mySlots.first(where: { !ready[$0].inUse }) {
-                    slot = free
+                    // Ahead of our turn: the sample waits in a slot; on with the next frame.
+                    ready[free] = Ready(ticket: ticket, sequence: sequence, sample: sample, shared: shared,
+                                        failure: failure, inUse: true)
+                    wakeAll()
                     break
                 }
                 wait()
             }
-            if let slot {
-                // Ahead of our turn: park the JPEG in a slot and go on with the next frame.
-                ready[slot].inUse = true
-                ready[slot].ticket = UInt64.max // reserved, not yet deliverable
-                let need = bytes.count
-                var memory = slotMemory[slot]
-                let capacity = slotCapacity[slot]
-                unlock()
-                if need > capacity {
-                    // Grows only for a bigger frame than any before; steady state allocates nothing.
-                    free(memory)
-                    memory = malloc(max(need + need / 4, 4096))
-                }
-                if need > 0, let memory, let src = bytes.baseAddress { memcpy(memory, src, need) }
-                lock()
-                if need > capacity {
-                    slotMemory[slot] = memory
-                    slotCapacity[slot] = memory == nil ? 0 : max(need + need / 4, 4096)
-                }
-                let lost = memory == nil && need > 0
-                ready[slot] = Ready(ticket: ticket, sequence: sequence, timestamp: timestamp, count: lost ? 0 : need,
-                                    failure: lost ? CaptureError(.ioError, "out of memory holding a JPEG for its turn") : failure,
-                                    inUse: true)
-                wakeAll()
-            }
+            sample = nil
         }
         running -= 1
         wakeAll()
         unlock()
+    }
+
+    /// `image`'s JPEG, written straight into a sample of the ring; when consumers hold every one,
+    /// into a sample of its own (`shared` false).
+    private func encode(_ image: ImageBuffer, of frame: SampleBuffer, with encoder: JPEGEncoder) throws(CaptureError)
+        -> (SampleBuffer, shared: Bool) {
+        let dimensions = VideoDimensions(width: image.width, height: image.height)
+        let metadata = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber),
+                                     timestamp: frame.presentationTimeStamp, bufferIndex: -1)
+        let bound = encoder.encodedSizeBound(for: image)
+        if let s = try ring.sample(capacity: bound, dimensions: dimensions, metadata: metadata, write: {
+            (out: UnsafeMutableRawBufferPointer) throws(CaptureError) -> Int in try encoder.encode(image, into: out)
+        }) {
+            return (s, true)
+        }
+        return (SampleBuffer(jpeg: Data(try encoder.encode(image)), dimensions: dimensions, metadata: metadata), false)
     }
 
     func shutdown() {

@@ -12,8 +12,9 @@ struct JPEGProduct: Hashable, Sendable {
 }
 
 /// The JPEG transform of one running video input for one `JPEGProduct`: raw frames go in once
-/// (from the capture thread), each comes out once as a JPEG sample buffer, and every output that
-/// wants the product (or can take it, like a still at the same quality) gets that same sample.
+/// (from the capture thread), each comes out once as a JPEG sample buffer the encoder wrote in
+/// place, and every output that wants the product (or can take it, like a still at the same
+/// quality) gets that same sample.
 ///
 /// Results run on the encoder threads, in frame order, under the input's route lock, so a
 /// removed output is never called after its removal was committed. Made and shut down only by the
@@ -21,23 +22,23 @@ struct JPEGProduct: Hashable, Sendable {
 final class JPEGStage: @unchecked Sendable {
     let product: JPEGProduct
     private let pool: JPEGEncoderPool
-    private let samples = JPEGSampleRing(count: 6)
     /// Frames fed to it, for deciding when an idle stage may go.
     private(set) var lastFed: UInt64 = 0
 
-    init(product: JPEGProduct, workers: Int, dimensions: VideoDimensions, routes: RouteTable, encodes: EncodeCounter) {
+    init(product: JPEGProduct, workers: Int, routes: RouteTable, encodes: EncodeCounter) {
         self.product = product
-        let ring = samples
         pool = JPEGEncoderPool(workers: max(1, workers), quality: product.quality, subsampling: product.subsampling) { out in
             // Whoever wants or can take this product now gets the result.
             let sample: SampleBuffer?
             let drop: DroppedFrames?
+            // Consumers that must not miss a frame (a still) take a JPEG that is not shared.
+            var onlyForAccepting = false
             switch out {
-            case .encoded(let sequence, let timestamp, let bytes):
+            case .encoded(let s, let shared):
                 encodes.count.add(1, ordering: .relaxed)
-                let meta = FrameMetadata(sequence: sequence, timestamp: timestamp, bufferIndex: -1)
-                sample = ring.sample(copying: bytes, dimensions: dimensions, metadata: meta)
-                drop = sample == nil ? DroppedFrames(reason: .outOfBuffers, count: 1, sequenceNumber: UInt64(sequence)) : nil
+                sample = s
+                onlyForAccepting = !shared
+                drop = shared ? nil : DroppedFrames(reason: .outOfBuffers, count: 1, sequenceNumber: s.sequenceNumber)
             case .dropped(let d):
                 sample = nil
                 drop = d
@@ -47,22 +48,13 @@ final class JPEGStage: @unchecked Sendable {
                 drop = DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: UInt64(sequence))
             }
             routes.withRoutes { routes in
-                // A still waiting for this JPEG while the app holds every reused sample gets a
-                // sample of its own (rare: stills must not starve behind a stream's consumers).
-                var own: SampleBuffer?
                 for r in routes where r.connection.isEnabled {
                     let wants = r.output.jpegProduct == product
                     let accepts = !wants && r.output.acceptsSharedJPEG == product
-                    if let sample, wants || accepts {
+                    if let sample, accepts || (wants && !onlyForAccepting) {
                         r.output.handleEncodedFrame(sample, connection: r.connection)
                     } else if let drop, wants {
                         r.output.handleDrop(drop, connection: r.connection)
-                    } else if accepts, case .encoded(let sequence, let timestamp, let bytes) = out {
-                        if own == nil {
-                            own = SampleBuffer(jpeg: Data(bytes), dimensions: dimensions,
-                                               metadata: FrameMetadata(sequence: sequence, timestamp: timestamp, bufferIndex: -1))
-                        }
-                        r.output.handleEncodedFrame(own!, connection: r.connection)
                     }
                 }
             }

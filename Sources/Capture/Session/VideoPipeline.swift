@@ -41,7 +41,6 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     // MJPEG frames made complete (Huffman tables inserted) for the outputs that want JPEG, once
     // per frame, into reused samples; capture thread only.
     private let completedJPEGs = JPEGSampleRing(count: 6)
-    private var completionBytes: [UInt8] = []
     /// MJPEG frames this input made complete.
     let mjpegCompletions = EncodeCounter()
 
@@ -226,25 +225,31 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         guard let image = sample.videoImage, let meta = sample.videoMetadata else {
             return (nil, DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: seq))
         }
+        let dims = VideoDimensions(width: image.width, height: image.height)
+        let jpeg: SampleBuffer?
         do throws(CaptureError) {
-            try sample.withVideoImage { _ throws(CaptureError) in
-                _ = try MJPEG.insertStandardHuffmanTables(image.plane0.bytes, into: &completionBytes)
+            // Straight from the driver's buffer into the sample handed out: the one copy.
+            jpeg = try sample.withVideoImage { _ throws(CaptureError) in
+                let frame = image.plane0.bytes
+                return try completedJPEGs.sample(capacity: MJPEG.completedSizeBound(frame), dimensions: dims, metadata: meta) {
+                    (out: UnsafeMutableRawBufferPointer) throws(CaptureError) -> Int in
+                    try MJPEG.insertStandardHuffmanTables(frame, into: out)
+                }
             }
         } catch {
             return (nil, DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: seq))
         }
-        mjpegCompletions.count.add(1, ordering: .relaxed)
-        let dims = VideoDimensions(width: image.width, height: image.height)
-        guard let jpeg = completionBytes.withUnsafeBytes({ completedJPEGs.sample(copying: $0, dimensions: dims, metadata: meta) }) else {
+        guard let jpeg else {
             return (nil, DroppedFrames(reason: .outOfBuffers, count: 1, sequenceNumber: seq))
         }
+        mjpegCompletions.count.add(1, ordering: .relaxed)
         return (jpeg, nil)
     }
 
     /// The stage making `product`, started on first use. Capture thread.
     private func stage(for product: JPEGProduct, threads: Int) -> JPEGStage {
         if let s = stages.first(where: { $0.product == product }) { return s }
-        let s = JPEGStage(product: product, workers: threads, dimensions: format.dimensions, routes: routes, encodes: jpegEncodes)
+        let s = JPEGStage(product: product, workers: threads, routes: routes, encodes: jpegEncodes)
         stages.append(s)
         return s
     }
