@@ -355,12 +355,14 @@ package final class JPEGSampleRing: @unchecked Sendable {
     /// or nil when others hold every sample. `write` runs outside the ring's lock.
     package func sample<E: Error>(capacity: Int, dimensions: VideoDimensions, metadata: FrameMetadata,
                                   write: (UnsafeMutableRawBufferPointer) throws(E) -> Int) throws(E) -> SampleBuffer? {
-        let reserved: (index: Int, sample: SampleBuffer, storage: Data)? = slots.withLock { slots in
+        var storage = Data()
+        let reserved: (index: Int, sample: SampleBuffer)? = slots.withLock { slots in
             for i in slots.indices {
                 if slots[i].sample == nil {
                     let s = SampleBuffer(jpeg: Data(), dimensions: dimensions, metadata: metadata)
                     slots[i].sample = s
-                    return (i, s, slots[i].storage.take())
+                    storage = slots[i].storage.take()
+                    return (i, s)
                 }
                 // Referenced by the ring alone: free. (While a producer writes one, it holds a
                 // reference too, so nobody else picks it.)
@@ -369,14 +371,16 @@ package final class JPEGSampleRing: @unchecked Sendable {
                 // The sample lets go of its old bytes, so that the storage is the slot's alone
                 // and is written in place, not copied.
                 s.refill(jpeg: Data(), dimensions: dimensions, metadata: metadata)
-                return (i, s, slots[i].storage.take())
+                // Moved, not copied: a second reference would make the write below copy it.
+                storage = slots[i].storage.take()
+                return (i, s)
             }
             return nil
         }
         guard let reserved else { return nil }
-        var storage = reserved.storage
-        // Grows only for a bigger bound than any before; steady state allocates nothing.
-        if storage.count < capacity { storage = Data(count: capacity) }
+        // Grows (doubling, as copies of varying size ask) only for more than ever before; steady
+        // state allocates nothing.
+        if storage.count < capacity { storage = Data(count: max(capacity, storage.count * 2)) }
         // (`withUnsafeMutableBytes` rethrows untyped errors: the typed one is carried out.)
         let result: Result<Int, E> = storage.withUnsafeMutableBytes { raw in
             Result { () throws(E) -> Int in try write(UnsafeMutableRawBufferPointer(rebasing: raw[0..<capacity])) }
