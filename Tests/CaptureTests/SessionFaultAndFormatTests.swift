@@ -304,6 +304,9 @@ import Testing
             }
             #expect(still.isCapturingStillImage)
         }
+        // The capture thread lets go of its routes as it ends, which may lag on a loaded machine.
+        let deadline = Date() + 5
+        while released != nil && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
         #expect(released == nil, "the output outlived its session and the app's reference")
         #expect(done.wait(timeout: .now() + 3) == .success, "the completion of a released output never ran")
         #expect(outcome.get() == (false, .cancelled))

@@ -72,6 +72,19 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     public var localizedName: String { info.name }
     /// Which way the camera faces.
     public var position: Position { info.position }
+    /// Who made the device, as `AVCaptureDevice.manufacturer`: a USB camera's manufacturer
+    /// string (sysfs), else the driver's name; `swift-capture` for the virtual camera.
+    public var manufacturer: String {
+        if isVirtual { return "swift-capture" }
+        let node = (path as NSString).lastPathComponent
+        // The V4L2 node's device is the USB interface; its parent, the USB device, names its maker.
+        if path.hasPrefix("/dev/video"),
+           let m = try? String(contentsOfFile: "/sys/class/video4linux/\(node)/device/../manufacturer", encoding: .utf8) {
+            let t = m.trimmingCharacters(in: .whitespacesAndNewlines)
+            if !t.isEmpty { return t }
+        }
+        return info.driver
+    }
     /// The driver's name (V4L2 `driver`), or `virtual`.
     public var modelID: String { info.driver }
     /// Where the device lives: `/dev/videoN`, an ALSA name, or `virtual:NAME`.

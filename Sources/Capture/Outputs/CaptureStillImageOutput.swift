@@ -11,7 +11,7 @@ import Synchronization
 /// frames are encoded with libjpeg-turbo; MJPEG frames pass through unchanged, with the
 /// standard Huffman tables inserted when the camera left them out. The connection's
 /// `videoOrientation` and `isVideoMirrored` are written as the EXIF orientation tag.
-public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
+public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     /// The still's encoding, as the output settings dictionary (`AVVideoCodecKey`, `AVVideoQualityKey`).
     public struct OutputSettings: Sendable, Hashable {
         /// The codec. Only JPEG exists.
@@ -30,6 +30,10 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
 
     private struct Request {
         var connection: CaptureConnection
+        /// The encoding of this capture (the output's settings when it was asked for).
+        var settings: OutputSettings
+        /// EXIF always (photos: orientation, make, model, date), else only to say a turn.
+        var alwaysEXIF: Bool
         var completion: @Sendable (SampleBuffer?, CaptureError?) -> Void
         var id: UInt64
         var deadline: DispatchTime
@@ -121,6 +125,12 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     /// stops or this output is released first. The handler is called exactly once.
     public func captureStillImageAsynchronously(from connection: CaptureConnection,
                                                 completionHandler: @escaping @Sendable (SampleBuffer?, CaptureError?) -> Void) {
+        capture(from: connection, settings: outputSettings, alwaysEXIF: false, completionHandler: completionHandler)
+    }
+
+    /// A capture at `settings`, completed as `captureStillImageAsynchronously` describes.
+    func capture(from connection: CaptureConnection, settings: OutputSettings, alwaysEXIF: Bool,
+                 completionHandler: @escaping @Sendable (SampleBuffer?, CaptureError?) -> Void) {
         guard connection.output === self, connection.mediaType == .video else {
             encodeQueue.async { completionHandler(nil, CaptureError(.invalidArgument, "the connection is not one of this output's: use connection(with: .video)")) }
             return
@@ -133,8 +143,8 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         let timeout = max(5.0, 20 * interval)
         let id: UInt64 = state.withLock { st in
             st.nextID += 1
-            st.pending.append(Request(connection: connection, completion: completionHandler, id: st.nextID,
-                                      deadline: .now() + timeout))
+            st.pending.append(Request(connection: connection, settings: settings, alwaysEXIF: alwaysEXIF,
+                                      completion: completionHandler, id: st.nextID, deadline: .now() + timeout))
             runTimeouts(&st)
             return st.nextID
         }
@@ -177,10 +187,15 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     override var acceptedMediaTypes: Set<MediaType> { [.video] }
     override var supportsOrientation: Bool { true }
     override var wantsNewestFrame: Bool { state.withLock { !$0.pending.isEmpty } }
-    /// While captures wait: the JPEG a video data output at the same settings has made of the
-    /// frame anyway (the still then only gets its EXIF, no second encode).
+    /// While captures wait, all at the same settings: the JPEG a video data output at those
+    /// settings has made of the frame anyway (the still then only gets its EXIF, no second encode).
     override var acceptsSharedJPEG: JPEGProduct? {
-        state.withLock { st in st.pending.isEmpty ? nil : JPEGProduct(quality: st.settings.quality, subsampling: st.settings.subsampling) }
+        state.withLock { st in
+            guard let first = st.pending.first?.settings,
+                  st.pending.allSatisfy({ $0.settings.quality == first.quality && $0.settings.subsampling == first.subsampling })
+            else { return nil }
+            return JPEGProduct(quality: first.quality, subsampling: first.subsampling)
+        }
     }
 
     /// Raw frames this output encoded itself (not counting JPEGs it took from the input's stage).
@@ -219,31 +234,41 @@ public final class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         guard let frame, let first = batch.first else { return }
         let connection = first.connection
         let orientation = EXIFOrientation(videoOrientation: connection.videoOrientation, mirrored: connection.isVideoMirrored)
-        let result: Result<SampleBuffer, CaptureError>
-        do throws(CaptureError) {
-            result = .success(try encode(frame, orientation: orientation, model: connection.device?.localizedName))
-        } catch {
-            // A damaged frame (a truncated USB transfer, garbled MJPEG) is skipped: the requests
-            // wait for the next frame, within their deadline, as if this one never came.
-            if error.code == .corruptFrame, session?.isRunning == true {
-                wait(again: batch, skipped: error)
-                return
+        let device = connection.device
+        // One still per distinct request (settings, EXIF), from the same frame.
+        var done = 0
+        while done < batch.count {
+            let key = batch[done]
+            let same = { (r: Request) in r.settings == key.settings && r.alwaysEXIF == key.alwaysEXIF }
+            let group = batch[done...].filter(same)
+            done = batch[done...].partition { !same($0) }
+            let exif: EXIFInfo? = orientation == .up && !key.alwaysEXIF ? nil
+                : EXIFInfo(orientation: orientation, make: key.alwaysEXIF ? device?.manufacturer : nil,
+                           model: device?.localizedName, date: Date())
+            let result: Result<SampleBuffer, CaptureError>
+            do throws(CaptureError) {
+                result = .success(try encode(frame, settings: key.settings, exif: exif))
+            } catch {
+                // A damaged frame (a truncated USB transfer, garbled MJPEG) is skipped: the requests
+                // wait for the next frame, within their deadline, as if this one never came.
+                if error.code == .corruptFrame, session?.isRunning == true {
+                    wait(again: Array(group), skipped: error)
+                    continue
+                }
+                result = .failure(error)
             }
-            result = .failure(error)
-        }
-        for r in batch {
-            switch result {
-            case .success(let sample): r.completion(sample, nil)
-            case .failure(let e): r.completion(nil, e)
+            for r in group {
+                switch result {
+                case .success(let sample): r.completion(sample, nil)
+                case .failure(let e): r.completion(nil, e)
+                }
             }
         }
     }
 
     /// On `encodeQueue`: the still for `frame`, in the reused sample when the app let go of the
     /// previous one, else in a new one.
-    private func encode(_ frame: SampleBuffer, orientation: EXIFOrientation, model: String?) throws(CaptureError) -> SampleBuffer {
-        let settings = state.withLock { $0.settings }
-        let exif: EXIFInfo? = orientation == .up ? nil : EXIFInfo(orientation: orientation, model: model, date: Date())
+    private func encode(_ frame: SampleBuffer, settings: OutputSettings, exif: EXIFInfo?) throws(CaptureError) -> SampleBuffer {
         let dims = frame.dimensions ?? VideoDimensions(width: 0, height: 0)
         let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp,
                                  bufferIndex: -1)

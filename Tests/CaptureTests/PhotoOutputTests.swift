@@ -1,0 +1,160 @@
+import CaptureTestSupport
+import Foundation
+import Testing
+@testable import Capture
+
+/// Records a photo delegate's callbacks in the order they came.
+private final class PhotoRecorder: CapturePhotoCaptureDelegate, @unchecked Sendable {
+    enum Call: Equatable { case willBegin(Int64), processed(Int64, failed: Bool), finished(Int64, failed: Bool) }
+    let lock = NSLock()
+    private(set) var calls: [Call] = []
+    private(set) var photos: [CapturePhoto] = []
+    private(set) var errors: [CaptureError] = []
+    let done = DispatchSemaphore(value: 0)
+
+    func photoOutput(_ output: CapturePhotoOutput, willBeginCaptureFor resolvedSettings: CaptureResolvedPhotoSettings) {
+        lock.withLock { calls.append(.willBegin(resolvedSettings.uniqueID)) }
+    }
+    func photoOutput(_ output: CapturePhotoOutput, didFinishProcessingPhoto photo: CapturePhoto, error: (any Error)?) {
+        lock.withLock {
+            calls.append(.processed(photo.resolvedSettings.uniqueID, failed: error != nil))
+            photos.append(photo)
+            if let e = error as? CaptureError { errors.append(e) }
+        }
+    }
+    func photoOutput(_ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?) {
+        lock.withLock { calls.append(.finished(resolvedSettings.uniqueID, failed: error != nil)) }
+        done.signal()
+    }
+}
+
+@Suite("Photo output")
+struct PhotoOutputTests {
+    /// A running session on a new virtual camera with `output` (and `extra` outputs).
+    private static func running(_ format: PixelFormat, width: Int = 320, height: Int = 180,
+                                _ output: CaptureOutput, extra: [CaptureOutput] = []) throws -> (CaptureSession, VirtualCamera) {
+        let camera = VirtualCamera(name: "Photo Test \(UUID().uuidString.prefix(8))", position: .back,
+                                   formats: [VirtualCamera.Mode(format, width: width, height: height, frameRates: [30])])
+        VirtualCamera.install(camera)
+        let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
+        let session = CaptureSession()
+        session.beginConfiguration()
+        session.addInput(try CaptureDeviceInput(device: device))
+        for o in [output] + extra {
+            #expect(session.canAddOutput(o))
+            session.addOutput(o)
+        }
+        #expect(!session.commitConfiguration().isRejected)
+        try session.start()
+        return (session, camera)
+    }
+
+    @Test("the delegate hears willBegin, the photo, then the end, once each; the JPEG decodes to the camera's size with colour bars and carries make, model and date", arguments: [PixelFormat.yuyv, .nv12, .mjpeg])
+    func delegateOrderAndPhoto(format: PixelFormat) throws {
+        let output = CapturePhotoOutput()
+        let (session, camera) = try Self.running(format, output)
+        defer { session.stopRunning(); VirtualCamera.uninstall(camera) }
+        let recorder = PhotoRecorder()
+        var settings = CapturePhotoSettings(format: [.codec: .jpeg])
+        settings.quality = 80
+        #expect(output.availablePhotoCodecTypes == [.jpeg])
+        #expect(output.maxPhotoDimensions == VideoDimensions(width: 320, height: 180))
+        output.capturePhoto(with: settings, delegate: recorder)
+        #expect(recorder.done.wait(timeout: .now() + 20) == .success)
+        Thread.sleep(forTimeInterval: 0.05)
+        let id = settings.uniqueID
+        #expect(recorder.lock.withLock { recorder.calls } == [.willBegin(id), .processed(id, failed: false), .finished(id, failed: false)])
+        let photo = try #require(recorder.lock.withLock { recorder.photos.first })
+        #expect(photo.resolvedSettings.photoDimensions == VideoDimensions(width: 320, height: 180))
+        let data = try #require(photo.fileDataRepresentation())
+        let image = try #require(TestJPEG.decode(data))
+        #expect(image.width == 320 && image.height == 180)
+        #expect(ColorBars.mismatches(image, row: 150) == [])
+        #expect(photo.metadata["Model"] == camera.name)
+        #expect(photo.metadata["Make"] == "swift-capture")
+        #expect(photo.metadata["Orientation"] == "1")
+        #expect(photo.metadata["DateTime"]?.count == 19)
+        #expect(photo.timestamp.nanoseconds > 0)
+    }
+
+    @Test("async photos at two qualities at once each get their own JPEG, and the orientation lands in the EXIF")
+    func asyncPhotosAtTwoQualities() async throws {
+        let output = CapturePhotoOutput()
+        let (session, camera) = try Self.running(.yuyv, width: 640, height: 360, output)
+        defer { session.stopRunning(); VirtualCamera.uninstall(camera) }
+        output.connection(with: .video)?.videoOrientation = .portrait
+        var low = CapturePhotoSettings()
+        low.quality = 20
+        var high = CapturePhotoSettings()
+        high.quality = 98
+        async let a = output.capturePhoto(with: low)
+        async let b = output.capturePhoto(with: high)
+        let (pa, pb) = try await (a, b)
+        let da = try #require(pa.fileDataRepresentation()), db = try #require(pb.fileDataRepresentation())
+        #expect(TestJPEG.decode(da)?.width == 640 && TestJPEG.decode(db)?.width == 640)
+        // The same frame at 20 and at 98: the first is smaller (each was encoded at its own).
+        #expect(da.count < db.count, "q20 \(da.count) B, q98 \(db.count) B")
+        #expect(TestJPEG.exifOrientation(da) == 6 && TestJPEG.exifOrientation(db) == 6)
+        #expect(pa.metadata["Orientation"] == "6")
+    }
+
+    @Test("a photo at the quality of a JPEG video data output takes that output's encode")
+    func sharesTheStreamsEncode() async throws {
+        let output = CapturePhotoOutput()
+        let video = CaptureVideoDataOutput()
+        video.videoSettings = .init(jpeg: .init(quality: 85))
+        final class Sink: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+            func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {}
+        }
+        let sink = Sink()
+        video.setSampleBufferDelegate(sink, queue: DispatchQueue(label: "photo-test.video"))
+        let (session, camera) = try Self.running(.yuyv, output, extra: [video])
+        defer { session.stopRunning(); VirtualCamera.uninstall(camera) }
+        var settings = CapturePhotoSettings()
+        settings.quality = 85
+        for _ in 0..<3 {
+            let photo = try await output.capturePhoto(with: settings)
+            #expect(photo.metadata["Model"] == camera.name)
+        }
+        #expect(output.ownEncodes == 0)
+    }
+
+    @Test("settings it cannot do are refused through the delegate, in order, with a message that says what to do")
+    func refusals() throws {
+        let output = CapturePhotoOutput()
+        let (session, camera) = try Self.running(.yuyv, output)
+        defer { session.stopRunning(); VirtualCamera.uninstall(camera) }
+        var flash = CapturePhotoSettings()
+        flash.flashMode = .on
+        var small = CapturePhotoSettings()
+        small.maxPhotoDimensions = VideoDimensions(width: 160, height: 90)
+        var quality = CapturePhotoSettings()
+        quality.quality = 0
+        for (settings, code, words) in [(flash, CaptureError.Code.invalidArgument, "supportedFlashModes"),
+                                        (small, .unsupportedFormat, "maxPhotoDimensions"),
+                                        (quality, .invalidArgument, "1 to 100")] {
+            let recorder = PhotoRecorder()
+            output.capturePhoto(with: settings, delegate: recorder)
+            #expect(recorder.done.wait(timeout: .now() + 10) == .success)
+            let id = settings.uniqueID
+            #expect(recorder.lock.withLock { recorder.calls } == [.willBegin(id), .processed(id, failed: true), .finished(id, failed: true)])
+            let e = try #require(recorder.lock.withLock { recorder.errors.first })
+            #expect(e.code == code && e.message.contains(words), "\(e)")
+            #expect(recorder.lock.withLock { recorder.photos.first?.fileDataRepresentation()?.isEmpty } == true)
+        }
+    }
+
+    @Test("without a running session the capture fails at once with the still output's error")
+    func notRunning() async throws {
+        let output = CapturePhotoOutput()
+        let (session, camera) = try Self.running(.yuyv, output)
+        session.stopRunning()
+        defer { VirtualCamera.uninstall(camera) }
+        do {
+            _ = try await output.capturePhoto(with: CapturePhotoSettings())
+            Issue.record("a photo without a running session")
+        } catch {
+            #expect(error.code == .invalidState)
+        }
+    }
+}
