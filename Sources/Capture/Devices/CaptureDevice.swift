@@ -321,6 +321,16 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The camera at a V4L2 node path (`/dev/video2`), opened once to check that it is one (as
+    /// `audioDevice(named:)` does for ALSA names).
+    ///
+    /// Throws `.noSuchDevice` when nothing is at the path, `.notACaptureDevice` for a file or a
+    /// node that cannot capture video, `.permissionDenied` when the user may not open it.
+    public static func videoDevice(atPath path: String) throws(CaptureError) -> CaptureDevice {
+        let info = try fromBackend { () throws(BackendError) in try V4L2Discovery.open(path: path).info }
+        return devices(for: .video).first { $0.uniqueID == info.uniqueID } ?? camera(info)
+    }
+
     /// The first device for `mediaType` (for video: a back camera first, then any).
     public static func `default`(for mediaType: MediaType) -> CaptureDevice? {
         let all = devices(for: mediaType)
