@@ -34,7 +34,8 @@ let package = Package(
         // System: the one syscall funnel, typed errno, descriptors, poll/eventfd/inotify, `Locked`.
         .target(name: "CaptureSystem", dependencies: ["CV4L2Shim"], path: "Sources/CaptureSystem"),
         // Backend contract and the public vocabulary: `VideoSource`, `AudioSource`, `FrameBuffer`,
-        // `CaptureError` (with the one errno table), pixel formats, times, audio buffers.
+        // `BackendError` (what backends throw: facts, no words), `CaptureError`, pixel formats,
+        // times, audio buffers.
         .target(name: "CaptureBackend", dependencies: ["CaptureSystem"], path: "Sources/CaptureBackend"),
         // Backends: V4L2 cameras, ALSA microphones.
         .target(name: "CaptureV4L2", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],

@@ -1,7 +1,9 @@
 // The typed ALSA layer: every alsa-lib call that can fail goes through `ALSA.check`, which turns
-// alsa-lib's negative errno into a `CaptureError` naming the call and the device. alsa-lib's own
-// stderr messages are silenced: the errors carry the same facts.
+// alsa-lib's negative errno into a `BackendError` naming the call and the device (the object
+// model's mapper puts it into words). alsa-lib's own stderr messages are silenced: the errors
+// carry the same facts.
 import CaptureBackend
+import CaptureSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -9,52 +11,27 @@ import Glibc
 internal import CALSA
 internal import CV4L2Shim
 
+extension BackendError {
+    /// A condition found on the ALSA device `name` (by `operation`, if a call found it).
+    static func audio(_ failure: Failure, _ name: String, operation: String? = nil) -> BackendError {
+        BackendError(failure, device: name, kind: .audio, operation: operation)
+    }
+}
+
 package enum ALSA {
-    /// Maps alsa-lib's result (a negative errno) for `operation` on `device` to a typed error.
-    /// `opening` says the call tried to open the device: there a missing card reads as
-    /// `.noSuchDevice`; later the same errno means the device went away.
-    package static func error(_ result: Int32, operation: String, device: String, opening: Bool = false,
-                      soundNodes: String = "/dev/snd") -> CaptureError {
-        var e = result < 0 ? -result : result
+    /// alsa-lib's result (a negative errno) for `operation` on `device`, as the failed call.
+    /// `snd_pcm_open` is the opening call: the mapper reads a missing card there as no such
+    /// device, later the same errno as the device gone.
+    package static func error(_ result: Int32, operation: String, device: String,
+                              soundNodes: String = "/dev/snd") -> BackendError {
+        var e = Errno(rawValue: result < 0 ? -result : result)
         // alsa-lib resolves card names by opening each card's control device and reports a card
         // it may not open as missing (ENODEV/ENOENT): if sound devices exist that this user may
         // not open, that is the real reason.
-        if opening, e == ENODEV || e == ENOENT, soundNodesDenied(soundNodes) { e = EACCES }
-        let what = "\(operation) on ALSA device '\(device)'"
-        switch e {
-        case ENOENT, ENXIO:
-            return CaptureError(.noSuchDevice, "no ALSA capture device '\(device)': list them with `capture devices`",
-                                errno: e, operation: operation)
-        case ENODEV:
-            return opening
-                ? CaptureError(.noSuchDevice, "no ALSA capture device '\(device)': list them with `capture devices`",
-                               errno: e, operation: operation)
-                : CaptureError(.disconnected, "ALSA device '\(device)' went away", errno: e, operation: operation)
-        case EBUSY:
-            return CaptureError(.deviceBusy, "ALSA device '\(device)' is in use by another stream; close it or pick another subdevice",
-                                errno: e, operation: operation)
-        case EACCES, EPERM:
-            return CaptureError(.permissionDenied,
-                                "no permission to open ALSA device '\(device)': add the user to the 'audio' group",
-                                errno: e, operation: operation)
-        case EINVAL where opening:
-            return CaptureError(.noSuchDevice, "'\(device)' is not an ALSA capture device name (e.g. hw:CARD=Loopback,DEV=1 or hw:1,0)",
-                                errno: e, operation: operation)
-        case EINVAL:
-            return CaptureError(.unsupportedFormat, "\(what) was refused", errno: e, operation: operation)
-        case EIO:
-            // As for V4L2: a device's I/O error is the driver failing; the stream must restart.
-            return CaptureError(.driverError, "\(what) failed with an I/O error: stop and start the session again",
-                                errno: e, operation: operation)
-        case EPIPE:
-            return CaptureError(.driverError, "\(what): overrun (xrun)", errno: e, operation: operation)
-        case ESTRPIPE:
-            return CaptureError(.driverError, "\(what): device suspended", errno: e, operation: operation)
-        case EBADFD:
-            return CaptureError(.invalidState, "\(what): the stream is in the wrong state", errno: e, operation: operation)
-        default:
-            return CaptureError(.driverError, "\(what) failed", errno: e, operation: operation)
+        if operation == "snd_pcm_open", e == .noSuchDevice || e == .noSuchFileOrDirectory, soundNodesDenied(soundNodes) {
+            e = .permissionDenied
         }
+        return BackendError(SystemCallError(operation: operation, errno: e), device: device, kind: .audio)
     }
 
     /// Whether `dir` holds ALSA device nodes (controlC*, pcmC*) that this user may not open.
@@ -66,8 +43,8 @@ package enum ALSA {
 
     /// Returns `result` when it is not negative; throws the typed error otherwise.
     @discardableResult
-    package static func check(_ result: Int32, _ operation: String, device: String, opening: Bool = false) throws(CaptureError) -> Int32 {
-        if result < 0 { throw error(result, operation: operation, device: device, opening: opening) }
+    package static func check(_ result: Int32, _ operation: String, device: String) throws(BackendError) -> Int32 {
+        if result < 0 { throw error(result, operation: operation, device: device) }
         return result
     }
 
@@ -114,14 +91,14 @@ package enum ALSA {
     package static func string(_ p: UnsafePointer<CChar>?) -> String { p.map { String(cString: $0) } ?? "" }
 
     /// What an opened PCM accepts for interleaved capture: sample formats, rate and channel ranges.
-    package static func formatRange(of pcm: OpaquePointer, device: String) throws(CaptureError) -> AudioFormatRange {
+    package static func formatRange(of pcm: OpaquePointer, device: String) throws(BackendError) -> AudioFormatRange {
         var hwp: OpaquePointer?
         try check(snd_pcm_hw_params_malloc(&hwp), "snd_pcm_hw_params_malloc", device: device)
-        guard let hw = hwp else { throw CaptureError(.driverError, "out of memory for ALSA hw params") }
+        guard let hw = hwp else { throw error(-ENOMEM, operation: "snd_pcm_hw_params_malloc", device: device) }
         defer { snd_pcm_hw_params_free(hw) }
         try check(snd_pcm_hw_params_any(pcm, hw), "snd_pcm_hw_params_any", device: device)
         guard snd_pcm_hw_params_set_access(pcm, hw, SND_PCM_ACCESS_RW_INTERLEAVED) >= 0 else {
-            throw CaptureError(.unsupportedFormat, "ALSA device '\(device)' offers no interleaved read access")
+            throw BackendError.audio(.noInterleavedAccess, device, operation: "snd_pcm_hw_params_set_access")
         }
         let formats = preferredFormats.filter { snd_pcm_hw_params_test_format(pcm, hw, pcmFormat($0)) == 0 }
         var dir: Int32 = 0

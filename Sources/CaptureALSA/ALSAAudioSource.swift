@@ -34,20 +34,19 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
 
     /// Opens an ALSA capture PCM by name: a discovery ID (`hw:CARD=Loopback,DEV=1`, `default`)
     /// or any ALSA name (`hw:1,1`, `hw:Loopback,1,0`, `plughw:0`).
-    package init(name: String, info: SourceInfo? = nil) throws(CaptureError) {
+    package init(name: String, info: SourceInfo? = nil) throws(BackendError) {
         ALSA.quietLibrary()
         var handle: OpaquePointer?
         // Non-blocking open: a busy device fails with EBUSY at once instead of waiting for it.
         try ALSA.check(snd_pcm_open(&handle, name, SND_PCM_STREAM_CAPTURE, SND_PCM_NONBLOCK), "snd_pcm_open",
-                       device: name, opening: true)
-        guard let handle else { throw CaptureError(.driverError, "snd_pcm_open gave no handle for '\(name)'") }
+                       device: name)
+        guard let handle else { throw BackendError.audio(.noHandle, name, operation: "snd_pcm_open") }
         let efd: FileDescriptor
         switch FileDescriptor.makeEventFD() {
         case .success(let fd): efd = fd
         case .failure(let e):
             snd_pcm_close(handle)
-            throw CaptureError(.driverError, "cannot create the wake-up descriptor for '\(name)' (\(e.errno.name))",
-                               errno: e.errno.rawValue, operation: e.operation)
+            throw BackendError(e, device: name, kind: .audio)
         }
         do {
             range = try ALSA.formatRange(of: handle, device: name)
@@ -88,30 +87,27 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
                           position: .unspecified)
     }
 
-    package func formats() throws(CaptureError) -> AudioFormatRange { range }
+    package func formats() throws(BackendError) -> AudioFormatRange { range }
 
     package var configuration: AudioConfiguration? { settings.withLock { $0.configuration } }
 
-    package func configure(_ request: AudioConfiguration) throws(CaptureError) -> AudioConfiguration {
+    package func configure(_ request: AudioConfiguration) throws(BackendError) -> AudioConfiguration {
         let fmt = request.format
         guard fmt.isInterleaved else {
-            throw CaptureError(.unsupportedFormat, "ALSA capture here is interleaved only; ask for an interleaved format")
+            throw BackendError.audio(.interleavedOnly, deviceName)
         }
         guard fmt.sampleRate > 0, fmt.channelCount > 0, request.periodFrames > 0, request.bufferFrames >= request.periodFrames
         else {
-            throw CaptureError(.invalidArgument, "bad audio configuration \(request): rate, channels and sizes must be positive, buffer >= period")
+            throw BackendError.audio(.invalidConfiguration(request), deviceName)
         }
         guard range.sampleFormats.contains(fmt.sampleFormat) else {
-            let offers = range.sampleFormats.isEmpty ? "none the library reads (s16, s32, float32)"
-                : range.sampleFormats.map(\.rawValue).joined(separator: ", ")
-            throw CaptureError(.unsupportedFormat,
-                               "'\(deviceName)' cannot capture \(fmt.sampleFormat.rawValue); it offers \(offers). A plughw: name or 'default' converts")
+            throw BackendError.audio(.sampleFormatNotOffered(fmt.sampleFormat, offered: range.sampleFormats), deviceName)
         }
         if settings.withLock({ $0.running }) { stop() }
         let dev = deviceName
         var hwp: OpaquePointer?
         try ALSA.check(snd_pcm_hw_params_malloc(&hwp), "snd_pcm_hw_params_malloc", device: dev)
-        guard let hw = hwp else { throw CaptureError(.driverError, "out of memory for ALSA hw params") }
+        guard let hw = hwp else { throw ALSA.error(-ENOMEM, operation: "snd_pcm_hw_params_malloc", device: dev) }
         defer { snd_pcm_hw_params_free(hw) }
         try ALSA.check(snd_pcm_hw_params_any(pcm, hw), "snd_pcm_hw_params_any", device: dev)
         try ALSA.check(snd_pcm_hw_params_set_access(pcm, hw, SND_PCM_ACCESS_RW_INTERLEAVED), "snd_pcm_hw_params_set_access", device: dev)
@@ -136,7 +132,7 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
 
         var swp: OpaquePointer?
         try ALSA.check(snd_pcm_sw_params_malloc(&swp), "snd_pcm_sw_params_malloc", device: dev)
-        guard let sw = swp else { throw CaptureError(.driverError, "out of memory for ALSA sw params") }
+        guard let sw = swp else { throw ALSA.error(-ENOMEM, operation: "snd_pcm_sw_params_malloc", device: dev) }
         defer { snd_pcm_sw_params_free(sw) }
         try ALSA.check(snd_pcm_sw_params_current(pcm, sw), "snd_pcm_sw_params_current", device: dev)
         try ALSA.check(snd_pcm_sw_params_set_avail_min(pcm, sw, period), "snd_pcm_sw_params_set_avail_min", device: dev)
@@ -153,7 +149,7 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
         return applied
     }
 
-    package func start() throws(CaptureError) {
+    package func start() throws(BackendError) {
         if configuration == nil {
             let std = AudioConfiguration.standard
             let fmt = range.closestFormat(to: std.format) ?? std.format
@@ -185,9 +181,9 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
         wake.drain()
     }
 
-    package func nextBuffer(timeout: Duration) throws(CaptureError) -> AudioEvent {
+    package func nextBuffer(timeout: Duration) throws(BackendError) -> AudioEvent {
         guard let config = configuration, settings.withLock({ $0.running }) else {
-            throw CaptureError(.invalidState, "audio capture on '\(deviceName)' is not running: call start() first")
+            throw BackendError.audio(.notStreaming, deviceName)
         }
         let deadline = ContinuousClock.now + timeout
         while true {
@@ -210,9 +206,9 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
 
     private enum WaitResult { case ready, timeout, woken }
 
-    private func wait(until deadline: ContinuousClock.Instant) throws(CaptureError) -> WaitResult {
+    private func wait(until deadline: ContinuousClock.Instant) throws(BackendError) -> WaitResult {
         let count = Int(snd_pcm_poll_descriptors_count(pcm))
-        guard count > 0 else { throw CaptureError(.driverError, "'\(deviceName)' has no poll descriptors") }
+        guard count > 0 else { throw BackendError.audio(.noPollDescriptors, deviceName, operation: "snd_pcm_poll_descriptors_count") }
         var fds = [pollfd](repeating: pollfd(), count: count + 1)
         let filled = fds.withUnsafeMutableBufferPointer { snd_pcm_poll_descriptors(pcm, $0.baseAddress, UInt32(count)) }
         try ALSA.check(filled, "snd_pcm_poll_descriptors", device: deviceName)
@@ -225,8 +221,7 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
             switch Syscall.poll(&fds, timeoutMilliseconds: ms) {
             case .success(let n): r = n
             case .failure(let e):
-                throw CaptureError(.driverError, "waiting for audio from '\(deviceName)' failed (\(e.errno.name)); stop and start the session again",
-                                   errno: e.errno.rawValue, operation: e.operation)
+                throw BackendError(e, device: deviceName, kind: .audio)
             }
             if r == 0 { continue }  // loop re-checks the deadline (poll's ms rounding)
             if fds[count].revents & Int16(POLLIN) != 0 {
@@ -244,7 +239,7 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
     }
 
     /// Restarts the stream after an overrun or suspend; the next buffer carries the break.
-    private func recover(_ result: Int32) throws(CaptureError) {
+    private func recover(_ result: Int32) throws(BackendError) {
         let e = -result
         switch e {
         case EPIPE:
@@ -275,7 +270,7 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
     }
 
     /// Reads one period. Nil when the read found nothing after all (the caller waits again).
-    private func readPeriod(_ config: AudioConfiguration) throws(CaptureError) -> CapturedAudio? {
+    private func readPeriod(_ config: AudioConfiguration) throws(BackendError) -> CapturedAudio? {
         let fmt = config.format
         let (stamp, queued) = statusStamp(rate: fmt.sampleRate)
         var data = Data(count: config.periodFrames * fmt.bytesPerFrame)

@@ -1,6 +1,7 @@
 // Finds ALSA capture PCMs: the "default" device first (when it can capture), then every
 // card/device pair that has a capture substream.
 import CaptureBackend
+import CaptureSystem
 import Foundation
 internal import CALSA
 
@@ -15,7 +16,7 @@ package enum ALSADiscovery {
                 found += devices(of: card, probeFormats: probeFormats)
             } else {
                 // The control device would not open (no permission): list what /proc tells, so
-                // the user sees the device and gets .permissionDenied when opening it.
+                // the user sees the device and is told it may not open it when it tries.
                 found += procDevices(card: index)
             }
         }
@@ -25,7 +26,7 @@ package enum ALSADiscovery {
             let source = try ALSAAudioSource(name: "default", info: defaultInfo)
             let formats = probeFormats ? try? source.formats() : nil
             found.insert(AudioDeviceInfo(info: defaultInfo, card: nil, device: nil, subdeviceCount: 1, formats: formats), at: 0)
-        } catch where error.code == .deviceBusy || error.code == .permissionDenied {
+        } catch where [.resourceBusy, .permissionDenied, .notPermitted].contains(error.errno) {
             found.insert(AudioDeviceInfo(info: defaultInfo, card: nil, device: nil, subdeviceCount: 1, formats: nil), at: 0)
         } catch {
             // No capture behind "default" (no card, or a playback-only one).
@@ -124,10 +125,11 @@ package enum ALSADiscovery {
         })
     }
 
-    /// Opens a capture source by discovery ID, plain ALSA name or path. Errors are typed:
-    /// `.noSuchDevice`, `.deviceBusy`, `.permissionDenied`.
-    package static func open(_ name: String) throws(CaptureError) -> ALSAAudioSource {
-        guard !name.isEmpty else { throw CaptureError(.noSuchDevice, "an empty ALSA device name was given") }
+    /// Opens a capture source by discovery ID, plain ALSA name or path. Throws the failed
+    /// `snd_pcm_open` (ENOENT, ENODEV, EBUSY, EACCES, EINVAL for a malformed name) or
+    /// `.emptyDeviceName`.
+    package static func open(_ name: String) throws(BackendError) -> ALSAAudioSource {
+        guard !name.isEmpty else { throw BackendError.audio(.emptyDeviceName, name) }
         if name == "default" { return try ALSAAudioSource(name: name, info: defaultInfo) }
         return try ALSAAudioSource(name: name)
     }

@@ -137,17 +137,17 @@ package struct AudioDeviceInfo: Sendable, Hashable {
 package protocol AudioSource: AnyObject, Sendable {
     var info: SourceInfo { get }
     /// What the device accepts.
-    func formats() throws(CaptureError) -> AudioFormatRange
+    func formats() throws(BackendError) -> AudioFormatRange
     /// Sets format and buffer sizes; returns what the device applied (rate, channel count and
     /// sizes may differ from the request; the sample format never does).
-    func configure(_ request: AudioConfiguration) throws(CaptureError) -> AudioConfiguration
+    func configure(_ request: AudioConfiguration) throws(BackendError) -> AudioConfiguration
     /// The configuration in use; nil before `configure`.
     var configuration: AudioConfiguration? { get }
     /// Starts capturing (configures `.standard` first if `configure` was not called).
-    func start() throws(CaptureError)
+    func start() throws(BackendError)
     /// Waits up to `timeout` for the next period. Recovers overruns by itself and marks the next
-    /// buffer with a discontinuity. Throws `.disconnected` when the device went away.
-    func nextBuffer(timeout: Duration) throws(CaptureError) -> AudioEvent
+    /// buffer with a discontinuity. Throws when the device went away (ALSA: ENODEV).
+    func nextBuffer(timeout: Duration) throws(BackendError) -> AudioEvent
     /// Makes a waiting `nextBuffer` return `.interrupted` soon. Any thread.
     func wakeUp()
     /// Stops capturing; `start` may be called again.

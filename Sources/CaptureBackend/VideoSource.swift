@@ -257,37 +257,38 @@ public enum DevicePosition: String, Sendable, Hashable, CaseIterable {
 }
 
 /// An opened video device that can stream. Implementations: `V4L2VideoSource`, `VirtualVideoSource`.
+/// Failures are `BackendError`s (facts, no words); the object model maps them to `CaptureError`.
 ///
 /// Threading: configuration calls come from the session's configuration lock; `nextFrame` from
 /// the one capture thread; `wakeUp` and `FrameBuffer` recycling from any thread.
 package protocol VideoSource: AnyObject, Sendable {
     var info: SourceInfo { get }
     /// Every (format, size, intervals) the device offers.
-    func formats() throws(CaptureError) -> [SourceFormat]
+    func formats() throws(BackendError) -> [SourceFormat]
     /// Sets the format; returns what the driver applied (may differ from the request).
-    func setFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat
+    func setFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> ActiveFormat
     /// What `setFormat` would apply, without applying it.
-    func tryFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat
-    func currentFormat() throws(CaptureError) -> ActiveFormat
+    func tryFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> ActiveFormat
+    func currentFormat() throws(BackendError) -> ActiveFormat
     /// Sets the frame interval; returns the one the driver applied.
-    func setFrameInterval(_ interval: FrameInterval) throws(CaptureError) -> FrameInterval
-    func frameInterval() throws(CaptureError) -> FrameInterval
-    func controls() throws(CaptureError) -> [SourceControl]
-    func controlValue(_ id: UInt32) throws(CaptureError) -> Int64
-    func setControlValue(_ id: UInt32, _ value: Int64) throws(CaptureError)
+    func setFrameInterval(_ interval: FrameInterval) throws(BackendError) -> FrameInterval
+    func frameInterval() throws(BackendError) -> FrameInterval
+    func controls() throws(BackendError) -> [SourceControl]
+    func controlValue(_ id: UInt32) throws(BackendError) -> Int64
+    func setControlValue(_ id: UInt32, _ value: Int64) throws(BackendError)
     /// Allocates `bufferCount` buffers (the driver may give more or fewer), queues them and starts.
     /// On failure nothing stays allocated and a later call may succeed.
-    func startStreaming(bufferCount: Int) throws(CaptureError)
-    /// Waits up to `timeout` for the next frame. Throws `.disconnected` when the device is gone,
-    /// `.driverError` on a fatal stream error (the stream must be stopped and restarted).
-    func nextFrame(timeout: Duration) throws(CaptureError) -> FrameEvent
+    func startStreaming(bufferCount: Int) throws(BackendError)
+    /// Waits up to `timeout` for the next frame. Throws when the device is gone (V4L2: ENODEV)
+    /// or on a fatal stream error (EIO: the stream must be stopped and restarted).
+    func nextFrame(timeout: Duration) throws(BackendError) -> FrameEvent
     /// Makes a waiting `nextFrame` return `.interrupted` soon. Any thread.
     func wakeUp()
     /// Stops streaming. Frames still held stay readable; their buffers are freed when released.
     func stopStreaming()
-    /// Throws `.deviceBusy` when another process owns the device's stream (V4L2: `REQBUFS` with
-    /// count 0 fails with `EBUSY`), without claiming the stream.
-    func checkAvailable() throws(CaptureError)
+    /// Throws when another process owns the device's stream (V4L2: `REQBUFS` with count 0 fails
+    /// with `EBUSY`), without claiming the stream.
+    func checkAvailable() throws(BackendError)
     /// Buffers allocated for the running stream (0 when not streaming).
     var bufferCount: Int { get }
     /// Buffers currently handed out as `FrameBuffer`s and not yet recycled. When this equals

@@ -50,6 +50,12 @@ package struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringC
     package static let tooManyOpenFiles = Errno(rawValue: EMFILE)
     /// Is a directory. (`EISDIR`)
     package static let isDirectory = Errno(rawValue: EISDIR)
+    /// Broken pipe; for an ALSA capture stream: an overrun (xrun). (`EPIPE`)
+    package static let brokenPipe = Errno(rawValue: EPIPE)
+    /// Streams pipe error; for an ALSA stream: the device was suspended. (`ESTRPIPE`)
+    package static let suspended = Errno(rawValue: ESTRPIPE)
+    /// A descriptor in the wrong state; for an ALSA stream: the PCM is not in a state for the call. (`EBADFD`)
+    package static let badState = Errno(rawValue: EBADFD)
 
     /// The C name of the value, e.g. `EINVAL`, or `errno N` for values without a name here.
     package var name: String {
@@ -73,6 +79,9 @@ package struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringC
         case ENODATA: "ENODATA"
         case EMFILE: "EMFILE"
         case EISDIR: "EISDIR"
+        case EPIPE: "EPIPE"
+        case ESTRPIPE: "ESTRPIPE"
+        case EBADFD: "EBADFD"
         default: "errno \(rawValue)"
         }
     }
@@ -85,6 +94,10 @@ package struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringC
 package struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertible {
     package var operation: String
     package var errno: Errno
+    package init(operation: String, errno: Errno) {
+        self.operation = operation
+        self.errno = errno
+    }
     package var description: String { "\(operation): \(errno)" }
 }
 

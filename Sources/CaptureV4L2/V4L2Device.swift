@@ -49,10 +49,10 @@ package final class V4L2Device: Sendable {
     }
 
     /// Opens any V4L2 node (capture or not) and reads its capabilities.
-    package static func openNode(_ path: String) throws(CaptureError) -> V4L2Device {
+    package static func openNode(_ path: String) throws(BackendError) -> V4L2Device {
         let fd = try FileDescriptor.open(path)
         guard try fd.isCharacterDevice() else {
-            throw CaptureError(.notACaptureDevice, "\(path) is not a device node.", operation: "open")
+            throw BackendError.video(.notADeviceNode, path, operation: "open")
         }
         var caps = v4l2_capability()
         try fd.ioctl(.queryCapability, &caps)
@@ -60,12 +60,11 @@ package final class V4L2Device: Sendable {
     }
 
     /// Opens a node and checks that it is a camera (video capture, single- or multi-planar).
-    package static func open(_ path: String) throws(CaptureError) -> V4L2Device {
+    package static func open(_ path: String) throws(BackendError) -> V4L2Device {
         let device = try openNode(path)
         guard device.bufferType != nil else {
-            throw CaptureError(.notACaptureDevice,
-                               "\(path) (\(device.capability.card)) is a \(device.capability.nodeKind) node, not a camera.",
-                               operation: "VIDIOC_QUERYCAP")
+            throw BackendError.video(.notACamera(card: device.capability.card, nodeKind: device.capability.nodeKind), path,
+                                     operation: "VIDIOC_QUERYCAP")
         }
         return device
     }
@@ -75,7 +74,7 @@ package final class V4L2Device: Sendable {
     // MARK: Formats
 
     /// `VIDIOC_ENUM_FMT` for the node's capture type.
-    package func formatDescriptions() throws(CaptureError) -> [V4L2FormatDescription] {
+    package func formatDescriptions() throws(BackendError) -> [V4L2FormatDescription] {
         var out: [V4L2FormatDescription] = []
         var index: UInt32 = 0
         while true {
@@ -84,7 +83,7 @@ package final class V4L2Device: Sendable {
             d.type = type.rawValue
             if let e = withUnsafeMutablePointer(to: &d, { fd.ioctlErrno(.enumerateFormat, $0) }) {
                 if e == .invalidArgument { break }  // end of the list
-                throw CaptureError(e, operation: "VIDIOC_ENUM_FMT", path: path)
+                throw BackendError.video(e, "VIDIOC_ENUM_FMT", path)
             }
             out.append(V4L2FormatDescription(
                 pixelFormat: PixelFormat(rawValue: d.pixelformat), description: String(v4l2Chars: d.description),
@@ -96,7 +95,7 @@ package final class V4L2Device: Sendable {
     }
 
     /// `VIDIOC_ENUM_FRAMESIZES`. Empty when the driver does not enumerate sizes (ENOTTY).
-    package func frameSizes(_ pixelFormat: PixelFormat) throws(CaptureError) -> [V4L2FrameSize] {
+    package func frameSizes(_ pixelFormat: PixelFormat) throws(BackendError) -> [V4L2FrameSize] {
         var out: [V4L2FrameSize] = []
         var index: UInt32 = 0
         while true {
@@ -105,7 +104,7 @@ package final class V4L2Device: Sendable {
             s.pixel_format = pixelFormat.rawValue
             if let e = withUnsafeMutablePointer(to: &s, { fd.ioctlErrno(.enumerateFrameSizes, $0) }) {
                 if e == .invalidArgument || e == .inappropriateIoctl { break }
-                throw CaptureError(e, operation: "VIDIOC_ENUM_FRAMESIZES", path: path)
+                throw BackendError.video(e, "VIDIOC_ENUM_FRAMESIZES", path)
             }
             switch s.type {
             case V4L2_FRMSIZE_TYPE_DISCRETE.rawValue:
@@ -127,7 +126,7 @@ package final class V4L2Device: Sendable {
     }
 
     /// `VIDIOC_ENUM_FRAMEINTERVALS`. nil when the driver does not enumerate intervals.
-    package func frameIntervals(_ pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> FrameIntervalSet? {
+    package func frameIntervals(_ pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> FrameIntervalSet? {
         var discrete: [FrameInterval] = []
         var index: UInt32 = 0
         while true {
@@ -138,7 +137,7 @@ package final class V4L2Device: Sendable {
             f.height = UInt32(clamping: height)
             if let e = withUnsafeMutablePointer(to: &f, { fd.ioctlErrno(.enumerateFrameIntervals, $0) }) {
                 if e == .invalidArgument || e == .inappropriateIoctl { break }
-                throw CaptureError(e, operation: "VIDIOC_ENUM_FRAMEINTERVALS", path: path)
+                throw BackendError.video(e, "VIDIOC_ENUM_FRAMEINTERVALS", path)
             }
             switch f.type {
             case V4L2_FRMIVAL_TYPE_DISCRETE.rawValue:
@@ -156,7 +155,7 @@ package final class V4L2Device: Sendable {
 
     /// Every (format, size, intervals). Stepwise and continuous size ranges appear as their
     /// smallest and largest size.
-    package func sourceFormats() throws(CaptureError) -> [SourceFormat] {
+    package func sourceFormats() throws(BackendError) -> [SourceFormat] {
         var out: [SourceFormat] = []
         for d in try formatDescriptions() {
             var sizes: [(Int, Int)] = []
@@ -181,7 +180,7 @@ package final class V4L2Device: Sendable {
     }
 
     /// `VIDIOC_G_FMT`.
-    package func format() throws(CaptureError) -> ActiveFormat {
+    package func format() throws(BackendError) -> ActiveFormat {
         var f = v4l2_format()
         f.type = type.rawValue
         try fd.ioctl(.getFormat, &f)
@@ -192,7 +191,7 @@ package final class V4L2Device: Sendable {
     /// (the driver picks the nearest it can do). A pixel format the node does not list is
     /// refused with `.unsupportedFormat` before the device is touched (drivers would silently
     /// substitute another).
-    package func setFormat(_ pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat {
+    package func setFormat(_ pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> ActiveFormat {
         try requireOffered(pixelFormat, operation: "VIDIOC_S_FMT")
         var f = request(pixelFormat, width: width, height: height)
         try fd.ioctl(.setFormat, &f)
@@ -200,19 +199,17 @@ package final class V4L2Device: Sendable {
     }
 
     /// `VIDIOC_TRY_FMT`: what `setFormat` would apply.
-    package func tryFormat(_ pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat {
+    package func tryFormat(_ pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> ActiveFormat {
         try requireOffered(pixelFormat, operation: "VIDIOC_TRY_FMT")
         var f = request(pixelFormat, width: width, height: height)
         try fd.ioctl(.tryFormat, &f)
         return activeFormat(f)
     }
 
-    private func requireOffered(_ pixelFormat: PixelFormat, operation: String) throws(CaptureError) {
+    private func requireOffered(_ pixelFormat: PixelFormat, operation: String) throws(BackendError) {
         let offered = try formatDescriptions().map(\.pixelFormat)
         guard offered.contains(pixelFormat) else {
-            throw CaptureError(.unsupportedFormat,
-                               "\(path) does not offer \(pixelFormat); it offers \(offered.map(\.description).joined(separator: ", ")).",
-                               operation: operation)
+            throw BackendError.video(.formatNotOffered(pixelFormat, offered: offered), path, operation: operation)
         }
     }
 
@@ -259,12 +256,12 @@ package final class V4L2Device: Sendable {
     // MARK: Streaming parameters
 
     /// `VIDIOC_G_PARM`: the current frame interval, or nil when the driver does not report one.
-    package func frameInterval() throws(CaptureError) -> FrameInterval? {
+    package func frameInterval() throws(BackendError) -> FrameInterval? {
         var p = v4l2_streamparm()
         p.type = type.rawValue
         if let e = withUnsafeMutablePointer(to: &p, { fd.ioctlErrno(.getParameters, $0) }) {
             if e == .inappropriateIoctl || e == .invalidArgument { return nil }
-            throw CaptureError(e, operation: "VIDIOC_G_PARM", path: path)
+            throw BackendError.video(e, "VIDIOC_G_PARM", path)
         }
         let t = p.parm.capture.timeperframe
         guard t.numerator != 0, t.denominator != 0 else { return nil }
@@ -272,13 +269,13 @@ package final class V4L2Device: Sendable {
     }
 
     /// `VIDIOC_S_PARM`: returns the interval the driver applied.
-    package func setFrameInterval(_ interval: FrameInterval) throws(CaptureError) -> FrameInterval {
+    package func setFrameInterval(_ interval: FrameInterval) throws(BackendError) -> FrameInterval {
         var p = v4l2_streamparm()
         p.type = type.rawValue
         p.parm.capture.timeperframe = interval.v4l2
         try fd.ioctl(.setParameters, &p)
         guard p.parm.capture.capability & UInt32(V4L2_CAP_TIMEPERFRAME) != 0 else {
-            throw CaptureError(.unsupportedFormat, "\(path) does not let the frame interval be set.", operation: "VIDIOC_S_PARM")
+            throw BackendError.video(.frameIntervalNotSettable, path, operation: "VIDIOC_S_PARM")
         }
         return FrameInterval(p.parm.capture.timeperframe)
     }
@@ -286,7 +283,7 @@ package final class V4L2Device: Sendable {
     // MARK: Inputs
 
     /// `VIDIOC_ENUMINPUT`.
-    package func inputs() throws(CaptureError) -> [V4L2Input] {
+    package func inputs() throws(BackendError) -> [V4L2Input] {
         var out: [V4L2Input] = []
         var index: UInt32 = 0
         while true {
@@ -294,7 +291,7 @@ package final class V4L2Device: Sendable {
             i.index = index
             if let e = withUnsafeMutablePointer(to: &i, { fd.ioctlErrno(.enumerateInput, $0) }) {
                 if e == .invalidArgument || e == .inappropriateIoctl { break }
-                throw CaptureError(e, operation: "VIDIOC_ENUMINPUT", path: path)
+                throw BackendError.video(e, "VIDIOC_ENUMINPUT", path)
             }
             out.append(V4L2Input(index: Int(i.index), name: String(v4l2Chars: i.name), type: i.type))
             index += 1
@@ -303,20 +300,20 @@ package final class V4L2Device: Sendable {
     }
 
     /// `VIDIOC_G_INPUT`.
-    package func currentInput() throws(CaptureError) -> Int {
+    package func currentInput() throws(BackendError) -> Int {
         var i: Int32 = 0
         try fd.ioctl(.getInput, &i)
         return Int(i)
     }
 
     /// `VIDIOC_S_INPUT`.
-    package func selectInput(_ index: Int) throws(CaptureError) {
+    package func selectInput(_ index: Int) throws(BackendError) {
         var i = Int32(clamping: index)
         if let e = withUnsafeMutablePointer(to: &i, { fd.ioctlErrno(.setInput, $0) }) {
             if e == .invalidArgument {
-                throw CaptureError(.invalidArgument, "\(path) has no input \(index).", errno: e.rawValue, operation: "VIDIOC_S_INPUT")
+                throw BackendError.video(.noSuchInput(index), path, operation: "VIDIOC_S_INPUT", errno: e)
             }
-            throw CaptureError(e, operation: "VIDIOC_S_INPUT", path: path)
+            throw BackendError.video(e, "VIDIOC_S_INPUT", path)
         }
     }
 
@@ -324,7 +321,7 @@ package final class V4L2Device: Sendable {
 
     /// Every control, by `VIDIOC_QUERY_EXT_CTRL` with `NEXT_CTRL | NEXT_COMPOUND`; control class
     /// headings and disabled controls are left out; menus carry their items (`VIDIOC_QUERYMENU`).
-    package func controls() throws(CaptureError) -> [SourceControl] {
+    package func controls() throws(BackendError) -> [SourceControl] {
         var out: [SourceControl] = []
         let next = UInt32(V4L2_CTRL_FLAG_NEXT_CTRL) | UInt32(V4L2_CTRL_FLAG_NEXT_COMPOUND)
         var id: UInt32 = 0
@@ -333,7 +330,7 @@ package final class V4L2Device: Sendable {
             q.id = id | next
             if let e = withUnsafeMutablePointer(to: &q, { fd.ioctlErrno(.queryExtendedControl, $0) }) {
                 if e == .invalidArgument || e == .inappropriateIoctl { break }
-                throw CaptureError(e, operation: "VIDIOC_QUERY_EXT_CTRL", path: path)
+                throw BackendError.video(e, "VIDIOC_QUERY_EXT_CTRL", path)
             }
             guard q.id > id || id == 0 else { break }  // a driver that does not advance would loop forever
             id = q.id
@@ -343,7 +340,7 @@ package final class V4L2Device: Sendable {
         return out
     }
 
-    private func control(_ q: v4l2_query_ext_ctrl) throws(CaptureError) -> SourceControl {
+    private func control(_ q: v4l2_query_ext_ctrl) throws(BackendError) -> SourceControl {
         let kind: SourceControl.Kind
         switch q.type {
         case V4L2_CTRL_TYPE_INTEGER.rawValue: kind = .integer
@@ -363,7 +360,7 @@ package final class V4L2Device: Sendable {
                 m.index = UInt32(index)
                 if let e = withUnsafeMutablePointer(to: &m, { fd.ioctlErrno(.queryMenu, $0) }) {
                     if e == .invalidArgument { continue }  // a gap in the menu (skip_mask)
-                    throw CaptureError(e, operation: "VIDIOC_QUERYMENU", path: path)
+                    throw BackendError.video(e, "VIDIOC_QUERYMENU", path)
                 }
                 menu.append((value: index, name: kind == .menu ? String(v4l2Chars: m.name) : String(m.value)))
             }
@@ -385,7 +382,7 @@ package final class V4L2Device: Sendable {
     }
 
     /// `VIDIOC_G_EXT_CTRLS` for one control (64-bit controls through `value64`).
-    package func controlValue(_ id: UInt32) throws(CaptureError) -> Int64 {
+    package func controlValue(_ id: UInt32) throws(BackendError) -> Int64 {
         var v: Int64 = 0
         let wide = controlType(id) == V4L2_CTRL_TYPE_INTEGER64.rawValue
         let raw = fd.rawValue
@@ -394,19 +391,17 @@ package final class V4L2Device: Sendable {
     }
 
     /// `VIDIOC_S_EXT_CTRLS` for one control. Buttons (e.g. vivid's fault injectors) take any value.
-    package func setControlValue(_ id: UInt32, _ value: Int64) throws(CaptureError) {
+    package func setControlValue(_ id: UInt32, _ value: Int64) throws(BackendError) {
         let type = controlType(id)
         guard let type else {
-            throw CaptureError(.invalidArgument, "\(path) has no control 0x\(String(id, radix: 16)).",
-                               operation: "VIDIOC_QUERY_EXT_CTRL")
+            throw BackendError.video(.noSuchControl(id), path, operation: "VIDIOC_QUERY_EXT_CTRL")
         }
         let raw = fd.rawValue
         if type == V4L2_CTRL_TYPE_INTEGER64.rawValue {
             try fd.call("VIDIOC_S_EXT_CTRLS") { cv4l2_set_ext_ctrl64(raw, id, value) }
         } else {
             guard let v32 = Int32(exactly: value) else {
-                throw CaptureError(.invalidArgument, "\(value) does not fit the 32-bit control 0x\(String(id, radix: 16)).",
-                                   operation: "VIDIOC_S_EXT_CTRLS")
+                throw BackendError.video(.valueOutOfRange(value, control: id), path, operation: "VIDIOC_S_EXT_CTRLS")
             }
             try fd.call("VIDIOC_S_EXT_CTRLS") { cv4l2_set_ext_ctrl(raw, id, Int64(v32)) }
         }
@@ -414,7 +409,7 @@ package final class V4L2Device: Sendable {
 
     /// Finds a control by its name as the driver spells it ("Test Pattern", case-insensitive) or
     /// as `v4l2-ctl` prints it ("test_pattern").
-    package func controlID(named name: String) throws(CaptureError) -> UInt32? {
+    package func controlID(named name: String) throws(BackendError) -> UInt32? {
         let wanted = Self.shortName(name)
         return try controls().first { Self.shortName($0.name) == wanted }?.id
     }

@@ -1,4 +1,4 @@
-// Finding cameras among the video4linux nodes and opening them with typed errors.
+// Finding cameras among the video4linux nodes and opening them (failures as `BackendError`).
 import CaptureBackend
 #if canImport(Glibc)
 import Glibc
@@ -59,24 +59,23 @@ package enum V4L2Discovery {
         }
     }
 
-    /// Opens the node at `path` as a camera. Errors: `.noSuchDevice` (missing path),
-    /// `.notACaptureDevice` (not V4L2, or a node that cannot capture video), `.permissionDenied`,
-    /// `.deviceBusy`.
-    package static func open(path: String) throws(CaptureError) -> V4L2VideoSource {
+    /// Opens the node at `path` as a camera. Throws the failed call (`open`: ENOENT, EACCES,
+    /// EBUSY...; `VIDIOC_QUERYCAP`: ENOTTY for a node that is not V4L2), `.notADeviceNode` or
+    /// `.notACamera`.
+    package static func open(path: String) throws(BackendError) -> V4L2VideoSource {
         let device = try V4L2Device.open(path)
         let info = disambiguatedInfo(for: device)
         return try V4L2VideoSource(device: device, info: info)
     }
 
     /// Opens a discovered device. If its node now holds a different device (renumbered after a
-    /// replug), the node with the same unique ID is used instead; if none, `.noSuchDevice`.
-    package static func open(_ info: SourceInfo) throws(CaptureError) -> V4L2VideoSource {
+    /// replug), the node with the same unique ID is used instead; if none, `.noLongerConnected`.
+    package static func open(_ info: SourceInfo) throws(BackendError) -> V4L2VideoSource {
         let device = try V4L2Device.open(info.path)
         let current = disambiguatedInfo(for: device)
         if current.uniqueID == info.uniqueID { return try V4L2VideoSource(device: device, info: current) }
         guard let moved = captureDevices().first(where: { $0.uniqueID == info.uniqueID }) else {
-            throw CaptureError(.noSuchDevice, "The camera \(info.name) (\(info.uniqueID)) is no longer connected.",
-                               operation: "open")
+            throw BackendError.video(.noLongerConnected(name: info.name, uniqueID: info.uniqueID), info.path, operation: "open")
         }
         return try open(path: moved.path)
     }

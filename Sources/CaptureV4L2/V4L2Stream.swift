@@ -27,10 +27,10 @@ package final class V4L2Queue: Sendable {
 
     /// Runs `body` with the queue locked; `body` gets a fresh generation number and returns
     /// whether it now owns the driver's buffers.
-    fileprivate func allocate<T>(_ body: (_ generation: UInt64, _ previousOwnerAlive: Bool) throws(CaptureError) -> T)
-        throws(CaptureError) -> T
+    fileprivate func allocate<T>(_ body: (_ generation: UInt64, _ previousOwnerAlive: Bool) throws(BackendError) -> T)
+        throws(BackendError) -> T
     {
-        try state.withLock { s throws(CaptureError) -> T in
+        try state.withLock { s throws(BackendError) -> T in
             let generation = s.nextGeneration
             s.nextGeneration += 1
             let previous = s.owner != 0
@@ -65,11 +65,11 @@ package final class V4L2Queue: Sendable {
 
     /// Checks that no other process streams from the device (`REQBUFS 0` answers `EBUSY` then),
     /// without claiming anything. A stream of our own counts as available.
-    package func checkAvailable() throws(CaptureError) {
-        try state.withLock { s throws(CaptureError) in
+    package func checkAvailable() throws(BackendError) {
+        try state.withLock { s throws(BackendError) in
             guard s.owner == 0 else { return }
             if case .failure(let e) = requestBuffers(0) {
-                throw CaptureError(e, operation: "VIDIOC_REQBUFS", path: fd.path)
+                throw BackendError.video(e, "VIDIOC_REQBUFS", fd.path)
             }
         }
     }
@@ -240,32 +240,30 @@ package final class V4L2BufferPool: BufferPool {
 
     /// Allocates and maps `requestedCount` buffers, queues them all and starts streaming. On any
     /// failure everything done so far is undone (munmap, REQBUFS 0) and the typed error thrown.
-    package static func start(queue: V4L2Queue, requestedCount: Int, format: ActiveFormat) throws(CaptureError) -> V4L2BufferPool {
+    package static func start(queue: V4L2Queue, requestedCount: Int, format: ActiveFormat) throws(BackendError) -> V4L2BufferPool {
         let fd = queue.fd
         let type = queue.type
         let streamFormat = V4L2StreamFormat(format)
         let planes = type.isMultiplanar ? max(1, min(Int(VIDEO_MAX_PLANES), format.planes.count)) : 1
-        return try queue.allocate { generation, previousOwnerAlive throws(CaptureError) -> V4L2BufferPool in
+        return try queue.allocate { generation, previousOwnerAlive throws(BackendError) -> V4L2BufferPool in
             if previousOwnerAlive {
                 // Frames of an earlier stream are still held: orphan its buffers (they stay mapped).
                 if case .failure(let e) = queue.requestBuffers(0) {
                     if e == .resourceBusy {
-                        throw CaptureError(.deviceBusy,
-                                           "Frames from the previous stream of \(fd.path) are still held and its driver cannot release buffers in use. Release them, then start again.",
-                                           errno: e.rawValue, operation: "VIDIOC_REQBUFS")
+                        throw BackendError.video(.previousStreamHeld, fd.path, operation: "VIDIOC_REQBUFS", errno: e)
                     }
-                    throw CaptureError(e, operation: "VIDIOC_REQBUFS", path: fd.path)
+                    throw BackendError.video(e, "VIDIOC_REQBUFS", fd.path)
                 }
             }
             let granted: (count: Int, capabilities: UInt32)
             switch queue.requestBuffers(max(1, requestedCount)) {
             case .success(let g): granted = g
-            case .failure(let e): throw CaptureError(e, operation: "VIDIOC_REQBUFS", path: fd.path)
+            case .failure(let e): throw BackendError.video(e, "VIDIOC_REQBUFS", fd.path)
             }
             let count = granted.count
             guard count > 0 else {
                 _ = queue.requestBuffers(0)
-                throw CaptureError(.driverError, "The driver of \(fd.path) granted no buffers.", operation: "VIDIOC_REQBUFS")
+                throw BackendError.video(.noBuffersGranted, fd.path, operation: "VIDIOC_REQBUFS")
             }
             let total = count * planes
             let storage = Storage(bases: .allocate(capacity: total), lengths: .allocate(capacity: total),
@@ -282,7 +280,7 @@ package final class V4L2BufferPool: BufferPool {
                 storage.planeScratch.deallocate()
             }
 
-            do throws(CaptureError) {
+            do throws(BackendError) {
                 // QUERYBUF and map exactly `length` at `m.offset`, per plane.
                 for index in 0..<count {
                     var b = v4l2_buffer()
@@ -296,8 +294,8 @@ package final class V4L2BufferPool: BufferPool {
                     try fd.ioctl(.queryBuffer, &b)
                     if type.isMultiplanar {
                         guard Int(b.length) >= planes else {
-                            throw CaptureError(.driverError, "The driver of \(fd.path) reports \(b.length) planes, the format \(planes).",
-                                               operation: "VIDIOC_QUERYBUF")
+                            throw BackendError.video(.planeCountMismatch(reported: Int(b.length), expected: planes), fd.path,
+                                                     operation: "VIDIOC_QUERYBUF")
                         }
                         for p in 0..<planes {
                             let pl = storage.planeScratch[p]
@@ -315,7 +313,7 @@ package final class V4L2BufferPool: BufferPool {
                 // failure is undone here alone.
                 for index in 0..<count {
                     if let e = queueBuffer(index, fd: fd, type: type, planes: planes, storage: storage) {
-                        throw CaptureError(e, operation: "VIDIOC_QBUF", path: fd.path)
+                        throw BackendError.video(e, "VIDIOC_QBUF", fd.path)
                     }
                 }
                 var t = Int32(bitPattern: type.rawValue)
@@ -362,10 +360,10 @@ package final class V4L2BufferPool: BufferPool {
         package var offset: (Int, Int, Int)
     }
 
-    /// Takes the next filled buffer, or nil when none is ready or the stream stopped. Throws `.disconnected` when the
-    /// device is gone (`ENODEV`) and `.driverError` on a fatal stream error (`EIO`).
-    package func dequeue() throws(CaptureError) -> DequeuedBuffer? {
-        let d = try state.withLock { s throws(CaptureError) -> Dequeued? in
+    /// Takes the next filled buffer, or nil when none is ready or the stream stopped. Throws the
+    /// failed `DQBUF`: `ENODEV` when the device is gone, `EIO` on a fatal stream error.
+    package func dequeue() throws(BackendError) -> DequeuedBuffer? {
+        let d = try state.withLock { s throws(BackendError) -> Dequeued? in
             // Stopped meanwhile (from another thread): nothing to take; the caller checks `isStreaming`.
             guard s.streaming else { return nil }
             s.dequeue = v4l2_buffer()
@@ -379,8 +377,7 @@ package final class V4L2BufferPool: BufferPool {
             let b = s.dequeue
             let index = Int(b.index)
             guard index < count, s.owners[index] == .driver else {
-                throw CaptureError(.driverError, "The driver of \(fd.path) returned buffer \(b.index), which it does not hold.",
-                                   operation: "VIDIOC_DQBUF")
+                throw BackendError.video(.bufferNotHeld(Int(b.index)), fd.path, operation: "VIDIOC_DQBUF")
             }
             s.owners[index] = .client
             s.queued -= 1

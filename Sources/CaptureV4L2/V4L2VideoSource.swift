@@ -19,50 +19,51 @@ package final class V4L2VideoSource: VideoSource {
     private let requeued: FileDescriptor
     private let pool = Locked<V4L2BufferPool?>(nil)
 
-    package init(device: V4L2Device, info: SourceInfo) throws(CaptureError) {
+    package init(device: V4L2Device, info: SourceInfo) throws(BackendError) {
         guard let type = device.bufferType else {
-            throw CaptureError(.notACaptureDevice, "\(device.path) is not a camera.", operation: "VIDIOC_QUERYCAP")
+            throw BackendError.video(.notACamera(card: device.capability.card, nodeKind: device.capability.nodeKind), device.path,
+                                     operation: "VIDIOC_QUERYCAP")
         }
         self.device = device
         self.info = info
         self.queue = V4L2Queue(fd: device.fd, type: type)
-        self.wake = try FileDescriptor.eventFD()
-        self.requeued = try FileDescriptor.eventFD()
+        self.wake = try FileDescriptor.eventFD(for: device.path)
+        self.requeued = try FileDescriptor.eventFD(for: device.path)
     }
 
     deinit { stopStreaming() }
 
-    package func formats() throws(CaptureError) -> [SourceFormat] { try device.sourceFormats() }
+    package func formats() throws(BackendError) -> [SourceFormat] { try device.sourceFormats() }
 
-    package func setFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat {
+    package func setFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> ActiveFormat {
         try device.setFormat(pixelFormat, width: width, height: height)
     }
 
-    package func tryFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat {
+    package func tryFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> ActiveFormat {
         try device.tryFormat(pixelFormat, width: width, height: height)
     }
 
-    package func currentFormat() throws(CaptureError) -> ActiveFormat { try device.format() }
+    package func currentFormat() throws(BackendError) -> ActiveFormat { try device.format() }
 
-    package func setFrameInterval(_ interval: FrameInterval) throws(CaptureError) -> FrameInterval {
+    package func setFrameInterval(_ interval: FrameInterval) throws(BackendError) -> FrameInterval {
         try device.setFrameInterval(interval)
     }
 
-    package func frameInterval() throws(CaptureError) -> FrameInterval {
+    package func frameInterval() throws(BackendError) -> FrameInterval {
         guard let i = try device.frameInterval() else {
-            throw CaptureError(.unsupportedFormat, "\(device.path) does not report a frame interval.", operation: "VIDIOC_G_PARM")
+            throw BackendError.video(.noFrameInterval, device.path, operation: "VIDIOC_G_PARM")
         }
         return i
     }
 
-    package func controls() throws(CaptureError) -> [SourceControl] { try device.controls() }
-    package func controlValue(_ id: UInt32) throws(CaptureError) -> Int64 { try device.controlValue(id) }
-    package func setControlValue(_ id: UInt32, _ value: Int64) throws(CaptureError) { try device.setControlValue(id, value) }
+    package func controls() throws(BackendError) -> [SourceControl] { try device.controls() }
+    package func controlValue(_ id: UInt32) throws(BackendError) -> Int64 { try device.controlValue(id) }
+    package func setControlValue(_ id: UInt32, _ value: Int64) throws(BackendError) { try device.setControlValue(id, value) }
 
-    package func startStreaming(bufferCount: Int) throws(CaptureError) {
-        try pool.withLock { p throws(CaptureError) in
+    package func startStreaming(bufferCount: Int) throws(BackendError) {
+        try pool.withLock { p throws(BackendError) in
             guard p == nil else {
-                throw CaptureError(.invalidState, "\(device.path) is already streaming.", operation: "VIDIOC_STREAMON")
+                throw BackendError.video(.alreadyStreaming, device.path, operation: "VIDIOC_STREAMON")
             }
             let format = try device.format()
             let started = try V4L2BufferPool.start(queue: queue, requestedCount: bufferCount, format: format)
@@ -72,9 +73,9 @@ package final class V4L2VideoSource: VideoSource {
         }
     }
 
-    package func nextFrame(timeout: Duration) throws(CaptureError) -> FrameEvent {
+    package func nextFrame(timeout: Duration) throws(BackendError) -> FrameEvent {
         guard let pool = pool.withLock({ $0 }) else {
-            throw CaptureError(.invalidState, "\(device.path) is not streaming.", operation: "VIDIOC_DQBUF")
+            throw BackendError.video(.notStreaming, device.path, operation: "VIDIOC_DQBUF")
         }
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
@@ -93,7 +94,8 @@ package final class V4L2VideoSource: VideoSource {
                 // QBUF waiting for its retry, or a POLLERR without a frame, waits in 10 ms slices.
                 let slice = errorWithoutFrame || pool.pendingCount > 0 ? min(remaining, 10) : remaining
                 errorWithoutFrame = false
-                let (back, woke) = try requeued.poll(events: Int16(POLLIN), other: wake.rawValue, timeoutMilliseconds: slice)
+                let (back, woke) = try requeued.poll(events: Int16(POLLIN), other: wake.rawValue, timeoutMilliseconds: slice,
+                                                         device: device.path)
                 if woke & Int16(POLLIN) != 0 {
                     wake.drain()
                     return .interrupted
@@ -142,7 +144,7 @@ package final class V4L2VideoSource: VideoSource {
         p?.stop()
     }
 
-    package func checkAvailable() throws(CaptureError) { try queue.checkAvailable() }
+    package func checkAvailable() throws(BackendError) { try queue.checkAvailable() }
 
     package var bufferCount: Int { pool.withLock { $0?.count ?? 0 } }
     package var buffersHeldByClients: Int { pool.withLock { $0?.heldCount ?? 0 } }

@@ -89,24 +89,31 @@ package final class VirtualAudioSource: AudioSource, @unchecked Sendable {
 
     package init(microphone: VirtualMicrophone) { self.microphone = microphone }
 
-    package func formats() throws(CaptureError) -> AudioFormatRange { VirtualMicrophone.formatRange }
+    /// Runs a protocol call; the virtual microphone's own conditions keep their words (`.described`).
+    private func described<T: ~Copyable>(_ body: () throws(CaptureError) -> T) throws(BackendError) -> T {
+        try BackendError.describing(device: info.path, kind: .audio, body)
+    }
+
+    package func formats() throws(BackendError) -> AudioFormatRange { VirtualMicrophone.formatRange }
 
     package var configuration: AudioConfiguration? { state.withLock { $0.configuration } }
 
-    package func configure(_ request: AudioConfiguration) throws(CaptureError) -> AudioConfiguration {
-        guard request.format.isInterleaved, request.periodFrames > 0, request.bufferFrames >= request.periodFrames,
-              let format = VirtualMicrophone.formatRange.closestFormat(to: request.format),
-              format.sampleFormat == request.format.sampleFormat
-        else { throw CaptureError(.invalidArgument, "bad audio configuration \(request)") }
-        let applied = AudioConfiguration(format: format, periodFrames: request.periodFrames, bufferFrames: request.bufferFrames)
-        state.withLock {
-            $0.configuration = applied
-            $0.running = false
+    package func configure(_ request: AudioConfiguration) throws(BackendError) -> AudioConfiguration {
+        try described { () throws(CaptureError) -> AudioConfiguration in
+            guard request.format.isInterleaved, request.periodFrames > 0, request.bufferFrames >= request.periodFrames,
+                  let format = VirtualMicrophone.formatRange.closestFormat(to: request.format),
+                  format.sampleFormat == request.format.sampleFormat
+            else { throw CaptureError(.invalidArgument, "bad audio configuration \(request)") }
+            let applied = AudioConfiguration(format: format, periodFrames: request.periodFrames, bufferFrames: request.bufferFrames)
+            state.withLock {
+                $0.configuration = applied
+                $0.running = false
+            }
+            return applied
         }
-        return applied
     }
 
-    package func start() throws(CaptureError) {
+    package func start() throws(BackendError) {
         if configuration == nil { _ = try configure(.standard) }
         state.withLock {
             $0.running = true
@@ -123,27 +130,29 @@ package final class VirtualAudioSource: AudioSource, @unchecked Sendable {
         signal.signal()
     }
 
-    package func nextBuffer(timeout: Duration) throws(CaptureError) -> AudioEvent {
-        let deadline = CaptureTime(nanoseconds: CaptureTime.now().nanoseconds &+ UInt64(max(0, Self.nanoseconds(timeout))))
-        while true {
-            let (config, due, woken): (AudioConfiguration?, CaptureTime, Bool) = state.withLock { st in
-                defer { st.woken = false }
-                guard st.running, let c = st.configuration else { return (nil, .now(), st.woken) }
-                let end = st.position + UInt64(c.periodFrames)
-                return (c, Self.time(st.start, end, c.format.sampleRate), st.woken)
+    package func nextBuffer(timeout: Duration) throws(BackendError) -> AudioEvent {
+        try described { () throws(CaptureError) -> AudioEvent in
+            let deadline = CaptureTime(nanoseconds: CaptureTime.now().nanoseconds &+ UInt64(max(0, Self.nanoseconds(timeout))))
+            while true {
+                let (config, due, woken): (AudioConfiguration?, CaptureTime, Bool) = state.withLock { st in
+                    defer { st.woken = false }
+                    guard st.running, let c = st.configuration else { return (nil, .now(), st.woken) }
+                    let end = st.position + UInt64(c.periodFrames)
+                    return (c, Self.time(st.start, end, c.format.sampleRate), st.woken)
+                }
+                if woken { return .interrupted }
+                guard microphone.isConnected else {
+                    throw CaptureError(.disconnected, "the virtual microphone '\(microphone.name)' was disconnected")
+                }
+                guard let config else {
+                    throw CaptureError(.invalidState, "the virtual microphone is not running: call start() first")
+                }
+                let now = CaptureTime.now()
+                if now - due >= 0 { return .buffer(produce(config, now: now)) }
+                let wait = min(due - now, deadline - now)
+                if wait <= 0 { return .timeout }
+                _ = signal.wait(timeout: .now() + .nanoseconds(Int(wait)))
             }
-            if woken { return .interrupted }
-            guard microphone.isConnected else {
-                throw CaptureError(.disconnected, "the virtual microphone '\(microphone.name)' was disconnected")
-            }
-            guard let config else {
-                throw CaptureError(.invalidState, "the virtual microphone is not running: call start() first")
-            }
-            let now = CaptureTime.now()
-            if now - due >= 0 { return .buffer(produce(config, now: now)) }
-            let wait = min(due - now, deadline - now)
-            if wait <= 0 { return .timeout }
-            _ = signal.wait(timeout: .now() + .nanoseconds(Int(wait)))
         }
     }
 

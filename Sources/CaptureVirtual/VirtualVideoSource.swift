@@ -41,15 +41,24 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
 
     deinit { stopStreaming() }
 
+    /// Runs a protocol call. The virtual camera describes its own conditions (disconnect and
+    /// busy as its public API documents them, injected faults): they travel to the object model
+    /// as `.described` and keep their words.
+    private func described<T: ~Copyable>(_ body: () throws(CaptureError) -> T) throws(BackendError) -> T {
+        try BackendError.describing(device: info.path, kind: .video, body)
+    }
+
     // MARK: Formats
 
-    package func formats() throws(CaptureError) -> [SourceFormat] {
-        try camera.checkConnected(generation)
-        return camera.formats.map { m in
-            SourceFormat(pixelFormat: m.pixelFormat, description: Self.describe(m.pixelFormat),
-                         width: m.dimensions.width, height: m.dimensions.height,
-                         intervals: FrameIntervalSet(kind: .discrete(m.intervals)),
-                         isCompressed: m.pixelFormat.isCompressed, isEmulated: false)
+    package func formats() throws(BackendError) -> [SourceFormat] {
+        try described { () throws(CaptureError) -> [SourceFormat] in
+            try camera.checkConnected(generation)
+            return camera.formats.map { m in
+                SourceFormat(pixelFormat: m.pixelFormat, description: Self.describe(m.pixelFormat),
+                             width: m.dimensions.width, height: m.dimensions.height,
+                             intervals: FrameIntervalSet(kind: .discrete(m.intervals)),
+                             isCompressed: m.pixelFormat.isCompressed, isEmulated: false)
+            }
         }
     }
 
@@ -98,74 +107,92 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
                             planes: [layout.planeFormat(width: w, height: h)], colorRange: layout.colorRange)
     }
 
-    package func setFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat {
-        try camera.checkConnected(generation)
-        return try signal.withLock { () throws(CaptureError) -> ActiveFormat in
-            guard stream == nil else {
-                throw CaptureError(.deviceBusy, "the virtual camera \"\(camera.name)\" is streaming; stop it before changing the format",
-                                   operation: "VIDIOC_S_FMT")
+    package func setFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> ActiveFormat {
+        try described { () throws(CaptureError) -> ActiveFormat in
+            try camera.checkConnected(generation)
+            return try signal.withLock { () throws(CaptureError) -> ActiveFormat in
+                guard stream == nil else {
+                    throw CaptureError(.deviceBusy, "the virtual camera \"\(camera.name)\" is streaming; stop it before changing the format",
+                                       operation: "VIDIOC_S_FMT")
+                }
+                let m = resolve(pixelFormat: pixelFormat, width: width, height: height)
+                mode = m
+                // Keep the rate where the new mode has it, as drivers do; else its default.
+                if !m.intervals.contains(interval) { interval = m.defaultInterval }
+                return Self.activeFormat(m)
             }
-            let m = resolve(pixelFormat: pixelFormat, width: width, height: height)
-            mode = m
-            // Keep the rate where the new mode has it, as drivers do; else its default.
-            if !m.intervals.contains(interval) { interval = m.defaultInterval }
-            return Self.activeFormat(m)
         }
     }
 
-    package func tryFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(CaptureError) -> ActiveFormat {
-        try camera.checkConnected(generation)
-        return Self.activeFormat(resolve(pixelFormat: pixelFormat, width: width, height: height))
-    }
-
-    package func currentFormat() throws(CaptureError) -> ActiveFormat {
-        try camera.checkConnected(generation)
-        return signal.withLock { Self.activeFormat(mode) }
-    }
-
-    package func setFrameInterval(_ requested: FrameInterval) throws(CaptureError) -> FrameInterval {
-        try camera.checkConnected(generation)
-        return try signal.withLock { () throws(CaptureError) -> FrameInterval in
-            guard stream == nil else {
-                throw CaptureError(.deviceBusy, "the virtual camera \"\(camera.name)\" is streaming; stop it before changing the frame rate",
-                                   operation: "VIDIOC_S_PARM")
-            }
-            let want = requested.seconds
-            let best = mode.intervals.min { abs($0.seconds - want) < abs($1.seconds - want) } ?? interval
-            interval = best
-            return best
+    package func tryFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> ActiveFormat {
+        try described { () throws(CaptureError) -> ActiveFormat in
+            try camera.checkConnected(generation)
+            return Self.activeFormat(resolve(pixelFormat: pixelFormat, width: width, height: height))
         }
     }
 
-    package func frameInterval() throws(CaptureError) -> FrameInterval {
-        try camera.checkConnected(generation)
-        return signal.withLock { interval }
+    package func currentFormat() throws(BackendError) -> ActiveFormat {
+        try described { () throws(CaptureError) -> ActiveFormat in
+            try camera.checkConnected(generation)
+            return signal.withLock { Self.activeFormat(mode) }
+        }
+    }
+
+    package func setFrameInterval(_ requested: FrameInterval) throws(BackendError) -> FrameInterval {
+        try described { () throws(CaptureError) -> FrameInterval in
+            try camera.checkConnected(generation)
+            return try signal.withLock { () throws(CaptureError) -> FrameInterval in
+                guard stream == nil else {
+                    throw CaptureError(.deviceBusy, "the virtual camera \"\(camera.name)\" is streaming; stop it before changing the frame rate",
+                                       operation: "VIDIOC_S_PARM")
+                }
+                let want = requested.seconds
+                let best = mode.intervals.min { abs($0.seconds - want) < abs($1.seconds - want) } ?? interval
+                interval = best
+                return best
+            }
+        }
+    }
+
+    package func frameInterval() throws(BackendError) -> FrameInterval {
+        try described { () throws(CaptureError) -> FrameInterval in
+            try camera.checkConnected(generation)
+            return signal.withLock { interval }
+        }
     }
 
     // MARK: Controls
 
-    package func controls() throws(CaptureError) -> [SourceControl] {
-        try camera.checkConnected(generation)
-        return VirtualCamera.controlList
+    package func controls() throws(BackendError) -> [SourceControl] {
+        try described { () throws(CaptureError) -> [SourceControl] in
+            try camera.checkConnected(generation)
+            return VirtualCamera.controlList
+        }
     }
 
-    package func controlValue(_ id: UInt32) throws(CaptureError) -> Int64 {
-        try camera.checkConnected(generation)
-        return try camera.controlValue(id)
+    package func controlValue(_ id: UInt32) throws(BackendError) -> Int64 {
+        try described { () throws(CaptureError) -> Int64 in
+            try camera.checkConnected(generation)
+            return try camera.controlValue(id)
+        }
     }
 
-    package func setControlValue(_ id: UInt32, _ value: Int64) throws(CaptureError) {
-        try camera.checkConnected(generation)
-        try camera.setControlValue(id, value)
+    package func setControlValue(_ id: UInt32, _ value: Int64) throws(BackendError) {
+        try described { () throws(CaptureError) in
+            try camera.checkConnected(generation)
+            try camera.setControlValue(id, value)
+        }
     }
 
     // MARK: Streaming
 
-    package func startStreaming(bufferCount: Int) throws(CaptureError) {
-        let result = lifecycle.withLock { _ -> Result<Void, CaptureError> in
-            do throws(CaptureError) { try start(bufferCount: bufferCount); return .success(()) } catch { return .failure(error) }
+    package func startStreaming(bufferCount: Int) throws(BackendError) {
+        try described { () throws(CaptureError) in
+            let result = lifecycle.withLock { _ -> Result<Void, CaptureError> in
+                do throws(CaptureError) { try start(bufferCount: bufferCount); return .success(()) } catch { return .failure(error) }
+            }
+            try result.get()
         }
-        try result.get()
     }
 
     private func start(bufferCount: Int) throws(CaptureError) {
@@ -186,39 +213,41 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
         }
     }
 
-    package func nextFrame(timeout: Duration) throws(CaptureError) -> FrameEvent {
-        signal.lock()
-        defer { signal.unlock() }
-        guard let stream else {
-            throw CaptureError(.invalidState, "the virtual camera \"\(camera.name)\" is not streaming")
-        }
-        let deadline = StreamCondition.time(.now(), plus: timeout)
-        while true {
-            if stream.disconnected {
-                throw VirtualCamera.disconnectedError(camera.name)
+    package func nextFrame(timeout: Duration) throws(BackendError) -> FrameEvent {
+        try described { () throws(CaptureError) -> FrameEvent in
+            signal.lock()
+            defer { signal.unlock() }
+            guard let stream else {
+                throw CaptureError(.invalidState, "the virtual camera \"\(camera.name)\" is not streaming")
             }
-            try camera.checkConnected(generation)
-            // A stop from another thread also ends the wait.
-            if wakePending || stream.stopping {
-                wakePending = false
-                return .interrupted
-            }
-            if let index = stream.dequeue() {
-                let pool = stream.pool
-                let slot = pool.slots[index]
-                if slot.corrupt {
-                    pool.slots[index].state = .free
-                    return .corrupt(sequence: slot.metadata.sequence, reason: "the virtual camera flagged the frame as damaged (injected)")
+            let deadline = StreamCondition.time(.now(), plus: timeout)
+            while true {
+                if stream.disconnected {
+                    throw VirtualCamera.disconnectedError(camera.name)
                 }
-                pool.slots[index].state = .held
-                let image = ImageBuffer(pixelFormat: stream.format.pixelFormat, width: stream.format.width,
-                                        height: stream.format.height, colorRange: stream.format.colorRange,
-                                        plane0: PlaneView(base: UnsafeRawPointer(pool.memory[index]), count: slot.bytesUsed,
-                                                          bytesPerLine: stream.format.planes[0].bytesPerLine))
-                return .frame(FrameBuffer(image: image, metadata: slot.metadata, pool: pool))
+                try camera.checkConnected(generation)
+                // A stop from another thread also ends the wait.
+                if wakePending || stream.stopping {
+                    wakePending = false
+                    return .interrupted
+                }
+                if let index = stream.dequeue() {
+                    let pool = stream.pool
+                    let slot = pool.slots[index]
+                    if slot.corrupt {
+                        pool.slots[index].state = .free
+                        return .corrupt(sequence: slot.metadata.sequence, reason: "the virtual camera flagged the frame as damaged (injected)")
+                    }
+                    pool.slots[index].state = .held
+                    let image = ImageBuffer(pixelFormat: stream.format.pixelFormat, width: stream.format.width,
+                                            height: stream.format.height, colorRange: stream.format.colorRange,
+                                            plane0: PlaneView(base: UnsafeRawPointer(pool.memory[index]), count: slot.bytesUsed,
+                                                              bytesPerLine: stream.format.planes[0].bytesPerLine))
+                    return .frame(FrameBuffer(image: image, metadata: slot.metadata, pool: pool))
+                }
+                if CaptureTime.now().nanoseconds >= deadline.nanoseconds { return .timeout }
+                signal.wait(until: deadline)
             }
-            if CaptureTime.now().nanoseconds >= deadline.nanoseconds { return .timeout }
-            signal.wait(until: deadline)
         }
     }
 
@@ -247,8 +276,10 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
         camera.releaseStream(owner: ObjectIdentifier(self))
     }
 
-    package func checkAvailable() throws(CaptureError) {
-        try camera.checkAvailable(owner: ObjectIdentifier(self), generation: generation)
+    package func checkAvailable() throws(BackendError) {
+        try described { () throws(CaptureError) in
+            try camera.checkAvailable(owner: ObjectIdentifier(self), generation: generation)
+        }
     }
 
     package var bufferCount: Int { signal.withLock { stream?.pool.count ?? 0 } }

@@ -299,6 +299,7 @@ func sineBreaks(_ x: [Float], frequency: Double, rate: Int, tolerance: Float) ->
             _ = try ALSADiscovery.open(Self.capture)
             Issue.record("a second open of \(Self.capture) succeeded")
         } catch {
+            let error = CaptureError(error)
             #expect(error.code == .deviceBusy, "\(error)")
         }
         withExtendedLifetime(first) {}
@@ -307,6 +308,7 @@ func sineBreaks(_ x: [Float], frequency: Double, rate: Int, tolerance: Float) ->
                 _ = try ALSADiscovery.open(name)
                 Issue.record("opened \(name)")
             } catch {
+                let error = CaptureError(error)
                 #expect(error.code == .noSuchDevice, "\(name): \(error)")
             }
         }

@@ -15,6 +15,7 @@ import Testing
                 _ = try ALSADiscovery.open(name)
                 Issue.record("\(name) opened by uid \(getuid())")
             } catch {
+                let error = CaptureError(error)
                 #expect(error.code == .permissionDenied, "\(name): \(error)")
                 #expect(error.errno == EACCES)
                 #expect(error.message.contains("audio"), "says which group to join: \(error.message)")

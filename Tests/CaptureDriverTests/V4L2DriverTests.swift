@@ -281,7 +281,7 @@ import Glibc
         #expect(try source.controlValue(id) == 200)
         #expect(try v4l2ctl(["-d", path, "--get-ctrl", "brightness"]).contains("brightness: 200"))
         // Out of range: the typed error, not a crash.
-        #expect(throws: CaptureError.self) { try source.setControlValue(id, 1 << 40) }
+        #expect(throws: BackendError.self) { try source.setControlValue(id, 1 << 40) }
     }
 
     @Test func testPatternMenuEnumeratesItems() throws {
@@ -309,7 +309,7 @@ import Glibc
     @Test func badInputGetsTypedErrors() throws {
         try requireVM()
         func code(_ body: () throws -> Void) -> CaptureError.Code? {
-            do { try body(); return nil } catch { return (error as? CaptureError)?.code }
+            do { try body(); return nil } catch { return (error as? BackendError).map { CaptureError($0).code } }
         }
         #expect(code { _ = try V4L2Discovery.open(path: "/dev/video99") } == .noSuchDevice)
         #expect(code { _ = try V4L2Discovery.open(path: "/dev/null") } == .notACaptureDevice)
@@ -318,6 +318,7 @@ import Glibc
             _ = try V4L2Discovery.open(path: output)
             Issue.record("\(output) opened as a camera")
         } catch {
+            let error = CaptureError(error)
             #expect(error.code == .notACaptureDevice)
             #expect(error.message.contains("video output"), "\(error)")
         }
@@ -327,6 +328,7 @@ import Glibc
             _ = try source.setFormat(pixelFormat: .mjpeg, width: 640, height: 480)
             Issue.record("vivid accepted MJPEG")
         } catch {
+            let error = CaptureError(error)
             #expect(error.code == .unsupportedFormat)
             #expect(error.message.contains("MJPG") && error.message.contains("YUYV"), "\(error)")
         }
@@ -427,6 +429,7 @@ import Glibc
             Issue.record("\(injector): start succeeded")
             source.stopStreaming()
         } catch {
+            let error = CaptureError(error)
             #expect(error.code == .driverError, "\(error)")
             #expect(error.errno == EINVAL)
         }
@@ -447,7 +450,7 @@ import Glibc
         try source.setControlValue(try control(source, "inject_fatal_streaming_error"), 1)
         var thrown: CaptureError?
         for _ in 0..<50 {
-            do throws(CaptureError) { _ = try source.nextFrame(timeout: .seconds(2)) } catch { thrown = error; break }
+            do throws(BackendError) { _ = try source.nextFrame(timeout: .seconds(2)) } catch { thrown = CaptureError(error); break }
         }
         #expect(thrown?.code == .driverError)
         #expect(thrown?.errno == EIO)
@@ -521,6 +524,7 @@ import Glibc
             try source.device.selectInput(inputs.count)
             Issue.record("input \(inputs.count) selected")
         } catch {
+            let error = CaptureError(error)
             #expect(error.code == .invalidArgument)
         }
     }
@@ -556,6 +560,7 @@ import Glibc
             try source.startStreaming(bufferCount: 4)
             Issue.record("start succeeded")
         } catch {
+            let error = CaptureError(error)
             #expect(error.code == .deviceBusy)
             #expect(error.message.contains("USB bandwidth"))
         }
@@ -574,6 +579,7 @@ import Glibc
             _ = try source.nextFrame(timeout: .seconds(2))
             Issue.record("no error")
         } catch {
+            let error = CaptureError(error)
             #expect(error.code == .disconnected)
         }
         source.stopStreaming()
@@ -593,7 +599,7 @@ import Glibc
             try source.setControlValue(try control(source, "disconnect"), 1)
             var thrown: CaptureError?
             for _ in 0..<10 {
-                do throws(CaptureError) { _ = try source.nextFrame(timeout: .seconds(2)) } catch { thrown = error; break }
+                do throws(BackendError) { _ = try source.nextFrame(timeout: .seconds(2)) } catch { thrown = CaptureError(error); break }
             }
             #expect(thrown?.code == .disconnected, "\(String(describing: thrown))")
             source.stopStreaming()

@@ -18,6 +18,7 @@ import Glibc
             _ = try V4L2Discovery.open(path: "/dev/" + node)
             Issue.record("/dev/\(node) opened by uid \(getuid())")
         } catch {
+            let error = CaptureError(error)
             #expect(error.code == .permissionDenied)
             #expect(error.errno == EACCES)
             #expect(error.message.contains("video"), "says which group to join: \(error.message)")

@@ -129,7 +129,7 @@ private func frequency(of x: [Float], rate: Int) -> Double {
         }
         #expect(ContinuousClock.now - t0 < .milliseconds(500))
         source.stop()
-        #expect(throws: CaptureError.self) { _ = try source.nextBuffer(timeout: .zero) }
+        #expect(throws: BackendError.self) { _ = try source.nextBuffer(timeout: .zero) }
     }
 
     @Test func dataOutputDeliversTheToneWithLevels() throws {

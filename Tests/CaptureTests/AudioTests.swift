@@ -161,30 +161,39 @@ func makeSineBuffer(frequency: Double, amplitude: Double, format: AudioFormat, f
 }
 
 @Suite struct AudioALSAHostTests {
+    /// The ALSA result of `operation` on `device`, in the object model's words.
+    private func mapped(_ result: Int32, _ operation: String, device: String = "x") -> CaptureError {
+        CaptureError(ALSA.error(result, operation: operation, device: device))
+    }
+
     @Test func errnoMapsToTypedErrors() {
-        #expect(ALSA.error(-ENOENT, operation: "snd_pcm_open", device: "x", opening: true).code == .noSuchDevice)
-        #expect(ALSA.error(-ENODEV, operation: "snd_pcm_open", device: "x", opening: true).code == .noSuchDevice)
-        #expect(ALSA.error(-ENODEV, operation: "snd_pcm_readi", device: "x").code == .disconnected)
-        #expect(ALSA.error(-EBUSY, operation: "snd_pcm_open", device: "x", opening: true).code == .deviceBusy)
-        #expect(ALSA.error(-EACCES, operation: "snd_pcm_open", device: "x", opening: true).code == .permissionDenied)
-        #expect(ALSA.error(-EPERM, operation: "snd_pcm_open", device: "x", opening: true).code == .permissionDenied)
-        #expect(ALSA.error(-EINVAL, operation: "snd_pcm_hw_params_set_format", device: "x").code == .unsupportedFormat)
+        #expect(mapped(-ENOENT, "snd_pcm_open").code == .noSuchDevice)
+        #expect(mapped(-ENODEV, "snd_pcm_open").code == .noSuchDevice)
+        #expect(mapped(-ENODEV, "snd_pcm_readi").code == .disconnected)
+        #expect(mapped(-EBUSY, "snd_pcm_open").code == .deviceBusy)
+        #expect(mapped(-EACCES, "snd_pcm_open").code == .permissionDenied)
+        #expect(mapped(-EPERM, "snd_pcm_open").code == .permissionDenied)
+        #expect(mapped(-EINVAL, "snd_pcm_open").code == .noSuchDevice)  // a malformed name
+        #expect(mapped(-EINVAL, "snd_pcm_hw_params_set_format").code == .unsupportedFormat)
         // The same code as V4L2's EIO (a driver failure the stream must restart after).
-        #expect(ALSA.error(-EIO, operation: "snd_pcm_readi", device: "x").code == .driverError)
-        #expect(ALSA.error(-EIO, operation: "snd_pcm_readi", device: "x").code == CaptureError(Errno.ioError, operation: "VIDIOC_DQBUF", path: "/dev/video0").code)
-        let e = ALSA.error(-EBUSY, operation: "snd_pcm_open", device: "hw:1,1", opening: true)
+        #expect(mapped(-EIO, "snd_pcm_readi").code == .driverError)
+        let e = mapped(-EBUSY, "snd_pcm_open", device: "hw:1,1")
         #expect(e.errno == EBUSY)
         #expect(e.operation == "snd_pcm_open")
         #expect(e.message.contains("hw:1,1"))
+        // The layer itself says only the facts.
+        let raw = ALSA.error(-EBUSY, operation: "snd_pcm_open", device: "hw:1,1")
+        #expect(raw.failure == .system(SystemCallError(operation: "snd_pcm_open", errno: .resourceBusy)))
+        #expect(raw.kind == .audio && raw.device == "hw:1,1")
     }
 
     @Test(arguments: ["hw:CARD=NoSuchCard,DEV=0", "hw:7,0", "plughw:9", "nonsense-pcm-name", ""])
     func missingDeviceIsNoSuchDevice(_ name: String) {
-        #expect(throws: CaptureError.self) { _ = try ALSADiscovery.open(name) }
+        #expect(throws: BackendError.self) { _ = try ALSADiscovery.open(name) }
         do {
             _ = try ALSADiscovery.open(name)
         } catch {
-            #expect(error.code == .noSuchDevice, "\(error)")
+            #expect(CaptureError(error).code == .noSuchDevice, "\(error)")
         }
     }
 

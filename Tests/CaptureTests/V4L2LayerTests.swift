@@ -130,7 +130,11 @@ import CV4L2Shim
 }
 
 @Suite struct V4L2ErrorMappingTests {
-    private func code(_ e: Errno, _ op: String) -> CaptureError.Code { CaptureError(e, operation: op, path: "/dev/video0").code }
+    /// A failed call on a camera, in the object model's words.
+    private func mapped(_ e: Errno, _ op: String, path: String = "/dev/video0") -> CaptureError {
+        CaptureError(BackendError(SystemCallError(operation: op, errno: e), device: path, kind: .video))
+    }
+    private func code(_ e: Errno, _ op: String) -> CaptureError.Code { mapped(e, op).code }
 
     @Test func errnosBecomeTypedErrors() {
         #expect(code(.noSuchFileOrDirectory, "open") == .noSuchDevice)
@@ -153,12 +157,12 @@ import CV4L2Shim
     }
 
     @Test func errorsNameTheCallAndSayWhatToDo() {
-        let e = CaptureError(.noSpace, operation: "VIDIOC_STREAMON", path: "/dev/video3")
+        let e = mapped(.noSpace, "VIDIOC_STREAMON", path: "/dev/video3")
         #expect(e.operation == "VIDIOC_STREAMON")
         #expect(e.errno == ENOSPC)
         #expect(e.message.contains("USB bandwidth"))
         #expect(e.message.contains("/dev/video3"))
-        let busy = CaptureError(.resourceBusy, operation: "VIDIOC_S_FMT", path: "/dev/video0")
+        let busy = mapped(.resourceBusy, "VIDIOC_S_FMT")
         #expect(busy.description.contains("VIDIOC_S_FMT"))
         #expect(busy.description.contains("EBUSY") || busy.description.contains("busy"))
         #expect(Errno.resourceBusy.name == "EBUSY")
@@ -167,13 +171,16 @@ import CV4L2Shim
 
 @Suite struct V4L2OpenTests {
     @Test func missingPathIsNoSuchDevice() {
-        #expect(throws: CaptureError.self) { _ = try V4L2Discovery.open(path: "/dev/video-does-not-exist") }
+        #expect(throws: BackendError.self) { _ = try V4L2Discovery.open(path: "/dev/video-does-not-exist") }
         do {
             _ = try V4L2Discovery.open(path: "/dev/video-does-not-exist")
         } catch {
-            #expect(error.code == .noSuchDevice)
-            #expect(error.operation == "open")
-            #expect(error.errno == ENOENT)
+            #expect(error.failure == .system(SystemCallError(operation: "open", errno: .noSuchFileOrDirectory)))
+            #expect(error.device == "/dev/video-does-not-exist" && error.kind == .video)
+            let mapped = CaptureError(error)
+            #expect(mapped.code == .noSuchDevice)
+            #expect(mapped.operation == "open")
+            #expect(mapped.errno == ENOENT)
         }
     }
 
@@ -182,6 +189,7 @@ import CV4L2Shim
             _ = try V4L2Discovery.open(path: "/dev/null")
             Issue.record("opening /dev/null succeeded")
         } catch {
+            let error = CaptureError(error)
             #expect(error.code == .notACaptureDevice)
             #expect(error.operation == "VIDIOC_QUERYCAP")
             #expect(error.errno == ENOTTY)
@@ -193,7 +201,7 @@ import CV4L2Shim
             _ = try V4L2Discovery.open(path: "/dev")
             Issue.record("opening /dev succeeded")
         } catch {
-            #expect(error.code == .notACaptureDevice)
+            #expect(CaptureError(error).code == .notACaptureDevice)
         }
     }
 
@@ -213,7 +221,7 @@ import CV4L2Shim
         let probe = Glibc.open(path, O_RDONLY)
         #expect(try openCount() == 1)
         close(probe)
-        #expect(throws: CaptureError.self) { _ = try V4L2Discovery.open(path: path) }
+        #expect(throws: BackendError.self) { _ = try V4L2Discovery.open(path: path) }
         for _ in 0..<50 { _ = try? V4L2Discovery.open(path: path) }
         #expect(try openCount() == 0)
     }
@@ -224,7 +232,7 @@ import CV4L2Shim
     @Test func traceShowsTheCallsOfAFailedOpen() {
         let mock = SyscallMock()
         SyscallMock.$current.withValue(mock) {
-            #expect(throws: CaptureError.self) { _ = try V4L2Device.open("/dev/null") }
+            #expect(throws: BackendError.self) { _ = try V4L2Device.open("/dev/null") }
         }
         // The descriptor was closed exactly once, after QUERYCAP said ENOTTY.
         #expect(mock.trace == ["open", "fstat", "VIDIOC_QUERYCAP", "close"])
@@ -235,9 +243,10 @@ import CV4L2Shim
         mock.fail("VIDIOC_QUERYCAP", with: .interrupted, times: 2)
         mock.fail("open", with: .interrupted)
         SyscallMock.$current.withValue(mock) {
-            do throws(CaptureError) {
+            do throws(BackendError) {
                 _ = try V4L2Device.open("/dev/null")
             } catch {
+                let error = CaptureError(error)
                 // The retries reached the real call, whose answer (ENOTTY) is what counts.
                 #expect(error.code == .notACaptureDevice)
                 #expect(error.errno == ENOTTY)
@@ -254,10 +263,11 @@ import CV4L2Shim
             let mock = SyscallMock()
             mock.fail("open", with: errno)
             SyscallMock.$current.withValue(mock) {
-                do throws(CaptureError) {
+                do throws(BackendError) {
                     _ = try V4L2Device.open("/dev/null")
                     Issue.record("open succeeded despite forced \(errno)")
                 } catch {
+                    let error = CaptureError(error)
                     #expect(error.code == code)
                     #expect(error.errno == errno.rawValue)
                 }
@@ -275,10 +285,11 @@ import CV4L2Shim
         try SyscallMock.$current.withValue(mock) {
             let fd = try FileDescriptor.open("/dev/null")
             let queue = V4L2Queue(fd: fd, type: .videoCapture)
-            do throws(CaptureError) {
+            do throws(BackendError) {
                 _ = try V4L2BufferPool.start(queue: queue, requestedCount: 4, format: format)
                 Issue.record("stream started on /dev/null")
             } catch {
+                let error = CaptureError(error)
                 #expect(error.code == .driverError)
                 #expect(error.operation == "VIDIOC_REQBUFS")
                 #expect(error.errno == EINVAL)
@@ -294,9 +305,9 @@ import CV4L2Shim
         let bound = try SyscallMock.$current.withValue(mock) { try FileDescriptor.open("/dev/null") }
         let other = try FileDescriptor.open("/dev/null")
         var caps = v4l2_capability()
-        #expect(throws: CaptureError.self) { try bound.ioctl(.queryCapability, &caps) }
-        do { try bound.ioctl(.queryCapability, &caps) } catch { #expect(error.code == .driverError && error.errno == EIO) }
-        do { try other.ioctl(.queryCapability, &caps) } catch { #expect(error.errno == ENOTTY) }
+        #expect(throws: BackendError.self) { try bound.ioctl(.queryCapability, &caps) }
+        do { try bound.ioctl(.queryCapability, &caps) } catch { #expect(CaptureError(error).code == .driverError && error.errno == .ioError) }
+        do { try other.ioctl(.queryCapability, &caps) } catch { #expect(error.errno == .inappropriateIoctl) }
     }
 
     @Test func wakeUpDescriptorSignals() throws {

@@ -357,9 +357,9 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         let held = try nextGood(s)
         let waiter = Thread.detachedResult { () -> (CaptureError?, Double) in
             let t0 = CaptureTime.now()
-            do throws(CaptureError) {
+            do throws(BackendError) {
                 while true { _ = try s.nextFrame(timeout: .seconds(5)) }
-            } catch { return (error, Double(CaptureTime.now() - t0) / 1e9) }
+            } catch { return (CaptureError(error), Double(CaptureTime.now() - t0) / 1e9) }
         }
         Thread.sleep(forTimeInterval: 0.2)
         camera.disconnect()
@@ -377,7 +377,7 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
 
         camera.reconnect()
         // The old handle stays dead, a new one works.
-        do { try s.startStreaming(bufferCount: 2); Issue.record("old source restarted") } catch { #expect(error.code == .disconnected) }
+        do { try s.startStreaming(bufferCount: 2); Issue.record("old source restarted") } catch { #expect(CaptureError(error).code == .disconnected) }
         let fresh = try open(camera)
         try fresh.startStreaming(bufferCount: 2)
         defer { fresh.stopStreaming() }
@@ -492,14 +492,14 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         try a.startStreaming(bufferCount: 2)
         #expect(camera.isStreaming)
         do { try b.startStreaming(bufferCount: 2); Issue.record("second stream started") } catch {
-            #expect(error.code == .deviceBusy)
+            #expect(CaptureError(error).code == .deviceBusy)
         }
         do { try b.checkAvailable(); Issue.record("busy camera reported available") } catch {
-            #expect(error.code == .deviceBusy)
+            #expect(CaptureError(error).code == .deviceBusy)
         }
         // Changing the format of the streaming handle is refused too, as V4L2 does.
         do { _ = try a.setFormat(pixelFormat: .nv12, width: 320, height: 240); Issue.record("format changed while streaming") } catch {
-            #expect(error.code == .deviceBusy)
+            #expect(CaptureError(error).code == .deviceBusy)
         }
         _ = try nextGood(a)
         a.stopStreaming()
@@ -531,10 +531,10 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         for _ in 0..<6 where !black { black = luma(try nextGood(s), whiteX, row) < 60 }
         #expect(black)
         do { try s.setControlValue(VirtualCamera.ControlID.testPattern, 99); Issue.record("bad menu value taken") } catch {
-            #expect(error.code == .invalidArgument)
+            #expect(CaptureError(error).code == .invalidArgument)
         }
         do { try s.setControlValue(0x1234, 1); Issue.record("unknown control set") } catch {
-            #expect(error.code == .invalidArgument)
+            #expect(CaptureError(error).code == .invalidArgument)
         }
         try s.setControlValue(VirtualCamera.ControlID.brightness, 1000)
         #expect(try s.controlValue(VirtualCamera.ControlID.brightness) == 255)

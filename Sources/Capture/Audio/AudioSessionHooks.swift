@@ -60,8 +60,10 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
     func start() throws(CaptureError) {
         let src = try input.device.openAudioSource()
         let outputs = routes.snapshot.compactMap { $0.output as? CaptureAudioDataOutput }
-        let applied = try src.configure(Self.request(for: outputs.first?.audioSettings, range: try src.formats()))
-        try src.start()
+        let applied = try fromBackend { () throws(BackendError) in
+            try src.configure(Self.request(for: outputs.first?.audioSettings, range: try src.formats()))
+        }
+        try fromBackend { () throws(BackendError) in try src.start() }
         for o in outputs { o.setActiveFormat(applied.format) }
         source = src
         started.store(true, ordering: .releasing)
@@ -92,6 +94,7 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
             do {
                 event = try source.nextBuffer(timeout: .milliseconds(500))
             } catch {
+                let error = CaptureError(error)
                 for r in routes.snapshot { r.output.inputDidStop(r.connection, error: error) }
                 session?.runnerFailed(self, error: error)
                 return

@@ -24,7 +24,7 @@ extension CaptureDevice {
     /// but another stream holds it, `.permissionDenied` when the user may not open it.
     public static func audioDevice(named name: String) throws(CaptureError) -> CaptureDevice {
         if let d = audioDevices().first(where: { $0.uniqueID == name || $0.path == name }) { return d }
-        let source = try ALSADiscovery.open(name)
+        let source = try fromBackend { () throws(BackendError) in try ALSADiscovery.open(name) }
         var info = source.info
         // Keyed by the name given: `hw:Loopback,1,0` (one subdevice) is not `hw:CARD=Loopback,DEV=1`.
         info.uniqueID = name
@@ -56,6 +56,6 @@ extension CaptureDevice {
         guard let name = alsaName else {
             throw CaptureError(.notACaptureDevice, "\(localizedName) is not an audio device")
         }
-        return try ALSADiscovery.open(name)
+        return try fromBackend { () throws(BackendError) in try ALSADiscovery.open(name) }
     }
 }

@@ -131,7 +131,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
 
     func loadFormats() throws(CaptureError) -> [Format] {
         if let f = state.withLock({ $0.formats }) { return f }
-        let list = try source().formats().map(Format.init).sorted { a, b in
+        let src = try source()
+        let list = try fromBackend { () throws(BackendError) in try src.formats() }.map(Format.init).sorted { a, b in
             let pa = a.dimensions.width * a.dimensions.height, pb = b.dimensions.width * b.dimensions.height
             if pa != pb { return pa > pb }
             let ra = PresetResolver.rank(a.pixelFormat, preferred: nil), rb = PresetResolver.rank(b.pixelFormat, preferred: nil)
@@ -227,8 +228,9 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
             state.withLock { $0.activeFormat = format }
             return current
         }
-        let applied = try src.setFormat(pixelFormat: format.pixelFormat, width: format.dimensions.width,
-                                        height: format.dimensions.height)
+        let applied = try fromBackend { () throws(BackendError) in
+            try src.setFormat(pixelFormat: format.pixelFormat, width: format.dimensions.width, height: format.dimensions.height)
+        }
         guard applied.pixelFormat == format.pixelFormat, applied.dimensions == format.dimensions else {
             throw CaptureError(.unsupportedFormat,
                                "\(localizedName) cannot capture \(format.pixelFormat) \(format.dimensions); the driver offered \(applied.pixelFormat) \(applied.dimensions)")
@@ -239,7 +241,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
 
     @discardableResult
     func applyInterval(_ interval: FrameInterval) throws(CaptureError) -> FrameInterval {
-        let applied = try source().setFrameInterval(interval)
+        let src = try source()
+        let applied = try fromBackend { () throws(BackendError) in try src.setFrameInterval(interval) }
         state.withLock { $0.minFrameDuration = applied }
         return applied
     }
@@ -248,7 +251,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
 
     /// The device's controls (brightness, exposure, white balance, focus, zoom... as the driver offers).
     public func controls() throws(CaptureError) -> [Control] {
-        try source().controls().map(Control.init)
+        let src = try source()
+        return try fromBackend { () throws(BackendError) in try src.controls() }.map(Control.init)
     }
 
     /// The control with `id`, if the device has it.
@@ -258,13 +262,15 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
 
     /// The current value of a control.
     public func value(of id: ControlID) throws(CaptureError) -> Int64 {
-        try source().controlValue(id.rawValue)
+        let src = try source()
+        return try fromBackend { () throws(BackendError) in try src.controlValue(id.rawValue) }
     }
 
     /// Sets a control. Needs the configuration lock.
     public func setValue(_ value: Int64, for id: ControlID) throws(CaptureError) {
         try requireLock("setValue(_:for:)")
-        try source().setControlValue(id.rawValue, value)
+        let src = try source()
+        try fromBackend { () throws(BackendError) in try src.setControlValue(id.rawValue, value) }
     }
 
     // MARK: Discovery
@@ -303,13 +309,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     public static func devices(for mediaType: MediaType) -> [CaptureDevice] {
         switch mediaType {
         case .video:
-            let v4l2 = V4L2Discovery.captureDevices().map { info in
-                canonical {
-                    CaptureDevice(info: info, mediaType: .video,
-                                  deviceType: info.position == DevicePosition.front || info.position == DevicePosition.back ? .builtInWideAngleCamera : .external,
-                                  opener: { () throws(CaptureError) -> any VideoSource in try V4L2Discovery.open(info) })
-                }
-            }
+            let v4l2 = V4L2Discovery.captureDevices().map(camera)
             forgetVanished(present: Set(v4l2.map(\.uniqueID)))
             let virtual = VirtualCamera.installed.map { cam in
                 canonical {
@@ -321,6 +321,27 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         case .audio:
             return audioDevices()
         }
+    }
+
+    /// The object for a V4L2 camera found by discovery.
+    private static func camera(_ info: SourceInfo) -> CaptureDevice {
+        canonical {
+            CaptureDevice(info: info, mediaType: .video,
+                          deviceType: info.position == DevicePosition.front || info.position == DevicePosition.back ? .builtInWideAngleCamera : .external,
+                          opener: { () throws(CaptureError) -> any VideoSource in
+                              try fromBackend { () throws(BackendError) in try V4L2Discovery.open(info) }
+                          })
+        }
+    }
+
+    /// The camera at a V4L2 node path (`/dev/video2`), opened once to check that it is one (as
+    /// `audioDevice(named:)` does for ALSA names).
+    ///
+    /// Throws `.noSuchDevice` when nothing is at the path, `.notACaptureDevice` for a file or a
+    /// node that cannot capture video, `.permissionDenied` when the user may not open it.
+    public static func videoDevice(atPath path: String) throws(CaptureError) -> CaptureDevice {
+        let info = try fromBackend { () throws(BackendError) in try V4L2Discovery.open(path: path).info }
+        return devices(for: .video).first { $0.uniqueID == info.uniqueID } ?? camera(info)
     }
 
     /// The first device for `mediaType` (for video: a back camera first, then any).

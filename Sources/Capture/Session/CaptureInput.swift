@@ -23,7 +23,7 @@ public final class CaptureDeviceInput: CaptureInput, @unchecked Sendable, Custom
         if device.mediaType == .video {
             let source = try device.source()
             // Fails with .deviceBusy when another process owns the stream.
-            try source.checkAvailable()
+            try fromBackend { () throws(BackendError) in try source.checkAvailable() }
         } else {
             try CaptureDeviceInput.checkAudioDevice(device)
         }

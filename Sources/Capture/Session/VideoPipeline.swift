@@ -64,7 +64,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     private var sourceIsDry: Bool { source.bufferCount > 0 && source.buffersHeldByClients >= source.bufferCount }
 
     func start() throws(CaptureError) {
-        try source.startStreaming(bufferCount: 4)
+        try fromBackend { () throws(BackendError) in try source.startStreaming(bufferCount: 4) }
         started.store(true, ordering: .releasing)
         let t = Thread { [self] in run() }
         t.name = "swift-capture video \(input.device.localizedName)"
@@ -106,6 +106,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             do {
                 event = try source.nextFrame(timeout: .milliseconds(100))
             } catch {
+                let error = CaptureError(error)
                 shutDownStages { _ in true }
                 for r in routes.snapshot { r.output.inputDidStop(r.connection, error: error) }
                 session?.runnerFailed(self, error: error)
