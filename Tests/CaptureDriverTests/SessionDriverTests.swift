@@ -81,6 +81,55 @@ enum VM {
         }
     }
 
+    /// Photos (`CapturePhotoOutput`) from vivid's common formats: the delegate's three callbacks
+    /// in order, a JPEG of the format's size with the bars, Make and Model in its metadata.
+    @Test(arguments: ["YUYV", "NV12", "RGB3"])
+    func photoFromFormat(_ fourCC: String) async throws {
+        let cam = try VM.vividCameras()[0]
+        let pf = try #require(PixelFormat(fourCC: fourCC))
+        let dims = VideoDimensions(width: 640, height: 360)
+        let format = try #require(cam.formats.first { $0.pixelFormat == pf && $0.dimensions == dims },
+                                  "vivid has no \(fourCC) 640x360: \(cam.formats.map(\.description))")
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: cam))
+        let photos = CapturePhotoOutput()
+        session.addOutput(photos)
+        try cam.lockForConfiguration()
+        try cam.setActiveFormat(format)
+        cam.unlockForConfiguration()
+        try session.start()
+        defer { session.stopRunning() }
+        final class Calls: CapturePhotoCaptureDelegate, @unchecked Sendable {
+            let lock = NSLock()
+            var names: [String] = []
+            var photo: CapturePhoto?
+            var error: (any Error)?
+            let done = DispatchSemaphore(value: 0)
+            func photoOutput(_ output: CapturePhotoOutput, willBeginCaptureFor resolvedSettings: CaptureResolvedPhotoSettings) {
+                lock.withLock { names.append("willBegin") }
+            }
+            func photoOutput(_ output: CapturePhotoOutput, didFinishProcessingPhoto photo: CapturePhoto, error: (any Error)?) {
+                lock.withLock { names.append("processed"); self.photo = photo; self.error = error }
+            }
+            func photoOutput(_ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?) {
+                lock.withLock { names.append("finished") }
+                done.signal()
+            }
+        }
+        let calls = Calls()
+        photos.capturePhoto(with: CapturePhotoSettings(format: [.codec: .jpeg]), delegate: calls)
+        #expect(calls.done.wait(timeout: .now() + 60) == .success)
+        #expect(calls.lock.withLock { calls.names } == ["willBegin", "processed", "finished"])
+        #expect(calls.lock.withLock { calls.error == nil })
+        let photo = try #require(calls.lock.withLock { calls.photo })
+        let data = try #require(photo.fileDataRepresentation())
+        let image = try #require(TestJPEG.decode(data))
+        #expect(image.width == format.dimensions.width && image.height == format.dimensions.height)
+        #expect(ColorBars.mismatches(image, row: image.height * 3 / 4) == [], "\(fourCC)")
+        #expect(photo.metadata["Model"] == cam.localizedName)
+        #expect(photo.metadata["Make"] == "vivid")
+    }
+
     /// A still's orientation and mirroring come out as the EXIF orientation tag.
     @Test func orientationGoesToEXIF() async throws {
         let cam = try VM.vividCameras()[0]

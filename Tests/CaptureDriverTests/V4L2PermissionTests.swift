@@ -27,3 +27,20 @@ import Glibc
         #expect(V4L2Discovery.captureDevices().isEmpty)
     }
 }
+
+/// Authorization as an unprivileged user without the `video` and `audio` groups (the "user"
+/// configuration): vivid's and snd-aloop's nodes exist but are root-only, so both are denied, and
+/// the advice names the group to join.
+@Suite struct AuthorizationDriverTests {
+    @Test func unprivilegedUserIsDeniedWithAdvice() async throws {
+        let env = ProcessInfo.processInfo.environment
+        try #require(env["CAPTURE_VM"] == "1" && env["CAPTURE_VM_AS_USER"] == "1",
+                     "run through scripts/test (VM, as an unprivileged user)")
+        #expect(CaptureDevice.authorizationStatus(for: .video) == .denied)
+        let advice = try #require(CaptureDevice.authorizationAdvice(for: .video))
+        #expect(advice.contains("group '") && advice.contains("/dev/video"), "\(advice)")
+        #expect(await CaptureDevice.requestAccess(for: .video) == false)
+        #expect(CaptureDevice.authorizationStatus(for: .audio) == .denied)
+        #expect(CaptureDevice.authorizationAdvice(for: .audio)?.contains("/dev/snd/pcmC") == true)
+    }
+}
