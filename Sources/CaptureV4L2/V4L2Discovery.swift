@@ -35,15 +35,39 @@ package enum V4L2Discovery {
     /// The identity of an open node. `uniqueID` is "v4l2:" + driver + ":" + bus info + ":" + card.
     package static func sourceInfo(_ device: V4L2Device) -> SourceInfo {
         let c = device.capability
+        let node = (device.path as NSString).lastPathComponent
         return SourceInfo(uniqueID: "v4l2:\(c.driver):\(c.busInfo):\(c.card)", name: c.card, driver: c.driver,
                           busInfo: c.busInfo, path: device.path,
-                          position: position(orientation: device.orientation(), busInfo: c.busInfo))
+                          position: position(orientation: device.orientation(), busInfo: c.busInfo,
+                                             port: usbPort(ofNode: node)))
     }
 
-    /// Position: the orientation control when present, else external for USB, else unspecified.
-    package static func position(orientation: DevicePosition?, busInfo: String) -> DevicePosition {
+    /// Position: the orientation control when present; else a USB camera on a fixed
+    /// (non-removable) port, the built-in webcam of a laptop, faces the user (`.front`), one on
+    /// any other port is `.external`; else unspecified.
+    package static func position(orientation: DevicePosition?, busInfo: String, port: USBPort = .unknown) -> DevicePosition {
         if let orientation { return orientation }
-        return busInfo.hasPrefix("usb-") ? .external : .unspecified
+        guard busInfo.hasPrefix("usb-") else { return .unspecified }
+        return port == .fixed ? .front : .external
+    }
+
+    /// What the kernel says of a USB device's port (sysfs `removable`, from ACPI or the hub).
+    package enum USBPort: String, Sendable {
+        /// Built into the machine: it cannot be unplugged.
+        case fixed
+        case removable
+        case unknown
+    }
+
+    /// The port of the USB device behind video node `node` (e.g. "video0"): sysfs links the
+    /// node's `device` to the USB interface, whose parent folder is the USB device with its
+    /// `removable` attribute. `sysfs` is the root to read (tests lay one out in a folder).
+    package static func usbPort(ofNode node: String, sysfs: String = "/sys") -> USBPort {
+        let link = sysfs + "/class/video4linux/" + node + "/device"
+        let interface = URL(fileURLWithPath: link).resolvingSymlinksInPath()
+        let file = interface.deletingLastPathComponent().appendingPathComponent("removable").path
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { return .unknown }
+        return USBPort(rawValue: text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? .unknown
     }
 
     /// Makes IDs unique when several capture nodes share driver, bus and card (one device with

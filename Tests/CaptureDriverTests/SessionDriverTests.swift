@@ -32,6 +32,20 @@ enum VM {
         try SessionFlows.toggleCameras(cams[0], cams[1])
     }
 
+    /// A position override makes vivid's nodes a front and a back camera: the seeds find them by
+    /// position and toggle between them.
+    @Test func positionOverrideMakesTheSeedsToggleWork() throws {
+        let cams = try VM.vividCameras()
+        DevicePositionOverrides.reload(replacing: DevicePositionOverrides(positions: [cams[0].path: .front, cams[1].uniqueID: .back]))
+        defer { DevicePositionOverrides.reload() }
+        let front = try #require(CaptureDevice.DiscoverySession(mediaType: .video, position: .front).devices.first)
+        let back = try #require(CaptureDevice.default(.builtInWideAngleCamera, for: .video, position: .back))
+        #expect(front === cams[0] && back === cams[1])
+        #expect(front.deviceType == .builtInWideAngleCamera)
+        #expect(CaptureDevice.isFrontCameraAvailable && CaptureDevice.isRearCameraAvailable)
+        try SessionFlows.toggleCameras(front, back)
+    }
+
     @Test func framesInOrder() throws {
         let cam = try VM.vividCameras()[0]
         try SessionFlows.framesInOrder(cam, count: 120, preset: .low)

@@ -30,8 +30,13 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     let info: SourceInfo
     /// What the device captures.
     public let mediaType: MediaType
-    /// The kind of device.
-    public let deviceType: DeviceType
+    /// The kind of device: a V4L2 camera facing front or back (its orientation control, a
+    /// fixed USB port, or a position override) is built in, other V4L2 cameras are external.
+    public var deviceType: DeviceType {
+        guard baseType == .external else { return baseType }
+        return position == .front || position == .back ? .builtInWideAngleCamera : .external
+    }
+    private let baseType: DeviceType
     private let opener: @Sendable () throws(CaptureError) -> any VideoSource
     let virtualCamera: VirtualCamera?
     /// Backend data for non-video devices (the audio layer keeps its ALSA descriptor here).
@@ -52,7 +57,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
          opener: @escaping @Sendable () throws(CaptureError) -> any VideoSource) {
         self.info = info
         self.mediaType = mediaType
-        self.deviceType = deviceType
+        baseType = deviceType
         self.virtualCamera = virtualCamera
         self.payload = payload
         self.opener = opener
@@ -70,8 +75,13 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     public var uniqueID: String { info.uniqueID }
     /// A name for people, from the driver (V4L2 `card`).
     public var localizedName: String { info.name }
-    /// Which way the camera faces.
-    public var position: Position { info.position }
+    /// Which way the camera faces: a position override (`CAPTURE_DEVICE_POSITIONS`, or the
+    /// file `~/.config/swift-capture/positions`; see `DevicePositionOverrides`) when one names
+    /// this device, else the device's orientation control, else `.front` for a USB camera on a
+    /// fixed port (the built-in webcam) and `.external` for other USB cameras.
+    public var position: Position {
+        DevicePositionOverrides.current.position(uniqueID: info.uniqueID, path: info.path) ?? info.position
+    }
     /// Who made the device, as `AVCaptureDevice.manufacturer`: a USB camera's manufacturer
     /// string (sysfs), else the driver's name; `swift-capture` for the virtual camera.
     public var manufacturer: String {
@@ -327,7 +337,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     private static func camera(_ info: SourceInfo) -> CaptureDevice {
         canonical {
             CaptureDevice(info: info, mediaType: .video,
-                          deviceType: info.position == DevicePosition.front || info.position == DevicePosition.back ? .builtInWideAngleCamera : .external,
+                          deviceType: .external,
                           opener: { () throws(CaptureError) -> any VideoSource in
                               try fromBackend { () throws(BackendError) in try V4L2Discovery.open(info) }
                           })
