@@ -360,6 +360,17 @@ struct DrawCommand {
     var borderWidth: CGFloat
 }
 
+extension DrawCommand {
+    /// Whether drawing `other` puts the same pixels on screen as drawing this (images by their
+    /// id, pictures by their source and geometry; a picture's new frame is the source's to say).
+    func drawsTheSame(as other: DrawCommand) -> Bool {
+        layer == other.layer && rect == other.rect && clip == other.clip && opacity == other.opacity &&
+            background == other.background && contents?.id == other.contents?.id && contentsGravity == other.contentsGravity &&
+            video?.source === other.video?.source && video?.geometry == other.video?.geometry && videoClip == other.videoClip &&
+            isBorder == other.isBorder && borderColor == other.borderColor && borderWidth == other.borderWidth
+    }
+}
+
 /// What a preview layer's picture needs at drawing time.
 struct VideoDrawing {
     var source: PreviewFrameSink

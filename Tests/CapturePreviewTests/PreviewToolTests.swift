@@ -211,18 +211,38 @@ extension DisplayTests {
             #expect(saved.count == 1 && saved[0].hasSuffix(".jpg"), "album: \(saved)")
         }
 
-        @Test func sigtermClosesCleanly() throws {
+        @Test func fullscreenCoversTheScreenAndSigtermClosesCleanly() throws {
             let x = try XvfbDisplay.shared()
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
-            let run = try Run(["preview", "--device", "virtual", "--window", "160x90", "--gravity", "resizeAspectFill", "--mirror"],
+            let run = try Run(["preview", "--device", "virtual", "--window", "160x90", "--gravity", "resizeAspectFill", "--mirror", "--fullscreen"],
                               environment: Self.environment(display: x.display, home: home))
+            defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
             var found = false
             for _ in 0..<300 where !found {
                 found = (try? Self.xdotool(x.display, ["search", "--name", "capture preview"])) != nil
                 if !found { usleep(100_000) }
             }
             #expect(found, "no window appeared; stderr: \(run.stderr)")
+            // The picture fills the 900x900 screen (aspect fill cuts the 16:9 picture's sides;
+            // mirrored, the left edge is inside the blue bar, the right inside the yellow one): no
+            // corner shows the root window's colour.
+            var uncovered: [String] = ["no screenshot"]
+            for _ in 0..<300 where !uncovered.isEmpty {
+                uncovered = []
+                for (cx, cy) in [(0, 0), (898, 0), (0, 898), (898, 898)] {
+                    let p = try x.screenshot(of: CGRect(x: cx, y: cy, width: 2, height: 2)).pixel(x: 0, y: 0)
+                    if abs(p.r - XvfbDisplay.rootColor.r) <= 8 && abs(p.g - XvfbDisplay.rootColor.g) <= 8 && abs(p.b - XvfbDisplay.rootColor.b) <= 8 {
+                        uncovered.append("(\(cx),\(cy))")
+                    }
+                }
+                let row = try x.screenshot(of: CGRect(x: 0, y: 700, width: 900, height: 1))
+                let left = row.pixel(x: 4, y: 0), right = row.pixel(x: 895, y: 0)
+                if !(left.r < 40 && left.g < 40 && abs(left.b - 191) < 40) { uncovered.append("left edge \(left), not blue") }
+                if !(abs(right.r - 191) < 40 && abs(right.g - 191) < 40 && right.b < 40) { uncovered.append("right edge \(right), not yellow") }
+                if !uncovered.isEmpty { usleep(100_000) }
+            }
+            #expect(uncovered.isEmpty, "--fullscreen does not cover the screen: \(uncovered); stderr: \(run.stderr)")
             kill(run.process.processIdentifier, SIGTERM)
             let status = run.exitStatus()
             #expect(status == 0, "SIGTERM: exit status \(String(describing: status)), stderr: \(run.stderr)")

@@ -221,6 +221,125 @@ extension DisplayTests {
             #expect(problems.isEmpty, "\(format): \(problems.prefix(8))")
         }
 
+        @Test func fullscreenCoversTheScreenAndGoesBack() async throws {
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let rig = try Rig(.init(.yuyv, width: 640, height: 360, frameRates: [30]))
+                defer { rig.close() }
+                rig.preview.videoGravity = .resizeAspect
+                var found: [String] = []
+                var resized: CGSize?
+                rig.window.eventHandler = { if case .resized(let s) = $0 { resized = s; rig.preview.frame = rig.window.rootLayer.bounds } }
+                rig.window.isFullscreen = true
+                if !rig.window.isFullscreen { found.append("isFullscreen is false after setting it") }
+                let screen = CGSize(width: 900, height: 900)
+                let deadline = Date(timeIntervalSinceNow: 20)
+                // (Events, a resize too, reach the handler inside processEvents.)
+                while resized != screen, Date() < deadline {
+                    PreviewWindow.processEvents()
+                    Thread.sleep(forTimeInterval: 0.03)
+                }
+                if rig.window.size != screen { found.append("fullscreen window is \(rig.window.size), not the 900x900 screen") }
+                if rig.window.rootLayer.frame.size != screen { found.append("the root layer is \(rig.window.rootLayer.frame.size)") }
+                if resized != screen { found.append("no resize to the screen's size reported (\(String(describing: resized)))") }
+                rig.preview.frame = rig.window.rootLayer.bounds
+                // The whole screen is the window: its corners are the letterbox (not the root
+                // window's colour), the 16:9 picture spans the width in the middle.
+                // (Strips of the screen, not all of it: see XvfbDisplay.screenshot.)
+                func fullscreenFindings() -> [String] {
+                    guard let top = try? x.screenshot(of: CGRect(x: 0, y: 0, width: 900, height: 4)),
+                          let bottom = try? x.screenshot(of: CGRect(x: 0, y: 896, width: 900, height: 4)),
+                          let middle = try? x.screenshot(of: CGRect(x: 0, y: 548, width: 900, height: 4)) else { return ["no screenshot"] }
+                    var bad: [String] = []
+                    for (name, strip) in [("top", top), ("bottom", bottom)] {
+                        for cx in [1, 450, 898] where !Self.near(strip.pixel(x: cx, y: 2), Self.letterboxRGB) {
+                            bad.append("screen \(name) at x \(cx) is \(strip.pixel(x: cx, y: 2)), not the window's letterbox")
+                        }
+                    }
+                    // Bar by bar across the whole width.
+                    for (i, e) in ColorBars.expected.enumerated() {
+                        let p = middle.pixel(x: i * 900 / 8 + 56, y: 2)
+                        if !Self.near(p, (e.r, e.g, e.b)) { bad.append("\(e.name) bar at x \(i * 900 / 8 + 56) is \(p)") }
+                    }
+                    if !Self.near(middle.pixel(x: 2, y: 2), (191, 191, 191)) { bad.append("left edge \(middle.pixel(x: 2, y: 2)), not the white bar") }
+                    if !Self.near(middle.pixel(x: 897, y: 2), (0, 0, 0)) { bad.append("right edge \(middle.pixel(x: 897, y: 2)), not the black bar") }
+                    return bad
+                }
+                var last = ["not drawn"]
+                let shown = Date(timeIntervalSinceNow: 30)
+                while !last.isEmpty, Date() < shown {
+                    PreviewWindow.processEvents()
+                    rig.window.render()
+                    Thread.sleep(forTimeInterval: 0.05)
+                    last = fullscreenFindings()
+                }
+                found += last.prefix(6).map { "fullscreen: \($0)" }
+
+                rig.window.isFullscreen = false
+                let back = Date(timeIntervalSinceNow: 20)
+                while resized != CGSize(width: 300, height: 300), Date() < back {
+                    PreviewWindow.processEvents()
+                    Thread.sleep(forTimeInterval: 0.03)
+                }
+                if rig.window.isFullscreen || rig.window.size != CGSize(width: 300, height: 300) || resized != CGSize(width: 300, height: 300) {
+                    found.append("after leaving fullscreen: \(rig.window.isFullscreen), \(rig.window.size), reported \(String(describing: resized))")
+                }
+                // And the screen around the window is the root window's colour again.
+                var outside = (r: 0, g: 0, b: 0)
+                let uncovered = Date(timeIntervalSinceNow: 20)
+                repeat {
+                    PreviewWindow.processEvents()
+                    rig.window.render()
+                    outside = try x.screenshot(of: CGRect(x: 0, y: 0, width: 2, height: 2)).pixel(x: 0, y: 0)
+                } while !Self.near(outside, XvfbDisplay.rootColor, tolerance: 8) && Date() < uncovered
+                if !Self.near(outside, XvfbDisplay.rootColor, tolerance: 8) { found.append("after leaving fullscreen the screen corner is \(outside)") }
+                return found
+            }
+            #expect(problems.isEmpty, "\(problems.prefix(8))")
+        }
+
+        @Test func theEventLoopDrawsOnlyWhatChanged() async throws {
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let window = try PreviewWindow(title: "changes", size: CGSize(width: 120, height: 90))
+                defer { window.close() }
+                let l = Layer()
+                l.frame = CGRect(x: 10, y: 10, width: 50, height: 50)
+                l.backgroundColor = Color(red: 1, green: 0, blue: 0)
+                window.rootLayer.addSublayer(l)
+                window.show()
+                var found: [String] = []
+                // Whatever the show and its first events asked for, then nothing new.
+                for _ in 0..<5 {
+                    PreviewWindow.processEvents()
+                    window.renderIfChanged()
+                    Thread.sleep(forTimeInterval: 0.05)
+                }
+                let n = window.framesRendered
+                window.renderIfChanged()
+                window.renderIfChanged()
+                if window.framesRendered != n { found.append("unchanged tree drawn again (\(n) -> \(window.framesRendered))") }
+                // A change from any thread shows at the next frame.
+                DispatchQueue.global().sync { l.backgroundColor = Color(red: 0, green: 1, blue: 0) }
+                window.renderIfChanged()
+                if window.framesRendered != n + 1 { found.append("a changed colour was not drawn (\(window.framesRendered))") }
+                var shown = (r: 0, g: 0, b: 0)
+                let deadline = Date(timeIntervalSinceNow: 20)
+                repeat {
+                    PreviewWindow.processEvents()
+                    window.renderIfChanged()
+                    shown = try x.screenshot(of: CGRect(origin: window.position, size: window.size)).pixel(x: 35, y: 35)
+                } while !Self.near(shown, (0, 255, 0), tolerance: 8) && Date() < deadline
+                if !Self.near(shown, (0, 255, 0), tolerance: 8) { found.append("the window shows \(shown), not the new green") }
+                let m = window.framesRendered
+                l.removeFromSuperlayer()
+                window.renderIfChanged()
+                if window.framesRendered != m + 1 { found.append("a removed layer was not drawn away") }
+                return found
+            }
+            #expect(problems.isEmpty, "\(problems)")
+        }
+
         @Test func twentyWindowsLeaveDescriptorsAndThreadsAtBaseline() async throws {
             let counts = try await UIThread.run { () throws -> [Int] in
                 _ = try XvfbDisplay.shared()
