@@ -70,6 +70,8 @@ public final class PreviewWindow {
     /// exposed, resized): the event loop draws only when something changed.
     private var lastDrawn: [DrawCommand] = []
     private var needsDisplay = true
+    /// Cb and Cr planes of 128 for grey frames (drawn through a YUV texture).
+    private var neutralChroma: [UInt8] = []
 
     /// Opens a hidden window of `size` points (call `show()`). Throws `.noDisplay` when there is
     /// no display to open it on, `.windowFailed` when SDL cannot make it.
@@ -543,6 +545,11 @@ public final class PreviewWindow {
         case .nv12, .nv12m: SDL_PIXELFORMAT_NV12.rawValue
         case .nv21, .nv21m: SDL_PIXELFORMAT_NV21.rawValue
         case .yuv420, .yuv420m: SDL_PIXELFORMAT_IYUV.rawValue
+        // No SDL format of their own: 4:2:2 chroma is read every other row (4:2:0, no copy),
+        // grey gets neutral chroma planes.
+        case .yuv422p, .grey: SDL_PIXELFORMAT_IYUV.rawValue
+        case .nv16: SDL_PIXELFORMAT_NV12.rawValue
+        case .nv61: SDL_PIXELFORMAT_NV21.rawValue
         case .yvu420: SDL_PIXELFORMAT_YV12.rawValue
         // V4L2's AR24/XR24 are B, G, R, A bytes: SDL's ARGB8888/RGB888 words on little-endian.
         case .bgra32: SDL_PIXELFORMAT_ARGB8888.rawValue
@@ -597,6 +604,32 @@ public final class PreviewWindow {
         SDL_SetYUVConversionMode(full ? SDL_YUV_CONVERSION_JPEG : SDL_YUV_CONVERSION_BT601)
         let pitch = sample.bytesPerRow(plane: 0)
         switch pf {
+        case .nv16, .nv61:
+            // The 4:2:2 chroma plane (full height) read with twice its pitch: every other row.
+            sample.withUnsafeBytes(plane: 0) { all in
+                guard let yBase = all.baseAddress, all.count >= 2 * pitch * h else { return }
+                _ = SDL_UpdateNVTexture(tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                                        (yBase + pitch * h).assumingMemoryBound(to: UInt8.self), Int32(2 * pitch))
+            }
+        case .yuv422p:
+            let cPitch = pitch / 2
+            sample.withUnsafeBytes(plane: 0) { all in
+                guard let base = all.baseAddress, h >= 1, all.count >= pitch * h + 2 * cPitch * h else { return }
+                let u = base + pitch * h, v = u + cPitch * h
+                _ = SDL_UpdateYUVTexture(tex, nil, base.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                                         u.assumingMemoryBound(to: UInt8.self), Int32(2 * cPitch),
+                                         v.assumingMemoryBound(to: UInt8.self), Int32(2 * cPitch))
+            }
+        case .grey:
+            let cPitch = (w + 1) / 2, ch = (h + 1) / 2
+            if neutralChroma.count < cPitch * ch { neutralChroma = [UInt8](repeating: 128, count: cPitch * ch) }
+            sample.withUnsafeBytes(plane: 0) { y in
+                guard let yBase = y.baseAddress, y.count >= pitch * (h - 1) + w else { return }
+                neutralChroma.withUnsafeBufferPointer { c in
+                    _ = SDL_UpdateYUVTexture(tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                                             c.baseAddress, Int32(cPitch), c.baseAddress, Int32(cPitch))
+                }
+            }
         case .nv12, .nv21, .nv12m, .nv21m:
             let uvPitch = sample.planeCount > 1 ? sample.bytesPerRow(plane: 1) : pitch
             sample.withUnsafeBytes(plane: 0) { y in

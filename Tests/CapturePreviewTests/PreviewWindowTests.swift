@@ -52,7 +52,7 @@ extension DisplayTests {
         /// Checks a grid of window points against what the preview's geometry says is there: a bar
         /// colour on the picture (away from bar edges and the counter rows at the top), the letterbox
         /// colour off it. Returns what did not match.
-        static func pictureMismatches(_ shot: RGBImage, _ rig: Rig) -> [String] {
+        static func pictureMismatches(_ shot: RGBImage, _ rig: Rig, grey: Bool = false) -> [String] {
             let g = rig.preview.geometry, size = rig.window.size
             var bad: [String] = []
             for wy in stride(from: 3, to: Int(size.height) - 3, by: 9) {
@@ -66,7 +66,11 @@ extension DisplayTests {
                         let bar = d.x * 8, i = Int(bar)
                         guard bar - Double(i) > 0.2, bar - Double(i) < 0.8 else { continue }
                         let e = ColorBars.expected[i]
-                        if !near(p, (e.r, e.g, e.b)) { bad.append("(\(wx),\(wy)) is \(p), not \(e.name)") }
+                        if grey {
+                            // A grey camera's bars: their BT.601 luma, the same on all three channels.
+                            let y = Int((0.299 * Double(e.r) + 0.587 * Double(e.g) + 0.114 * Double(e.b)).rounded())
+                            if !near(p, (y, y, y), tolerance: 14) { bad.append("(\(wx),\(wy)) is \(p), not the grey \(y) of \(e.name)") }
+                        } else if !near(p, (e.r, e.g, e.b)) { bad.append("(\(wx),\(wy)) is \(p), not \(e.name)") }
                     }
                 }
             }
@@ -203,14 +207,14 @@ extension DisplayTests {
             #expect(problems.isEmpty, "\(problems.prefix(8))")
         }
 
-        @Test(arguments: [PixelFormat.nv12, .yuv420, .uyvy, .mjpeg])
+        @Test(arguments: [PixelFormat.nv12, .yuv420, .uyvy, .mjpeg, .yuv422p, .nv16, .grey])
         func everyUploadPathShowsTheBars(format: PixelFormat) async throws {
             let problems = try await UIThread.run { () throws -> [String] in
                 let x = try XvfbDisplay.shared()
                 let rig = try Rig(.init(format, width: 640, height: 360, frameRates: [30]))
                 defer { rig.close() }
                 rig.preview.videoGravity = .resizeAspect
-                var found = try Self.settle(rig, x) { Self.pictureMismatches($0, rig) }
+                var found = try Self.settle(rig, x) { Self.pictureMismatches($0, rig, grey: format == .grey) }
                 if rig.preview.videoFormat?.pixelFormat != format { found.append("frames came as \(String(describing: rig.preview.videoFormat))") }
                 // MJPEG is decoded at the scaling factor nearest the drawn size (300x169 here): 1/2.
                 if format == .mjpeg, let t = rig.window.videoTextureSize(of: rig.preview), t != (320, 180) {
