@@ -34,7 +34,7 @@ public enum ContentsGravity: String, Sendable, Hashable, CaseIterable {
 }
 
 /// An image for `Layer.contents`: RGBA pixels (straight alpha, 4 bytes a pixel, rows without
-/// padding). Plain value; any thread.
+/// padding), made from pixels, PNG or JPEG bytes or a colour. Plain value; any thread.
 public struct LayerImage: Sendable {
     public let width: Int
     public let height: Int
@@ -70,6 +70,30 @@ public struct LayerImage: Sendable {
             throw e
         } catch {
             throw PreviewError(.invalidImage, "not a usable JPEG image: pass JPEG bytes or RGBA pixels")
+        }
+    }
+
+    /// An image decoded from PNG bytes (with libpng; any colour type and bit depth, transparency
+    /// kept as alpha). Throws `.invalidImage` for bytes that are not a readable PNG.
+    public init(pngData: Data) throws(PreviewError) {
+        let decoded = PNGDecoding.decode(pngData)
+        switch decoded {
+        case .success(let (width, height, pixels)):
+            try self.init(rgbaPixels: pixels, width: width, height: height)
+        case .failure(let why):
+            throw PreviewError(.invalidImage, "not a usable PNG image (\(why)): pass PNG or JPEG bytes or RGBA pixels")
+        }
+    }
+
+    /// An image decoded from PNG or JPEG bytes, told apart by their signature. Throws
+    /// `.invalidImage` for anything else.
+    public init(data: Data) throws(PreviewError) {
+        if data.starts(with: PNGDecoding.signature) {
+            try self.init(pngData: data)
+        } else if data.starts(with: [0xFF, 0xD8]) {
+            try self.init(jpegData: data)
+        } else {
+            throw PreviewError(.invalidImage, "neither PNG nor JPEG bytes (\(data.count) bytes): pass PNG or JPEG bytes or RGBA pixels")
         }
     }
 

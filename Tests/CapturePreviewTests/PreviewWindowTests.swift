@@ -302,6 +302,59 @@ extension DisplayTests {
             #expect(problems.isEmpty, "\(problems.prefix(8))")
         }
 
+        /// PNG bytes made by ImageMagick (RGB, RGBA, palette, grey).
+        static func png(_ spec: [String]) throws -> Data {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/convert")
+            p.arguments = spec
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            guard p.terminationStatus == 0, !data.isEmpty else { throw TestFailure("convert \(spec) failed") }
+            return data
+        }
+
+        @Test func pngContentsAreDrawnWithTheirAlpha() async throws {
+            let opaque = try Self.png(["-size", "40x30", "xc:#ff8000", "PNG24:-"])
+            let translucent = try Self.png(["-size", "40x30", "xc:rgba(255,255,255,0.5)", "PNG32:-"])
+            let palette = try Self.png(["-size", "40x30", "xc:#00ff00", "PNG8:-"])
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let window = try PreviewWindow(title: "png test", size: CGSize(width: 200, height: 120))
+                defer { window.close() }
+                window.rootLayer.backgroundColor = Color(red: 0, green: 0, blue: 1)
+                var found: [String] = []
+                for (i, data) in [opaque, translucent, palette].enumerated() {
+                    let l = Layer()
+                    l.frame = CGRect(x: 10 + 60 * i, y: 20, width: 50, height: 50)
+                    let image = try LayerImage(data: data)
+                    if image.width != 40 || image.height != 30 { found.append("image \(i) is \(image.width)x\(image.height)") }
+                    l.contents = image
+                    window.rootLayer.addSublayer(l)
+                }
+                window.show()
+                let expected = [(255, 128, 0), (128, 128, 255), (0, 255, 0)]
+                var last = ["no screenshot"]
+                let deadline = Date(timeIntervalSinceNow: 20)
+                while !last.isEmpty, Date() < deadline {
+                    PreviewWindow.processEvents()
+                    window.render()
+                    Thread.sleep(forTimeInterval: 0.05)
+                    let shot = try x.screenshot(of: CGRect(origin: window.position, size: window.size))
+                    last = expected.enumerated().compactMap { i, e in
+                        let p = shot.pixel(x: 35 + 60 * i, y: 45)
+                        return Self.near(p, e, tolerance: 8) ? nil : "PNG \(i) shows \(p), not \(e)"
+                    }
+                    if !Self.near(shot.pixel(x: 35, y: 100), (0, 0, 255), tolerance: 8) { last.append("below the images: \(shot.pixel(x: 35, y: 100))") }
+                }
+                return found + last
+            }
+            #expect(problems.isEmpty, "\(problems)")
+        }
+
         @Test func theEventLoopDrawsOnlyWhatChanged() async throws {
             let problems = try await UIThread.run { () throws -> [String] in
                 let x = try XvfbDisplay.shared()
