@@ -34,7 +34,7 @@ public enum ContentsGravity: String, Sendable, Hashable, CaseIterable {
 }
 
 /// An image for `Layer.contents`: RGBA pixels (straight alpha, 4 bytes a pixel, rows without
-/// padding), made from pixels, PNG or JPEG bytes or a colour. Plain value; any thread.
+/// padding), made from pixels, PNG or JPEG bytes, a colour or text. Plain value; any thread.
 public struct LayerImage: Sendable {
     public let width: Int
     public let height: Int

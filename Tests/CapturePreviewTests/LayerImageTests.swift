@@ -2,11 +2,38 @@
 import Foundation
 import Testing
 
-/// Layer images made from PNG bytes, read back pixel by pixel (no display needed).
+/// Layer images made from text and PNG bytes, read back pixel by pixel (no display needed).
 @Suite struct LayerImageTests {
     static func rgba(_ image: LayerImage, _ x: Int, _ y: Int) -> [UInt8] {
         let o = (y * image.width + x) * 4
         return Array(image.pixels[o..<(o + 4)])
+    }
+
+    @Test func textIsDrawnWithTheBitmapFont() {
+        // "1" at scale 1 without padding: the glyph's own 5x7 cells.
+        let one = LayerImage(text: "1", color: .white, backgroundColor: .black, scale: 1, padding: 0)
+        #expect(one.width == 5 && one.height == 7)
+        let cells = BitmapFont.glyph("1")
+        var wrong: [String] = []
+        for y in 0..<7 {
+            for x in 0..<5 {
+                let want: [UInt8] = cells[y * 5 + x] ? [255, 255, 255, 255] : [0, 0, 0, 255]
+                if Self.rgba(one, x, y) != want { wrong.append("(\(x),\(y))") }
+            }
+        }
+        #expect(wrong.isEmpty, "cells that differ from the glyph: \(wrong)")
+        // The stem of the 1 is set, the corner is not.
+        #expect(cells[2] && !cells[0])
+
+        // Two lines of different lengths, scale 3, padding 2: sized by the longest line.
+        let two = LayerImage(text: "AB\nC", scale: 3, padding: 2)
+        #expect(two.width == (2 * 6 - 1 + 4) * 3 && two.height == (2 * 8 - 1 + 4) * 3)
+        // The padding is background (default: translucent black).
+        #expect(Self.rgba(two, 0, 0) == [0, 0, 0, 179])
+        // Lower case draws as upper case; an unknown character as "?".
+        #expect(BitmapFont.glyph("x") == BitmapFont.glyph("X"))
+        #expect(BitmapFont.glyph("€") == BitmapFont.glyph("?"))
+        #expect(BitmapFont.glyph("0") != BitmapFont.glyph("O"))
     }
 
     /// A PNG made by ImageMagick.

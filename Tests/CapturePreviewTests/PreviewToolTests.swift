@@ -121,7 +121,7 @@ extension DisplayTests {
             #expect(lines.count == 1 && lines[0].contains("display") && lines[0].contains("capture serve"), "stderr: \(run.stderr)")
         }
 
-        @Test func shutterToggleAndEscape() throws {
+        @Test func shutterToggleInfoAndEscape() throws {
             let x = try XvfbDisplay.shared()
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
@@ -169,6 +169,41 @@ extension DisplayTests {
             #expect(run.waitFor { $0.contains("camera: Virtual Back Camera") }, "toggle: \(run.stdout) \(run.stderr)")
             try Self.xdotool(x.display, ["key", "t"])
             #expect(run.waitFor { $0.contains("camera: Virtual Front Camera") }, "toggle back: \(run.stdout) \(run.stderr)")
+
+            // `i`: the info overlay in the window's bottom-left corner, over the white, yellow and
+            // cyan bars (no pixel there is dark, none pure white); `i` again takes it away.
+            let area = CGRect(x: (900 - 320) / 2 + 12, y: (900 - 180) / 2 + 128, width: 96, height: 40)
+            func overlayShown() throws -> (dark: Int, bright: Int, all: Int) {
+                let shot = try x.screenshot(of: area)
+                var dark = 0, bright = 0
+                for yy in 0..<shot.height {
+                    for xx in 0..<shot.width {
+                        let p = shot.pixel(x: xx, y: yy)
+                        if p.r < 90 && p.g < 90 && p.b < 90 { dark += 1 }
+                        if p.r > 240 && p.g > 240 && p.b > 240 { bright += 1 }
+                    }
+                }
+                return (dark, bright, shot.width * shot.height)
+            }
+            func waitForOverlay(_ shown: Bool) throws -> (dark: Int, bright: Int, all: Int) {
+                var last = try overlayShown()
+                for _ in 0..<200 {
+                    let on = last.dark > last.all / 2 && last.bright > 20
+                    let off = last.dark == 0 && last.bright == 0
+                    if shown ? on : off { break }
+                    usleep(100_000)
+                    last = try overlayShown()
+                }
+                return last
+            }
+            let before = try waitForOverlay(false)
+            #expect(before.dark == 0 && before.bright == 0, "before i: the overlay's area is not the bars: \(before)")
+            try Self.xdotool(x.display, ["key", "i"])
+            let shown = try waitForOverlay(true)
+            #expect(shown.dark > shown.all / 2 && shown.bright > 20, "after i: no overlay (dark, white text) in \(area): \(shown)")
+            try Self.xdotool(x.display, ["key", "i"])
+            let hidden = try waitForOverlay(false)
+            #expect(hidden.dark == 0 && hidden.bright == 0, "after i again: the overlay stayed: \(hidden)")
 
             try Self.xdotool(x.display, ["key", "Escape"])
             let status = run.exitStatus()
