@@ -65,7 +65,9 @@ let package = Package(
         .target(name: "CaptureBenchSupport", dependencies: ["Capture"], path: "Benchmarks/CaptureBenchSupport"),
         .executableTarget(name: "CaptureBench", dependencies: ["Capture", "CaptureBenchSupport", "CaptureV4L2", "CaptureALSA",
                                                             "CaptureVirtual", "CaptureImaging", "CaptureBackend",
-                                                            "CaptureSystem", "CV4L2Shim", "CAllocCounter"],
+                                                            "CaptureSystem", "CV4L2Shim", "CAllocCounter",
+                                                            // `preview`: the window against SDL and TurboJPEG called directly.
+                                                            "CapturePreview", "CSDL2", "CTurboJPEG"],
                           path: "Benchmarks/CaptureBench"),
         // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.
         .target(name: "CaptureTestSupport", dependencies: ["Capture", "CV4L2Shim"], path: "Tests/CaptureTestSupport"),
