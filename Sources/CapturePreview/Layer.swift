@@ -125,6 +125,7 @@ open class Layer: @unchecked Sendable {
     private var _backgroundColor: Color?
     private var _borderColor: Color = .black
     private var _borderWidth: CGFloat = 0
+    private var _cornerRadius: CGFloat = 0
     private var _contents: LayerImage?
     private var _contentsGravity: ContentsGravity = .resize
     private var _opacity: Float = 1
@@ -174,6 +175,13 @@ open class Layer: @unchecked Sendable {
     public var borderWidth: CGFloat {
         get { Self.locked { _borderWidth } }
         set { Self.locked { _borderWidth = max(0, newValue) } }
+    }
+    /// Rounds the corners of the background and the border, in points (at most half a side),
+    /// as `CALayer.cornerRadius`. Contents and sublayers are not rounded (`masksToBounds` clips to
+    /// the rectangle).
+    public var cornerRadius: CGFloat {
+        get { Self.locked { _cornerRadius } }
+        set { Self.locked { _cornerRadius = max(0, newValue) } }
     }
     /// An image drawn over the background, placed by `contentsGravity`.
     public var contents: LayerImage? {
@@ -352,13 +360,14 @@ open class Layer: @unchecked Sendable {
         list.append(DrawCommand(layer: ObjectIdentifier(self), rect: rect, clip: clip, opacity: alpha,
                                 background: _backgroundColor, contents: _contents, contentsGravity: _contentsGravity,
                                 video: videoSnapshotLocked(bounds: CGRect(origin: .zero, size: _frame.size)),
-                                videoClip: ownClip, isBorder: false, borderColor: _borderColor, borderWidth: 0))
+                                videoClip: ownClip, isBorder: false, borderColor: _borderColor, borderWidth: 0,
+                                cornerRadius: _cornerRadius))
         let child = CGPoint(x: rect.minX - _boundsOrigin.x, y: rect.minY - _boundsOrigin.y)
         for l in drawOrderLocked() { l.snapshotLocked(into: &list, origin: child, opacity: alpha, clip: _masksToBounds ? ownClip : clip) }
         if _borderWidth > 0 {
             list.append(DrawCommand(layer: ObjectIdentifier(self), rect: rect, clip: clip, opacity: alpha, background: nil,
                                     contents: nil, contentsGravity: .resize, video: nil, videoClip: nil, isBorder: true,
-                                    borderColor: _borderColor, borderWidth: _borderWidth))
+                                    borderColor: _borderColor, borderWidth: _borderWidth, cornerRadius: _cornerRadius))
         }
     }
 
@@ -382,6 +391,7 @@ struct DrawCommand {
     var isBorder: Bool
     var borderColor: Color
     var borderWidth: CGFloat
+    var cornerRadius: CGFloat
 }
 
 extension DrawCommand {
@@ -391,7 +401,8 @@ extension DrawCommand {
         layer == other.layer && rect == other.rect && clip == other.clip && opacity == other.opacity &&
             background == other.background && contents?.id == other.contents?.id && contentsGravity == other.contentsGravity &&
             video?.source === other.video?.source && video?.geometry == other.video?.geometry && videoClip == other.videoClip &&
-            isBorder == other.isBorder && borderColor == other.borderColor && borderWidth == other.borderWidth
+            isBorder == other.isBorder && borderColor == other.borderColor && borderWidth == other.borderWidth &&
+            cornerRadius == other.cornerRadius
     }
 }
 

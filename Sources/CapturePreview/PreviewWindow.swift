@@ -398,7 +398,7 @@ public final class PreviewWindow {
         // (with a software OpenGL every full-window pass costs).
         var commands = commands
         var clear = Color.black
-        if var root = commands.first, root.layer == ObjectIdentifier(rootLayer), root.clip == nil, let bg = root.background,
+        if var root = commands.first, root.layer == ObjectIdentifier(rootLayer), root.clip == nil, root.cornerRadius == 0, let bg = root.background,
            bg.alpha * root.opacity >= 1, root.rect.contains(CGRect(origin: .zero, size: size)) {
             clear = bg
             root.background = nil
@@ -439,19 +439,29 @@ public final class PreviewWindow {
         SDL_FRect(x: Float(r.minX), y: Float(r.minY), w: Float(r.width), h: Float(r.height))
     }
 
-    private func fill(_ rect: CGRect, _ color: Color, opacity: Double, _ r: OpaquePointer) {
+    private func fill(_ rect: CGRect, _ color: Color, opacity: Double, _ r: OpaquePointer, rounded parts: [CGRect]? = nil) {
         func byte(_ v: Double) -> UInt8 { UInt8(max(0, min(255, (v * 255).rounded()))) }
         let a = color.alpha * opacity
         guard a > 0, rect.width > 0, rect.height > 0 else { return }
         SDL_SetRenderDrawColor(r, byte(color.red), byte(color.green), byte(color.blue), byte(a))
         // Opaque fills replace what is under them: no blending (a read-back per pixel).
         SDL_SetRenderDrawBlendMode(r, byte(a) == 255 ? SDL_BLENDMODE_NONE : SDL_BLENDMODE_BLEND)
+        if let parts {
+            let rects = parts.map(Self.frect)
+            _ = rects.withUnsafeBufferPointer { SDL_RenderFillRectsF(r, $0.baseAddress, Int32($0.count)) }
+            return
+        }
         var f = Self.frect(rect)
         SDL_RenderFillRectF(r, &f)
     }
 
     private func draw(_ c: DrawCommand, _ r: OpaquePointer) {
         setClip(c.clip, r)
+        if c.isBorder, c.cornerRadius > 0 {
+            fill(c.rect, c.borderColor, opacity: c.opacity, r,
+                 rounded: RoundedRect.ring(c.rect, radius: c.cornerRadius, width: c.borderWidth))
+            return
+        }
         if c.isBorder {
             let w = min(c.borderWidth, c.rect.width / 2, c.rect.height / 2), b = c.rect
             for part in [CGRect(x: b.minX, y: b.minY, width: b.width, height: w),
@@ -462,7 +472,9 @@ public final class PreviewWindow {
             }
             return
         }
-        if let bg = c.background { fill(c.rect, bg, opacity: c.opacity, r) }
+        if let bg = c.background {
+            fill(c.rect, bg, opacity: c.opacity, r, rounded: c.cornerRadius > 0 ? RoundedRect.fill(c.rect, radius: c.cornerRadius) : nil)
+        }
         if let image = c.contents { drawImage(image, c, r) }
         if let video = c.video { drawVideo(video, c, r) }
     }

@@ -397,6 +397,53 @@ extension DisplayTests {
             #expect(problems.isEmpty, "\(problems)")
         }
 
+        @Test func cornerRadiusRoundsTheBackgroundAndTheBorder() async throws {
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let window = try PreviewWindow(title: "corners", size: CGSize(width: 200, height: 100))
+                defer { window.close() }
+                window.rootLayer.backgroundColor = Color(red: 0, green: 0, blue: 1)
+                let filled = Layer()
+                filled.frame = CGRect(x: 10, y: 10, width: 80, height: 60)
+                filled.backgroundColor = Color(red: 1, green: 0, blue: 0)
+                filled.cornerRadius = 20
+                let ringed = Layer()
+                ringed.frame = CGRect(x: 110, y: 10, width: 80, height: 60)
+                ringed.borderColor = .white
+                ringed.borderWidth = 4
+                ringed.cornerRadius = 16
+                window.rootLayer.addSublayer(filled)
+                window.rootLayer.addSublayer(ringed)
+                window.show()
+                let blue = (0, 0, 255), red = (255, 0, 0), white = (255, 255, 255)
+                // The corner pixel is outside the curve; the middle of each side and the centre are
+                // inside. The ring: white on the straight sides and across the curve (on the
+                // diagonal from the corner circle's centre (126, 26), 14 points out, between the
+                // inner radius 12 and the outer 16), blue at the corner and in the middle.
+                let d = 14 / 2.0.squareRoot()
+                let checks: [(String, Int, Int, (Int, Int, Int))] = [
+                    ("filled corner", 11, 11, blue), ("filled centre", 50, 40, red), ("filled left side", 11, 40, red),
+                    ("filled top side", 50, 11, red), ("filled just inside the curve", 18, 18, red),
+                    ("ring corner", 111, 11, blue), ("ring left side", 111, 40, white), ("ring top side", 150, 11, white),
+                    ("ring on the curve", Int(126 - d), Int(26 - d), white), ("ring middle", 150, 40, blue),
+                ]
+                var last = ["no screenshot"]
+                let deadline = Date(timeIntervalSinceNow: 20)
+                while !last.isEmpty, Date() < deadline {
+                    PreviewWindow.processEvents()
+                    window.render()
+                    Thread.sleep(forTimeInterval: 0.05)
+                    let shot = try x.screenshot(of: CGRect(origin: window.position, size: window.size))
+                    last = checks.compactMap { name, px, py, want in
+                        let p = shot.pixel(x: px, y: py)
+                        return Self.near(p, want, tolerance: 8) ? nil : "\(name) (\(px),\(py)) is \(p), not \(want)"
+                    }
+                }
+                return last
+            }
+            #expect(problems.isEmpty, "\(problems)")
+        }
+
         @Test func twentyWindowsLeaveDescriptorsAndThreadsAtBaseline() async throws {
             let counts = try await UIThread.run { () throws -> [Int] in
                 _ = try XvfbDisplay.shared()
