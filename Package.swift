@@ -16,7 +16,7 @@ let package = Package(
     ],
     targets: [
         // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
-        // libjpeg62-turbo-dev, libasound2-dev; libsdl2-dev for CapturePreview only).
+        // libjpeg62-turbo-dev, libasound2-dev; libsdl2-dev and libpng-dev for CapturePreview only).
         .systemLibrary(name: "CLibV4L2", path: "Sources/CSystem/libv4l2", pkgConfig: "libv4l2",
                        providers: [.apt(["libv4l-dev"])]),
         .systemLibrary(name: "CTurboJPEG", path: "Sources/CSystem/turbojpeg", pkgConfig: "libturbojpeg",
@@ -25,6 +25,8 @@ let package = Package(
                        providers: [.apt(["libjpeg62-turbo-dev"])]),
         .systemLibrary(name: "CSDL2", path: "Sources/CSystem/sdl2",
                        providers: [.apt(["libsdl2-dev"])]),
+        .systemLibrary(name: "CPNG", path: "Sources/CSystem/png", pkgConfig: "libpng",
+                       providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CALSA", path: "Sources/CSystem/alsa", pkgConfig: "alsa",
                        providers: [.apt(["libasound2-dev"])]),
         // Only what Swift cannot import: ioctl request codes, variadic calls, packed structs.
@@ -53,7 +55,7 @@ let package = Package(
         .target(name: "Capture", dependencies: ["CaptureVirtual", "CaptureImaging", "CaptureV4L2", "CaptureALSA",
                                                 "CaptureBackend", "CaptureSystem", "CV4L2Shim"]),
         // Preview: the camera in a window (SDL2); a product of its own, so the core needs no SDL2.
-        .target(name: "CapturePreview", dependencies: ["Capture", "CSDL2", "CTurboJPEG"]),
+        .target(name: "CapturePreview", dependencies: ["Capture", "CSDL2", "CTurboJPEG", "CPNG"]),
         .executableTarget(name: "CaptureTool", dependencies: ["Capture", "CapturePreview"], path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
@@ -64,7 +66,9 @@ let package = Package(
         .target(name: "CaptureBenchSupport", dependencies: ["Capture"], path: "Benchmarks/CaptureBenchSupport"),
         .executableTarget(name: "CaptureBench", dependencies: ["Capture", "CaptureBenchSupport", "CaptureV4L2", "CaptureALSA",
                                                             "CaptureVirtual", "CaptureImaging", "CaptureBackend",
-                                                            "CaptureSystem", "CV4L2Shim", "CAllocCounter"],
+                                                            "CaptureSystem", "CV4L2Shim", "CAllocCounter",
+                                                            // `preview`: the window against SDL and TurboJPEG called directly.
+                                                            "CapturePreview", "CSDL2", "CTurboJPEG"],
                           path: "Benchmarks/CaptureBench"),
         // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.
         .target(name: "CaptureTestSupport", dependencies: ["Capture", "CV4L2Shim"], path: "Tests/CaptureTestSupport"),

@@ -8,6 +8,8 @@
 //   capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--still-quality Q]
 //                         [--jpeg-threads N] [--json]
 //   capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--quality Q] [--json]
+//   capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH]
+//                         [--seconds S] [--rounds N] [--json]   (needs a display: Xvfb; see Preview.swift)
 import CaptureVirtual
 import CaptureImaging
 import CaptureV4L2
@@ -724,6 +726,7 @@ case "hotpath": hotpath(arguments)
 case "passthrough": passthrough(arguments)
 case "session": session(arguments)
 case "live": live(arguments)
+case "preview": previewBench(arguments)
 default:
     print("""
     usage: capture-bench hotpath --input FILE --size WxH --format YUYV|UYVY|NV12|YU12 --quality Q
@@ -731,6 +734,7 @@ default:
            capture-bench passthrough --input FILE.mjpeg [--strip-dht] [--seconds S] [--json]
            capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--still-quality Q] [--jpeg-threads N] [--json]
            capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
+           capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH] [--seconds S] [--rounds N] [--json]
     """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))
 }

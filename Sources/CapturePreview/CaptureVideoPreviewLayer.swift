@@ -150,6 +150,8 @@ final class PreviewFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unche
     /// The newest frame not yet drawn, handed over (the sink no longer holds it).
     func take() -> SampleBuffer? { locked { st in defer { st.newest = nil }; return st.newest } }
     func didDraw() { locked { $0.drawn += 1 } }
+    /// Whether a frame waits to be drawn.
+    var hasNewFrame: Bool { locked { $0.newest != nil } }
 
     var format: (pixelFormat: PixelFormat, dimensions: VideoDimensions)? { locked { $0.format.map { ($0.0, $0.1) } } }
     var statistics: (framesDrawn: Int, framesReplaced: Int, framesDropped: Int) {

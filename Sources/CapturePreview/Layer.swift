@@ -34,7 +34,7 @@ public enum ContentsGravity: String, Sendable, Hashable, CaseIterable {
 }
 
 /// An image for `Layer.contents`: RGBA pixels (straight alpha, 4 bytes a pixel, rows without
-/// padding). Plain value; any thread.
+/// padding), made from pixels, PNG or JPEG bytes, a colour or text. Plain value; any thread.
 public struct LayerImage: Sendable {
     public let width: Int
     public let height: Int
@@ -73,6 +73,30 @@ public struct LayerImage: Sendable {
         }
     }
 
+    /// An image decoded from PNG bytes (with libpng; any colour type and bit depth, transparency
+    /// kept as alpha). Throws `.invalidImage` for bytes that are not a readable PNG.
+    public init(pngData: Data) throws(PreviewError) {
+        let decoded = PNGDecoding.decode(pngData)
+        switch decoded {
+        case .success(let (width, height, pixels)):
+            try self.init(rgbaPixels: pixels, width: width, height: height)
+        case .failure(let why):
+            throw PreviewError(.invalidImage, "not a usable PNG image (\(why)): pass PNG or JPEG bytes or RGBA pixels")
+        }
+    }
+
+    /// An image decoded from PNG or JPEG bytes, told apart by their signature. Throws
+    /// `.invalidImage` for anything else.
+    public init(data: Data) throws(PreviewError) {
+        if data.starts(with: PNGDecoding.signature) {
+            try self.init(pngData: data)
+        } else if data.starts(with: [0xFF, 0xD8]) {
+            try self.init(jpegData: data)
+        } else {
+            throw PreviewError(.invalidImage, "neither PNG nor JPEG bytes (\(data.count) bytes): pass PNG or JPEG bytes or RGBA pixels")
+        }
+    }
+
     /// A single-colour image.
     public init(color: Color, width: Int, height: Int) {
         func byte(_ v: Double) -> UInt8 { UInt8(max(0, min(255, (v * 255).rounded()))) }
@@ -101,6 +125,7 @@ open class Layer: @unchecked Sendable {
     private var _backgroundColor: Color?
     private var _borderColor: Color = .black
     private var _borderWidth: CGFloat = 0
+    private var _cornerRadius: CGFloat = 0
     private var _contents: LayerImage?
     private var _contentsGravity: ContentsGravity = .resize
     private var _opacity: Float = 1
@@ -150,6 +175,13 @@ open class Layer: @unchecked Sendable {
     public var borderWidth: CGFloat {
         get { Self.locked { _borderWidth } }
         set { Self.locked { _borderWidth = max(0, newValue) } }
+    }
+    /// Rounds the corners of the background and the border, in points (at most half a side),
+    /// as `CALayer.cornerRadius`. Contents and sublayers are not rounded (`masksToBounds` clips to
+    /// the rectangle).
+    public var cornerRadius: CGFloat {
+        get { Self.locked { _cornerRadius } }
+        set { Self.locked { _cornerRadius = max(0, newValue) } }
     }
     /// An image drawn over the background, placed by `contentsGravity`.
     public var contents: LayerImage? {
@@ -328,13 +360,14 @@ open class Layer: @unchecked Sendable {
         list.append(DrawCommand(layer: ObjectIdentifier(self), rect: rect, clip: clip, opacity: alpha,
                                 background: _backgroundColor, contents: _contents, contentsGravity: _contentsGravity,
                                 video: videoSnapshotLocked(bounds: CGRect(origin: .zero, size: _frame.size)),
-                                videoClip: ownClip, isBorder: false, borderColor: _borderColor, borderWidth: 0))
+                                videoClip: ownClip, isBorder: false, borderColor: _borderColor, borderWidth: 0,
+                                cornerRadius: _cornerRadius))
         let child = CGPoint(x: rect.minX - _boundsOrigin.x, y: rect.minY - _boundsOrigin.y)
         for l in drawOrderLocked() { l.snapshotLocked(into: &list, origin: child, opacity: alpha, clip: _masksToBounds ? ownClip : clip) }
         if _borderWidth > 0 {
             list.append(DrawCommand(layer: ObjectIdentifier(self), rect: rect, clip: clip, opacity: alpha, background: nil,
                                     contents: nil, contentsGravity: .resize, video: nil, videoClip: nil, isBorder: true,
-                                    borderColor: _borderColor, borderWidth: _borderWidth))
+                                    borderColor: _borderColor, borderWidth: _borderWidth, cornerRadius: _cornerRadius))
         }
     }
 
@@ -358,6 +391,19 @@ struct DrawCommand {
     var isBorder: Bool
     var borderColor: Color
     var borderWidth: CGFloat
+    var cornerRadius: CGFloat
+}
+
+extension DrawCommand {
+    /// Whether drawing `other` puts the same pixels on screen as drawing this (images by their
+    /// id, pictures by their source and geometry; a picture's new frame is the source's to say).
+    func drawsTheSame(as other: DrawCommand) -> Bool {
+        layer == other.layer && rect == other.rect && clip == other.clip && opacity == other.opacity &&
+            background == other.background && contents?.id == other.contents?.id && contentsGravity == other.contentsGravity &&
+            video?.source === other.video?.source && video?.geometry == other.video?.geometry && videoClip == other.videoClip &&
+            isBorder == other.isBorder && borderColor == other.borderColor && borderWidth == other.borderWidth &&
+            cornerRadius == other.cornerRadius
+    }
 }
 
 /// What a preview layer's picture needs at drawing time.

@@ -66,6 +66,12 @@ public final class PreviewWindow {
     private var videoTextures: [ObjectIdentifier: VideoTexture] = [:]
     private let jpegDecoder = ScaledJPEGDecoder()
     private var _title: String
+    /// What the last drawn frame showed, and whether the window must be drawn again anyway (shown,
+    /// exposed, resized): the event loop draws only when something changed.
+    private var lastDrawn: [DrawCommand] = []
+    private var needsDisplay = true
+    /// Cb and Cr planes of 128 for grey frames (drawn through a YUV texture).
+    private var neutralChroma: [UInt8] = []
 
     /// Opens a hidden window of `size` points (call `show()`). Throws `.noDisplay` when there is
     /// no display to open it on, `.windowFailed` when SDL cannot make it.
@@ -93,6 +99,7 @@ public final class PreviewWindow {
         _title = title
         SDL_SetRenderDrawBlendMode(ren, SDL_BLENDMODE_BLEND)
         rootLayer.frame = CGRect(origin: .zero, size: CGSize(width: Int(w), height: Int(h)))
+        reportedSize = rootLayer.frame.size
         rootLayer.backgroundColor = .black
         Self.open.append(WeakWindow(window: self))
     }
@@ -151,15 +158,42 @@ public final class PreviewWindow {
         }
     }
 
-    /// Full screen on the window's display (desktop resolution), or windowed.
+    /// Full screen on the window's display (desktop resolution), or windowed. Without a window
+    /// manager (an X server alone, such as Xvfb) nobody acts on SDL's full-screen request, so the
+    /// window is also made borderless and placed over the display itself, and put back when
+    /// leaving full screen.
     public var isFullscreen: Bool {
         get { window.map { SDL_GetWindowFlags($0) & SDL_WINDOW_FULLSCREEN_DESKTOP.rawValue == SDL_WINDOW_FULLSCREEN_DESKTOP.rawValue } ?? false }
         set {
-            guard let window else { return }
-            SDL_SetWindowFullscreen(window, newValue ? SDL_WINDOW_FULLSCREEN_DESKTOP.rawValue : 0)
+            guard let window, newValue != isFullscreen else { return }
+            if newValue {
+                var bounds = SDL_Rect()
+                let display = SDL_GetWindowDisplayIndex(window)
+                if display >= 0, SDL_GetDisplayBounds(display, &bounds) == 0 {
+                    windowedFrame = CGRect(origin: position, size: size)
+                    SDL_SetWindowBordered(window, SDL_FALSE)
+                    SDL_SetWindowPosition(window, bounds.x, bounds.y)
+                    SDL_SetWindowSize(window, bounds.w, bounds.h)
+                }
+                SDL_SetWindowFullscreen(window, SDL_WINDOW_FULLSCREEN_DESKTOP.rawValue)
+                SDL_RaiseWindow(window)
+            } else {
+                SDL_SetWindowFullscreen(window, 0)
+                if let f = windowedFrame {
+                    SDL_SetWindowBordered(window, SDL_TRUE)
+                    SDL_SetWindowSize(window, Int32(f.width), Int32(f.height))
+                    SDL_SetWindowPosition(window, Int32(f.minX), Int32(f.minY))
+                    windowedFrame = nil
+                }
+            }
             syncRootLayer()
+            needsDisplay = true
+            // Reported at the next processEvents, if SDL does not report it.
+            resizePending = true
         }
     }
+    /// Where the window was before it went full screen.
+    private var windowedFrame: CGRect?
 
     /// Shows the window and draws it.
     public func show() {
@@ -190,6 +224,7 @@ public final class PreviewWindow {
         for t in videoTextures.values { SDL_DestroyTexture(t.texture) }
         textures = [:]
         videoTextures = [:]
+        lastDrawn = []
         if let renderer { SDL_DestroyRenderer(renderer) }
         SDL_DestroyWindow(window)
         self.window = nil
@@ -236,15 +271,31 @@ public final class PreviewWindow {
             guard let w = windows.first(where: { $0.windowID == id }) else { continue }
             w.handle(e)
         }
+        for w in windows where w.resizePending { w.reportResize() }
+    }
+
+    /// The size last reported in `.resized` (SDL reports no change it made itself, such as
+    /// going full screen without a window manager).
+    private var reportedSize: CGSize?
+    private var resizePending = false
+
+    private func reportResize() {
+        resizePending = false
+        syncRootLayer()
+        let s = size
+        guard s != reportedSize else { return }
+        reportedSize = s
+        eventHandler?(.resized(s))
     }
 
     private func handle(_ e: SDL_Event) {
         switch e.type {
         case SDL_WINDOWEVENT.rawValue:
             let kind = UInt32(e.window.event)
+            // Shown, exposed, resized, moved between screens: the picture must be drawn again.
+            needsDisplay = true
             if kind == SDL_WINDOWEVENT_SIZE_CHANGED.rawValue {
-                syncRootLayer()
-                eventHandler?(.resized(size))
+                reportResize()
             } else if kind == SDL_WINDOWEVENT_CLOSE.rawValue {
                 eventHandler?(.closeRequested)
             }
@@ -264,8 +315,9 @@ public final class PreviewWindow {
     }
 
     /// Runs the windows from a command-line `main.swift` (top-level code, not from inside a task
-    /// or a main-queue block): handles events, draws every shown window about `framesPerSecond`
-    /// times a second, and between frames runs the main run loop, so `DispatchQueue.main` work
+    /// or a main-queue block): handles events, up to `framesPerSecond` times a second draws every
+    /// shown window that has something new to show (a layer changed, a camera frame came, the
+    /// window was exposed or resized), and between frames runs the main run loop, so `DispatchQueue.main` work
     /// and main-actor tasks run beside it. Returns when the last window closes or
     /// `stopEventLoop()` is called.
     public static func runEventLoop(framesPerSecond: Double = 60) {
@@ -274,7 +326,7 @@ public final class PreviewWindow {
         while !loopStopped && !windows.isEmpty {
             let deadline = Date(timeIntervalSinceNow: period)
             processEvents()
-            for w in windows where w.isShown { w.render() }
+            for w in windows where w.isShown { w.renderIfChanged() }
             // Main-queue blocks and timers, until the next frame is due.
             while !loopStopped, Date() < deadline {
                 if !RunLoop.main.run(mode: .default, before: deadline) {
@@ -309,14 +361,51 @@ public final class PreviewWindow {
     /// Draws the layer tree now (`runEventLoop` does this for every frame). Preview layers take
     /// their newest frame, upload it and let go of it; without a new frame they show the last.
     public func render() {
-        guard let renderer else { return }
+        guard renderer != nil else { return }
         SDLVideo.checkThread()
+        draw(snapshot())
+    }
+
+    /// Draws the layer tree if it would look different from the last drawn frame.
+    func renderIfChanged() {
+        guard renderer != nil else { return }
+        SDLVideo.checkThread()
+        let commands = snapshot()
+        let changed = needsDisplay || commands.count != lastDrawn.count ||
+            zip(commands, lastDrawn).contains { !$0.drawsTheSame(as: $1) } ||
+            commands.contains { $0.video?.source.hasNewFrame ?? false }
+        if changed { draw(commands) }
+    }
+
+    private func snapshot() -> [DrawCommand] {
         var commands: [DrawCommand] = []
         Layer.locked {
             // The root layer's frame is the window; its superlayer space is the window.
             rootLayer.snapshotLocked(into: &commands, origin: .zero, opacity: 1, clip: nil)
         }
-        SDL_SetRenderDrawColor(renderer, 0, 0, 0, 255)
+        return commands
+    }
+
+    /// Frames drawn so far (tests: the event loop skips unchanged frames).
+    private(set) var framesRendered = 0
+
+    private func draw(_ commands: [DrawCommand]) {
+        guard let renderer else { return }
+        framesRendered += 1
+        needsDisplay = false
+        lastDrawn = commands
+        // An opaque root background covering the window is the clear colour instead of a fill
+        // (with a software OpenGL every full-window pass costs).
+        var commands = commands
+        var clear = Color.black
+        if var root = commands.first, root.layer == ObjectIdentifier(rootLayer), root.clip == nil, root.cornerRadius == 0, let bg = root.background,
+           bg.alpha * root.opacity >= 1, root.rect.contains(CGRect(origin: .zero, size: size)) {
+            clear = bg
+            root.background = nil
+            commands[0] = root
+        }
+        func byte(_ v: Double) -> UInt8 { UInt8(max(0, min(255, (v * 255).rounded()))) }
+        SDL_SetRenderDrawColor(renderer, byte(clear.red), byte(clear.green), byte(clear.blue), 255)
         SDL_RenderSetClipRect(renderer, nil)
         SDL_RenderClear(renderer)
         var seen = Set<ObjectIdentifier>()
@@ -350,17 +439,29 @@ public final class PreviewWindow {
         SDL_FRect(x: Float(r.minX), y: Float(r.minY), w: Float(r.width), h: Float(r.height))
     }
 
-    private func fill(_ rect: CGRect, _ color: Color, opacity: Double, _ r: OpaquePointer) {
+    private func fill(_ rect: CGRect, _ color: Color, opacity: Double, _ r: OpaquePointer, rounded parts: [CGRect]? = nil) {
         func byte(_ v: Double) -> UInt8 { UInt8(max(0, min(255, (v * 255).rounded()))) }
         let a = color.alpha * opacity
         guard a > 0, rect.width > 0, rect.height > 0 else { return }
         SDL_SetRenderDrawColor(r, byte(color.red), byte(color.green), byte(color.blue), byte(a))
+        // Opaque fills replace what is under them: no blending (a read-back per pixel).
+        SDL_SetRenderDrawBlendMode(r, byte(a) == 255 ? SDL_BLENDMODE_NONE : SDL_BLENDMODE_BLEND)
+        if let parts {
+            let rects = parts.map(Self.frect)
+            _ = rects.withUnsafeBufferPointer { SDL_RenderFillRectsF(r, $0.baseAddress, Int32($0.count)) }
+            return
+        }
         var f = Self.frect(rect)
         SDL_RenderFillRectF(r, &f)
     }
 
     private func draw(_ c: DrawCommand, _ r: OpaquePointer) {
         setClip(c.clip, r)
+        if c.isBorder, c.cornerRadius > 0 {
+            fill(c.rect, c.borderColor, opacity: c.opacity, r,
+                 rounded: RoundedRect.ring(c.rect, radius: c.cornerRadius, width: c.borderWidth))
+            return
+        }
         if c.isBorder {
             let w = min(c.borderWidth, c.rect.width / 2, c.rect.height / 2), b = c.rect
             for part in [CGRect(x: b.minX, y: b.minY, width: b.width, height: w),
@@ -371,7 +472,9 @@ public final class PreviewWindow {
             }
             return
         }
-        if let bg = c.background { fill(c.rect, bg, opacity: c.opacity, r) }
+        if let bg = c.background {
+            fill(c.rect, bg, opacity: c.opacity, r, rounded: c.cornerRadius > 0 ? RoundedRect.fill(c.rect, radius: c.cornerRadius) : nil)
+        }
         if let image = c.contents { drawImage(image, c, r) }
         if let video = c.video { drawVideo(video, c, r) }
     }
@@ -427,7 +530,11 @@ public final class PreviewWindow {
         g.bounds = c.rect
         let drawing = g.textureDrawing
         setClip(c.videoClip, r)
-        SDL_SetTextureAlphaMod(t.texture, UInt8(max(0, min(255, (c.opacity * 255).rounded()))))
+        let alpha = UInt8(max(0, min(255, (c.opacity * 255).rounded())))
+        SDL_SetTextureAlphaMod(t.texture, alpha)
+        // Camera pictures are opaque: blending (reading back what is under them) only for a
+        // translucent layer; with a software OpenGL it is a large part of the cost of a frame.
+        SDL_SetTextureBlendMode(t.texture, alpha == 255 ? SDL_BLENDMODE_NONE : SDL_BLENDMODE_BLEND)
         if t.format != SDL_PIXELFORMAT_ARGB8888.rawValue && t.format != SDL_PIXELFORMAT_RGB888.rawValue &&
             t.format != SDL_PIXELFORMAT_RGB24.rawValue && t.format != SDL_PIXELFORMAT_BGR24.rawValue {
             // YUV textures: the levels of the frame's range, read when the texture is drawn.
@@ -450,6 +557,11 @@ public final class PreviewWindow {
         case .nv12, .nv12m: SDL_PIXELFORMAT_NV12.rawValue
         case .nv21, .nv21m: SDL_PIXELFORMAT_NV21.rawValue
         case .yuv420, .yuv420m: SDL_PIXELFORMAT_IYUV.rawValue
+        // No SDL format of their own: 4:2:2 chroma is read every other row (4:2:0, no copy),
+        // grey gets neutral chroma planes.
+        case .yuv422p, .grey: SDL_PIXELFORMAT_IYUV.rawValue
+        case .nv16: SDL_PIXELFORMAT_NV12.rawValue
+        case .nv61: SDL_PIXELFORMAT_NV21.rawValue
         case .yvu420: SDL_PIXELFORMAT_YV12.rawValue
         // V4L2's AR24/XR24 are B, G, R, A bytes: SDL's ARGB8888/RGB888 words on little-endian.
         case .bgra32: SDL_PIXELFORMAT_ARGB8888.rawValue
@@ -504,6 +616,32 @@ public final class PreviewWindow {
         SDL_SetYUVConversionMode(full ? SDL_YUV_CONVERSION_JPEG : SDL_YUV_CONVERSION_BT601)
         let pitch = sample.bytesPerRow(plane: 0)
         switch pf {
+        case .nv16, .nv61:
+            // The 4:2:2 chroma plane (full height) read with twice its pitch: every other row.
+            sample.withUnsafeBytes(plane: 0) { all in
+                guard let yBase = all.baseAddress, all.count >= 2 * pitch * h else { return }
+                _ = SDL_UpdateNVTexture(tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                                        (yBase + pitch * h).assumingMemoryBound(to: UInt8.self), Int32(2 * pitch))
+            }
+        case .yuv422p:
+            let cPitch = pitch / 2
+            sample.withUnsafeBytes(plane: 0) { all in
+                guard let base = all.baseAddress, h >= 1, all.count >= pitch * h + 2 * cPitch * h else { return }
+                let u = base + pitch * h, v = u + cPitch * h
+                _ = SDL_UpdateYUVTexture(tex, nil, base.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                                         u.assumingMemoryBound(to: UInt8.self), Int32(2 * cPitch),
+                                         v.assumingMemoryBound(to: UInt8.self), Int32(2 * cPitch))
+            }
+        case .grey:
+            let cPitch = (w + 1) / 2, ch = (h + 1) / 2
+            if neutralChroma.count < cPitch * ch { neutralChroma = [UInt8](repeating: 128, count: cPitch * ch) }
+            sample.withUnsafeBytes(plane: 0) { y in
+                guard let yBase = y.baseAddress, y.count >= pitch * (h - 1) + w else { return }
+                neutralChroma.withUnsafeBufferPointer { c in
+                    _ = SDL_UpdateYUVTexture(tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                                             c.baseAddress, Int32(cPitch), c.baseAddress, Int32(cPitch))
+                }
+            }
         case .nv12, .nv21, .nv12m, .nv21m:
             let uvPitch = sample.planeCount > 1 ? sample.bytesPerRow(plane: 1) : pitch
             sample.withUnsafeBytes(plane: 0) { y in

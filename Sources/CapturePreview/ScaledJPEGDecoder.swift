@@ -4,9 +4,10 @@ internal import CTurboJPEG
 /// gives the smallest picture still at least as large as it is drawn, so a 1080p frame in a small
 /// window costs a fraction of a full decode. Treats the bytes as hostile as `JPEGDecoder` does
 /// (pixel cap before allocating, stop on warnings, limited scans). One thread at a time.
-final class ScaledJPEGDecoder {
+/// Package access: capture-bench measures it against TurboJPEG called directly.
+package final class ScaledJPEGDecoder {
     private var handle: tjhandle?
-    private(set) var pixels: [UInt8] = []
+    package private(set) var pixels: [UInt8] = []
     private static let flags = Int32(TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)
     private static let maximumPixelCount = 8192 * 8192
     /// TurboJPEG's factors, largest first.
@@ -17,11 +18,13 @@ final class ScaledJPEGDecoder {
             .sorted { $0.num * $1.denom > $1.num * $0.denom }
     }()
 
+    package init() {}
+
     deinit { if let handle { tjDestroy(handle) } }
 
     /// The scaled size for a frame of `width`x`height` drawn at `target` pixels: the smallest
     /// factor not below the target in either direction, at most 1 (full size).
-    static func scaledSize(width: Int, height: Int, target: (width: Int, height: Int)) -> (width: Int, height: Int) {
+    package static func scaledSize(width: Int, height: Int, target: (width: Int, height: Int)) -> (width: Int, height: Int) {
         var best = (width, height)
         for f in factors where f.num <= f.denom {
             let w = (width * f.num + f.denom - 1) / f.denom, h = (height * f.num + f.denom - 1) / f.denom
@@ -32,7 +35,7 @@ final class ScaledJPEGDecoder {
 
     /// Decodes into `pixels` as B, G, R, A bytes (SDL's ARGB8888); nil for damaged or oversized
     /// frames.
-    func decode(_ jpeg: UnsafeRawBufferPointer, target: (width: Int, height: Int)) -> (width: Int, height: Int)? {
+    package func decode(_ jpeg: UnsafeRawBufferPointer, target: (width: Int, height: Int)) -> (width: Int, height: Int)? {
         guard let base = jpeg.baseAddress?.assumingMemoryBound(to: UInt8.self), jpeg.count >= 4 else { return nil }
         if handle == nil { handle = tjInitDecompress() }
         guard let h = handle else { return nil }

@@ -36,7 +36,7 @@ usage: capture devices [--json]
        capture audio [--device ID|ALSA-NAME|virtual] [--seconds S] [--output FILE.wav] [--json]
        capture preview [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
                        [--window WxH] [--gravity resizeAspect|resizeAspectFill|resize] [--fullscreen] [--mirror]
-                       (keys: space takes a still into the album, t toggles cameras, i prints fps and drops,
+                       (keys: space takes a still into the album, t toggles cameras, i shows fps, drops and format,
                        q or Esc quits)
 """
 
@@ -369,7 +369,8 @@ func audioCommand(_ args: Arguments) throws {
 }
 
 /// A window with the live picture: space takes a still into the album (printing its path), `t`
-/// switches to the other camera inside begin/commitConfiguration, `i` prints fps and drops,
+/// switches to the other camera inside begin/commitConfiguration, `i` shows or hides an overlay
+/// with fps, drops, pixel format and size,
 /// q/Esc (or the window's close button, Ctrl-C, SIGTERM) quits with status 0.
 @MainActor
 func previewCommand(_ args: Arguments) throws {
@@ -401,6 +402,8 @@ func previewCommand(_ args: Arguments) throws {
     let window = try PreviewWindow(title: "capture preview: \(device.localizedName)", size: CGSize(width: windowSize.width, height: windowSize.height))
     preview.frame = window.rootLayer.bounds
     window.rootLayer.addSublayer(preview)
+    let info = PreviewInfoOverlay(preview: preview)
+    window.rootLayer.addSublayer(info.layer)
     var current = device
     let errors = ErrorBox()
     session.addEventHandler { event in
@@ -460,11 +463,10 @@ func previewCommand(_ args: Arguments) throws {
         case .keyDown(Key("t"), false):
             toggleCamera()
         case .keyDown(Key("i"), false):
-            let s = preview.statistics
-            let f = preview.videoFormat.map { "\($0.dimensions) \($0.pixelFormat)" } ?? "no frame yet"
-            say("\(current.localizedName): \(f), \(s.framesDrawn) drawn, \(s.framesReplaced) replaced, \(s.framesDropped) dropped")
+            info.toggle(in: window.rootLayer)
         case .resized:
             preview.frame = window.rootLayer.bounds
+            info.place(in: window.rootLayer)
         default:
             break
         }

@@ -121,7 +121,7 @@ extension DisplayTests {
             #expect(lines.count == 1 && lines[0].contains("display") && lines[0].contains("capture serve"), "stderr: \(run.stderr)")
         }
 
-        @Test func shutterToggleAndEscape() throws {
+        @Test func shutterToggleInfoAndEscape() throws {
             let x = try XvfbDisplay.shared()
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
@@ -170,6 +170,41 @@ extension DisplayTests {
             try Self.xdotool(x.display, ["key", "t"])
             #expect(run.waitFor { $0.contains("camera: Virtual Front Camera") }, "toggle back: \(run.stdout) \(run.stderr)")
 
+            // `i`: the info overlay in the window's bottom-left corner, over the white, yellow and
+            // cyan bars (no pixel there is dark, none pure white); `i` again takes it away.
+            let area = CGRect(x: (900 - 320) / 2 + 12, y: (900 - 180) / 2 + 128, width: 96, height: 40)
+            func overlayShown() throws -> (dark: Int, bright: Int, all: Int) {
+                let shot = try x.screenshot(of: area)
+                var dark = 0, bright = 0
+                for yy in 0..<shot.height {
+                    for xx in 0..<shot.width {
+                        let p = shot.pixel(x: xx, y: yy)
+                        if p.r < 90 && p.g < 90 && p.b < 90 { dark += 1 }
+                        if p.r > 240 && p.g > 240 && p.b > 240 { bright += 1 }
+                    }
+                }
+                return (dark, bright, shot.width * shot.height)
+            }
+            func waitForOverlay(_ shown: Bool) throws -> (dark: Int, bright: Int, all: Int) {
+                var last = try overlayShown()
+                for _ in 0..<200 {
+                    let on = last.dark > last.all / 2 && last.bright > 20
+                    let off = last.dark == 0 && last.bright == 0
+                    if shown ? on : off { break }
+                    usleep(100_000)
+                    last = try overlayShown()
+                }
+                return last
+            }
+            let before = try waitForOverlay(false)
+            #expect(before.dark == 0 && before.bright == 0, "before i: the overlay's area is not the bars: \(before)")
+            try Self.xdotool(x.display, ["key", "i"])
+            let shown = try waitForOverlay(true)
+            #expect(shown.dark > shown.all / 2 && shown.bright > 20, "after i: no overlay (dark, white text) in \(area): \(shown)")
+            try Self.xdotool(x.display, ["key", "i"])
+            let hidden = try waitForOverlay(false)
+            #expect(hidden.dark == 0 && hidden.bright == 0, "after i again: the overlay stayed: \(hidden)")
+
             try Self.xdotool(x.display, ["key", "Escape"])
             let status = run.exitStatus()
             #expect(status == 0, "Esc: exit status \(String(describing: status)), stderr: \(run.stderr)")
@@ -211,18 +246,38 @@ extension DisplayTests {
             #expect(saved.count == 1 && saved[0].hasSuffix(".jpg"), "album: \(saved)")
         }
 
-        @Test func sigtermClosesCleanly() throws {
+        @Test func fullscreenCoversTheScreenAndSigtermClosesCleanly() throws {
             let x = try XvfbDisplay.shared()
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
-            let run = try Run(["preview", "--device", "virtual", "--window", "160x90", "--gravity", "resizeAspectFill", "--mirror"],
+            let run = try Run(["preview", "--device", "virtual", "--window", "160x90", "--gravity", "resizeAspectFill", "--mirror", "--fullscreen"],
                               environment: Self.environment(display: x.display, home: home))
+            defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
             var found = false
             for _ in 0..<300 where !found {
                 found = (try? Self.xdotool(x.display, ["search", "--name", "capture preview"])) != nil
                 if !found { usleep(100_000) }
             }
             #expect(found, "no window appeared; stderr: \(run.stderr)")
+            // The picture fills the 900x900 screen (aspect fill cuts the 16:9 picture's sides;
+            // mirrored, the left edge is inside the blue bar, the right inside the yellow one): no
+            // corner shows the root window's colour.
+            var uncovered: [String] = ["no screenshot"]
+            for _ in 0..<300 where !uncovered.isEmpty {
+                uncovered = []
+                for (cx, cy) in [(0, 0), (898, 0), (0, 898), (898, 898)] {
+                    let p = try x.screenshot(of: CGRect(x: cx, y: cy, width: 2, height: 2)).pixel(x: 0, y: 0)
+                    if abs(p.r - XvfbDisplay.rootColor.r) <= 8 && abs(p.g - XvfbDisplay.rootColor.g) <= 8 && abs(p.b - XvfbDisplay.rootColor.b) <= 8 {
+                        uncovered.append("(\(cx),\(cy))")
+                    }
+                }
+                let row = try x.screenshot(of: CGRect(x: 0, y: 700, width: 900, height: 1))
+                let left = row.pixel(x: 4, y: 0), right = row.pixel(x: 895, y: 0)
+                if !(left.r < 40 && left.g < 40 && abs(left.b - 191) < 40) { uncovered.append("left edge \(left), not blue") }
+                if !(abs(right.r - 191) < 40 && abs(right.g - 191) < 40 && right.b < 40) { uncovered.append("right edge \(right), not yellow") }
+                if !uncovered.isEmpty { usleep(100_000) }
+            }
+            #expect(uncovered.isEmpty, "--fullscreen does not cover the screen: \(uncovered); stderr: \(run.stderr)")
             kill(run.process.processIdentifier, SIGTERM)
             let status = run.exitStatus()
             #expect(status == 0, "SIGTERM: exit status \(String(describing: status)), stderr: \(run.stderr)")

@@ -52,7 +52,7 @@ extension DisplayTests {
         /// Checks a grid of window points against what the preview's geometry says is there: a bar
         /// colour on the picture (away from bar edges and the counter rows at the top), the letterbox
         /// colour off it. Returns what did not match.
-        static func pictureMismatches(_ shot: RGBImage, _ rig: Rig) -> [String] {
+        static func pictureMismatches(_ shot: RGBImage, _ rig: Rig, grey: Bool = false) -> [String] {
             let g = rig.preview.geometry, size = rig.window.size
             var bad: [String] = []
             for wy in stride(from: 3, to: Int(size.height) - 3, by: 9) {
@@ -66,7 +66,11 @@ extension DisplayTests {
                         let bar = d.x * 8, i = Int(bar)
                         guard bar - Double(i) > 0.2, bar - Double(i) < 0.8 else { continue }
                         let e = ColorBars.expected[i]
-                        if !near(p, (e.r, e.g, e.b)) { bad.append("(\(wx),\(wy)) is \(p), not \(e.name)") }
+                        if grey {
+                            // A grey camera's bars: their BT.601 luma, the same on all three channels.
+                            let y = Int((0.299 * Double(e.r) + 0.587 * Double(e.g) + 0.114 * Double(e.b)).rounded())
+                            if !near(p, (y, y, y), tolerance: 14) { bad.append("(\(wx),\(wy)) is \(p), not the grey \(y) of \(e.name)") }
+                        } else if !near(p, (e.r, e.g, e.b)) { bad.append("(\(wx),\(wy)) is \(p), not \(e.name)") }
                     }
                 }
             }
@@ -203,14 +207,14 @@ extension DisplayTests {
             #expect(problems.isEmpty, "\(problems.prefix(8))")
         }
 
-        @Test(arguments: [PixelFormat.nv12, .yuv420, .uyvy, .mjpeg])
+        @Test(arguments: [PixelFormat.nv12, .yuv420, .uyvy, .mjpeg, .yuv422p, .nv16, .grey])
         func everyUploadPathShowsTheBars(format: PixelFormat) async throws {
             let problems = try await UIThread.run { () throws -> [String] in
                 let x = try XvfbDisplay.shared()
                 let rig = try Rig(.init(format, width: 640, height: 360, frameRates: [30]))
                 defer { rig.close() }
                 rig.preview.videoGravity = .resizeAspect
-                var found = try Self.settle(rig, x) { Self.pictureMismatches($0, rig) }
+                var found = try Self.settle(rig, x) { Self.pictureMismatches($0, rig, grey: format == .grey) }
                 if rig.preview.videoFormat?.pixelFormat != format { found.append("frames came as \(String(describing: rig.preview.videoFormat))") }
                 // MJPEG is decoded at the scaling factor nearest the drawn size (300x169 here): 1/2.
                 if format == .mjpeg, let t = rig.window.videoTextureSize(of: rig.preview), t != (320, 180) {
@@ -219,6 +223,225 @@ extension DisplayTests {
                 return found
             }
             #expect(problems.isEmpty, "\(format): \(problems.prefix(8))")
+        }
+
+        @Test func fullscreenCoversTheScreenAndGoesBack() async throws {
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let rig = try Rig(.init(.yuyv, width: 640, height: 360, frameRates: [30]))
+                defer { rig.close() }
+                rig.preview.videoGravity = .resizeAspect
+                var found: [String] = []
+                var resized: CGSize?
+                rig.window.eventHandler = { if case .resized(let s) = $0 { resized = s; rig.preview.frame = rig.window.rootLayer.bounds } }
+                rig.window.isFullscreen = true
+                if !rig.window.isFullscreen { found.append("isFullscreen is false after setting it") }
+                let screen = CGSize(width: 900, height: 900)
+                let deadline = Date(timeIntervalSinceNow: 20)
+                // (Events, a resize too, reach the handler inside processEvents.)
+                while resized != screen, Date() < deadline {
+                    PreviewWindow.processEvents()
+                    Thread.sleep(forTimeInterval: 0.03)
+                }
+                if rig.window.size != screen { found.append("fullscreen window is \(rig.window.size), not the 900x900 screen") }
+                if rig.window.rootLayer.frame.size != screen { found.append("the root layer is \(rig.window.rootLayer.frame.size)") }
+                if resized != screen { found.append("no resize to the screen's size reported (\(String(describing: resized)))") }
+                rig.preview.frame = rig.window.rootLayer.bounds
+                // The whole screen is the window: its corners are the letterbox (not the root
+                // window's colour), the 16:9 picture spans the width in the middle.
+                // (Strips of the screen, not all of it: see XvfbDisplay.screenshot.)
+                func fullscreenFindings() -> [String] {
+                    guard let top = try? x.screenshot(of: CGRect(x: 0, y: 0, width: 900, height: 4)),
+                          let bottom = try? x.screenshot(of: CGRect(x: 0, y: 896, width: 900, height: 4)),
+                          let middle = try? x.screenshot(of: CGRect(x: 0, y: 548, width: 900, height: 4)) else { return ["no screenshot"] }
+                    var bad: [String] = []
+                    for (name, strip) in [("top", top), ("bottom", bottom)] {
+                        for cx in [1, 450, 898] where !Self.near(strip.pixel(x: cx, y: 2), Self.letterboxRGB) {
+                            bad.append("screen \(name) at x \(cx) is \(strip.pixel(x: cx, y: 2)), not the window's letterbox")
+                        }
+                    }
+                    // Bar by bar across the whole width.
+                    for (i, e) in ColorBars.expected.enumerated() {
+                        let p = middle.pixel(x: i * 900 / 8 + 56, y: 2)
+                        if !Self.near(p, (e.r, e.g, e.b)) { bad.append("\(e.name) bar at x \(i * 900 / 8 + 56) is \(p)") }
+                    }
+                    if !Self.near(middle.pixel(x: 2, y: 2), (191, 191, 191)) { bad.append("left edge \(middle.pixel(x: 2, y: 2)), not the white bar") }
+                    if !Self.near(middle.pixel(x: 897, y: 2), (0, 0, 0)) { bad.append("right edge \(middle.pixel(x: 897, y: 2)), not the black bar") }
+                    return bad
+                }
+                var last = ["not drawn"]
+                let shown = Date(timeIntervalSinceNow: 30)
+                while !last.isEmpty, Date() < shown {
+                    PreviewWindow.processEvents()
+                    rig.window.render()
+                    Thread.sleep(forTimeInterval: 0.05)
+                    last = fullscreenFindings()
+                }
+                found += last.prefix(6).map { "fullscreen: \($0)" }
+
+                rig.window.isFullscreen = false
+                let back = Date(timeIntervalSinceNow: 20)
+                while resized != CGSize(width: 300, height: 300), Date() < back {
+                    PreviewWindow.processEvents()
+                    Thread.sleep(forTimeInterval: 0.03)
+                }
+                if rig.window.isFullscreen || rig.window.size != CGSize(width: 300, height: 300) || resized != CGSize(width: 300, height: 300) {
+                    found.append("after leaving fullscreen: \(rig.window.isFullscreen), \(rig.window.size), reported \(String(describing: resized))")
+                }
+                // And the screen around the window is the root window's colour again.
+                var outside = (r: 0, g: 0, b: 0)
+                let uncovered = Date(timeIntervalSinceNow: 20)
+                repeat {
+                    PreviewWindow.processEvents()
+                    rig.window.render()
+                    outside = try x.screenshot(of: CGRect(x: 0, y: 0, width: 2, height: 2)).pixel(x: 0, y: 0)
+                } while !Self.near(outside, XvfbDisplay.rootColor, tolerance: 8) && Date() < uncovered
+                if !Self.near(outside, XvfbDisplay.rootColor, tolerance: 8) { found.append("after leaving fullscreen the screen corner is \(outside)") }
+                return found
+            }
+            #expect(problems.isEmpty, "\(problems.prefix(8))")
+        }
+
+        /// PNG bytes made by ImageMagick (RGB, RGBA, palette, grey).
+        static func png(_ spec: [String]) throws -> Data {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/convert")
+            p.arguments = spec
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            guard p.terminationStatus == 0, !data.isEmpty else { throw TestFailure("convert \(spec) failed") }
+            return data
+        }
+
+        @Test func pngContentsAreDrawnWithTheirAlpha() async throws {
+            let opaque = try Self.png(["-size", "40x30", "xc:#ff8000", "PNG24:-"])
+            let translucent = try Self.png(["-size", "40x30", "xc:rgba(255,255,255,0.5)", "PNG32:-"])
+            let palette = try Self.png(["-size", "40x30", "xc:#00ff00", "PNG8:-"])
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let window = try PreviewWindow(title: "png test", size: CGSize(width: 200, height: 120))
+                defer { window.close() }
+                window.rootLayer.backgroundColor = Color(red: 0, green: 0, blue: 1)
+                var found: [String] = []
+                for (i, data) in [opaque, translucent, palette].enumerated() {
+                    let l = Layer()
+                    l.frame = CGRect(x: 10 + 60 * i, y: 20, width: 50, height: 50)
+                    let image = try LayerImage(data: data)
+                    if image.width != 40 || image.height != 30 { found.append("image \(i) is \(image.width)x\(image.height)") }
+                    l.contents = image
+                    window.rootLayer.addSublayer(l)
+                }
+                window.show()
+                let expected = [(255, 128, 0), (128, 128, 255), (0, 255, 0)]
+                var last = ["no screenshot"]
+                let deadline = Date(timeIntervalSinceNow: 20)
+                while !last.isEmpty, Date() < deadline {
+                    PreviewWindow.processEvents()
+                    window.render()
+                    Thread.sleep(forTimeInterval: 0.05)
+                    let shot = try x.screenshot(of: CGRect(origin: window.position, size: window.size))
+                    last = expected.enumerated().compactMap { i, e in
+                        let p = shot.pixel(x: 35 + 60 * i, y: 45)
+                        return Self.near(p, e, tolerance: 8) ? nil : "PNG \(i) shows \(p), not \(e)"
+                    }
+                    if !Self.near(shot.pixel(x: 35, y: 100), (0, 0, 255), tolerance: 8) { last.append("below the images: \(shot.pixel(x: 35, y: 100))") }
+                }
+                return found + last
+            }
+            #expect(problems.isEmpty, "\(problems)")
+        }
+
+        @Test func theEventLoopDrawsOnlyWhatChanged() async throws {
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let window = try PreviewWindow(title: "changes", size: CGSize(width: 120, height: 90))
+                defer { window.close() }
+                let l = Layer()
+                l.frame = CGRect(x: 10, y: 10, width: 50, height: 50)
+                l.backgroundColor = Color(red: 1, green: 0, blue: 0)
+                window.rootLayer.addSublayer(l)
+                window.show()
+                var found: [String] = []
+                // Whatever the show and its first events asked for, then nothing new.
+                for _ in 0..<5 {
+                    PreviewWindow.processEvents()
+                    window.renderIfChanged()
+                    Thread.sleep(forTimeInterval: 0.05)
+                }
+                let n = window.framesRendered
+                window.renderIfChanged()
+                window.renderIfChanged()
+                if window.framesRendered != n { found.append("unchanged tree drawn again (\(n) -> \(window.framesRendered))") }
+                // A change from any thread shows at the next frame.
+                DispatchQueue.global().sync { l.backgroundColor = Color(red: 0, green: 1, blue: 0) }
+                window.renderIfChanged()
+                if window.framesRendered != n + 1 { found.append("a changed colour was not drawn (\(window.framesRendered))") }
+                var shown = (r: 0, g: 0, b: 0)
+                let deadline = Date(timeIntervalSinceNow: 20)
+                repeat {
+                    PreviewWindow.processEvents()
+                    window.renderIfChanged()
+                    shown = try x.screenshot(of: CGRect(origin: window.position, size: window.size)).pixel(x: 35, y: 35)
+                } while !Self.near(shown, (0, 255, 0), tolerance: 8) && Date() < deadline
+                if !Self.near(shown, (0, 255, 0), tolerance: 8) { found.append("the window shows \(shown), not the new green") }
+                let m = window.framesRendered
+                l.removeFromSuperlayer()
+                window.renderIfChanged()
+                if window.framesRendered != m + 1 { found.append("a removed layer was not drawn away") }
+                return found
+            }
+            #expect(problems.isEmpty, "\(problems)")
+        }
+
+        @Test func cornerRadiusRoundsTheBackgroundAndTheBorder() async throws {
+            let problems = try await UIThread.run { () throws -> [String] in
+                let x = try XvfbDisplay.shared()
+                let window = try PreviewWindow(title: "corners", size: CGSize(width: 200, height: 100))
+                defer { window.close() }
+                window.rootLayer.backgroundColor = Color(red: 0, green: 0, blue: 1)
+                let filled = Layer()
+                filled.frame = CGRect(x: 10, y: 10, width: 80, height: 60)
+                filled.backgroundColor = Color(red: 1, green: 0, blue: 0)
+                filled.cornerRadius = 20
+                let ringed = Layer()
+                ringed.frame = CGRect(x: 110, y: 10, width: 80, height: 60)
+                ringed.borderColor = .white
+                ringed.borderWidth = 4
+                ringed.cornerRadius = 16
+                window.rootLayer.addSublayer(filled)
+                window.rootLayer.addSublayer(ringed)
+                window.show()
+                let blue = (0, 0, 255), red = (255, 0, 0), white = (255, 255, 255)
+                // The corner pixel is outside the curve; the middle of each side and the centre are
+                // inside. The ring: white on the straight sides and across the curve (on the
+                // diagonal from the corner circle's centre (126, 26), 14 points out, between the
+                // inner radius 12 and the outer 16), blue at the corner and in the middle.
+                let d = 14 / 2.0.squareRoot()
+                let checks: [(String, Int, Int, (Int, Int, Int))] = [
+                    ("filled corner", 11, 11, blue), ("filled centre", 50, 40, red), ("filled left side", 11, 40, red),
+                    ("filled top side", 50, 11, red), ("filled just inside the curve", 18, 18, red),
+                    ("ring corner", 111, 11, blue), ("ring left side", 111, 40, white), ("ring top side", 150, 11, white),
+                    ("ring on the curve", Int(126 - d), Int(26 - d), white), ("ring middle", 150, 40, blue),
+                ]
+                var last = ["no screenshot"]
+                let deadline = Date(timeIntervalSinceNow: 20)
+                while !last.isEmpty, Date() < deadline {
+                    PreviewWindow.processEvents()
+                    window.render()
+                    Thread.sleep(forTimeInterval: 0.05)
+                    let shot = try x.screenshot(of: CGRect(origin: window.position, size: window.size))
+                    last = checks.compactMap { name, px, py, want in
+                        let p = shot.pixel(x: px, y: py)
+                        return Self.near(p, want, tolerance: 8) ? nil : "\(name) (\(px),\(py)) is \(p), not \(want)"
+                    }
+                }
+                return last
+            }
+            #expect(problems.isEmpty, "\(problems)")
         }
 
         @Test func twentyWindowsLeaveDescriptorsAndThreadsAtBaseline() async throws {
