@@ -1,0 +1,208 @@
+import Capture
+import CaptureRecording
+import Foundation
+import Testing
+
+/// `CaptureMovieFileOutput` on the virtual camera, in-process, read back with ffprobe.
+@Suite struct MovieFileOutputTests {
+    struct Case: Sendable, CustomStringConvertible {
+        var format: PixelFormat
+        var width: Int
+        var height: Int
+        var description: String { "\(format) \(width)x\(height)" }
+    }
+
+    /// H.264 in fragmented MP4 at two sizes, from NV12 as the camera gives it and from YUYV
+    /// converted by the session: ffprobe finds the codec and size asked, every frame the
+    /// recorder wrote, and the duration the limit set; the frames missing from the camera's
+    /// sequence were all reported dropped.
+    @Test(arguments: [Case(format: .nv12, width: 320, height: 240), Case(format: .yuyv, width: 640, height: 480)])
+    func h264MP4HasTheSizeFramesAndDurationAsked(_ c: Case) throws {
+        let rig = try RecordingRig("h264 \(c)", .init(c.format, width: c.width, height: c.height, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("h264")
+        defer { folder.remove() }
+        let movie = CaptureMovieFileOutput()
+        #expect(rig.session.canAddOutput(movie))
+        rig.session.addOutput(movie)
+        #expect(rig.session.outputs.isEmpty, "a movie output is a frame consumer, not one of the app's outputs")
+        #expect(movie.connection(with: .video) != nil)
+        movie.maxRecordedDuration = .seconds(2)
+        movie.setOutputSettings(.init(codec: .h264, rateControl: .quality(28)), for: movie.connection(with: .video))
+        try rig.session.start()
+        let url = folder.file("out.mp4")
+        let events = RecordingEvents()
+        #expect(!movie.isRecording)
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(movie.isRecording)
+        #expect(events.waitForFinish(), "the recording never finished")
+        #expect(!movie.isRecording)
+        // Started, then finished by the limit, with AVFoundation's "finished successfully".
+        let error = try #require(events.finishError ?? nil)
+        #expect(error.code == .maximumDurationReached && error.recordingSuccessfullyFinished, "\(error)")
+        #expect(events.events.first == .started(url) && events.events.count == 2, "\(events.events)")
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.encoder == "libx264")
+        let probe = try Probe(url)
+        #expect(probe.codec == "h264" && probe.width == c.width && probe.height == c.height, "\(probe)")
+        #expect(probe.frameRate == "30/1", "\(probe)")
+        #expect(probe.frames == summary.framesWritten, "ffprobe read \(probe.frames), the recorder wrote \(summary.framesWritten)")
+        #expect(probe.startTime.magnitude < 0.001, "the first frame is at 0: \(probe.startTime)")
+        // The file's duration is the recorder's (first frame to the end of the last).
+        #expect(abs(probe.duration - summary.duration.seconds) < 0.002, "ffprobe \(probe.duration) s, recorder \(summary.duration)")
+        // Every frame of the camera's sequence from the first written to the last was written or
+        // reported dropped.
+        let range = try #require(summary.sequenceRange)
+        let dropped = summary.framesDropped.values.reduce(0, +)
+        #expect(summary.framesWritten + dropped >= range.count, "\(summary.framesWritten) written + \(dropped) dropped of \(range.count)")
+        #expect(summary.framesWritten <= range.count)
+        // The limit: 2 s within a frame, unless frames were lost at the end.
+        let frame = 1.0 / 30
+        #expect(summary.duration.seconds <= 2 + frame / 2 + 0.0001, "\(summary.duration)")
+        if dropped == 0 {
+            #expect(summary.duration.seconds >= 2 - frame - 0.0001, "\(summary.duration)")
+            #expect(abs(summary.framesWritten - 60) <= 1, "\(summary.framesWritten) frames in 2 s at 30 fps")
+        }
+        #expect(summary.fileSize == (try FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int64))
+    }
+
+    /// An MJPEG camera recorded as MJPEG into Matroska: each frame in the file is byte for byte
+    /// the camera's frame (no re-encode), in the camera's order.
+    @Test func mjpegIntoMKVIsPassedThrough() throws {
+        let rig = try RecordingRig("mjpeg", .init(.mjpeg, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("mjpeg")
+        defer { folder.remove() }
+        // What the camera sent, from an app output that takes its frames as they are.
+        let cameraFrames = LockedFrames()
+        let app = CaptureVideoDataOutput()
+        app.alwaysDiscardsLateVideoFrames = false
+        let appDelegate = FrameSaver(cameraFrames)
+        app.setSampleBufferDelegate(appDelegate, queue: DispatchQueue(label: "test.camera-frames"))
+        rig.session.addOutput(app)
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        movie.maxRecordedDuration = .milliseconds(1500)
+        movie.setOutputSettings(.init(codec: .mjpeg), for: nil)
+        try rig.session.start()
+        let url = folder.file("out.mkv")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(events.waitForFinish())
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.error?.code == .maximumDurationReached)
+        #expect(summary.encoder == "passthrough")
+        rig.session.stopRunning()
+        let probe = try Probe(url)
+        #expect(probe.codec == "mjpeg" && probe.width == 320 && probe.height == 240 && probe.formatName.contains("matroska"), "\(probe)")
+        #expect(probe.frames == summary.framesWritten)
+        // The file's packets, one JPEG each.
+        let packets = folder.url.appendingPathComponent("packets")
+        try FileManager.default.createDirectory(at: packets, withIntermediateDirectories: true)
+        let r = try run("/usr/bin/ffmpeg", ["-v", "error", "-i", url.path, "-map", "0:v", "-c", "copy", "-f", "image2",
+                                            packets.appendingPathComponent("%05d.jpg").path])
+        #expect(r.status == 0, "\(r.err)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: packets.path).sorted()
+        #expect(names.count == summary.framesWritten && names.count >= 30, "\(names.count) packets, \(summary.framesWritten) written")
+        let bySequence = cameraFrames.all
+        var index: [Data: UInt64] = [:]
+        for (seq, data) in bySequence { index[data] = seq }
+        var sequences: [UInt64] = []
+        for name in names {
+            let data = try Data(contentsOf: packets.appendingPathComponent(name))
+            guard let seq = index[data] else {
+                Issue.record("packet \(name) (\(data.count) bytes) is none of the camera's \(bySequence.count) frames")
+                return
+            }
+            sequences.append(seq)
+        }
+        #expect(zip(sequences, sequences.dropFirst()).allSatisfy { $0 < $1 }, "in the camera's order")
+        #expect(sequences.first == summary.sequenceRange?.lowerBound && sequences.last == summary.sequenceRange?.upperBound)
+    }
+
+    /// The async form returns the summary when the limit ends the recording, and a bad
+    /// destination throws a typed error and leaves nothing behind.
+    @Test func asyncFormAndBadDestinations() async throws {
+        let rig = try RecordingRig("async", .init(.nv12, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("async")
+        defer { folder.remove() }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        try rig.session.start()
+
+        // A folder that does not exist: typed error, no file, never started.
+        let missing = folder.url.appendingPathComponent("no-such-folder/out.mp4")
+        let events = RecordingEvents()
+        movie.startRecording(to: missing, recordingDelegate: events)
+        #expect(events.waitForFinish())
+        let e1 = try #require(events.finishError ?? nil)
+        #expect(e1.code == .cannotWriteFile && !e1.recordingSuccessfullyFinished, "\(e1)")
+        #expect(e1.message.contains("does not exist"), "\(e1.message)")
+        #expect(events.events.count == 1, "no didStart for a file never made: \(events.events)")
+        #expect(!FileManager.default.fileExists(atPath: missing.path))
+        #expect(!movie.isRecording)
+
+        // A container the output does not write.
+        do {
+            _ = try await movie.record(to: folder.file("out.avi"))
+            Issue.record("an .avi recording started")
+        } catch {
+            #expect(error.code == .unsupportedContainer, "\(error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: folder.file("out.avi").path))
+
+        // A good one: the limit ends it, the summary comes back.
+        movie.maxRecordedDuration = .seconds(1)
+        let url = folder.file("async.mkv")
+        let summary = try await movie.record(to: url)
+        #expect(summary.error?.code == .maximumDurationReached)
+        #expect(summary.framesWritten > 0 && summary.duration.seconds <= 1 + 1.0 / 60 + 0.0001, "\(summary)")
+        let probe = try Probe(url)
+        #expect(probe.codec == "h264" && probe.frames == summary.framesWritten && probe.formatName.contains("matroska"), "\(probe)")
+        #expect(abs(probe.duration - summary.duration.seconds) < 0.002, "ffprobe \(probe.duration) s, recorder \(summary.duration)")
+    }
+
+    /// A second start while recording is refused with a typed error, and the first recording
+    /// goes on; stopRecording finishes it with no error.
+    @Test func aSecondStartIsRefusedAndStopFinishes() throws {
+        let rig = try RecordingRig("twice", .init(.nv12, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("twice")
+        defer { folder.remove() }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        try rig.session.start()
+        let first = RecordingEvents(), second = RecordingEvents()
+        movie.startRecording(to: folder.file("a.mp4"), recordingDelegate: first)
+        movie.startRecording(to: folder.file("b.mp4"), recordingDelegate: second)
+        #expect(second.waitForFinish())
+        #expect((second.finishError ?? nil)?.code == .invalidState)
+        // Wait for frames to be written, then stop.
+        let end = Date().addingTimeInterval(60)
+        while movie.recordedFrameCount < 15, Date() < end { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(movie.recordedFrameCount >= 15)
+        movie.stopRecording()
+        #expect(first.waitForFinish())
+        #expect(first.finishError == .some(nil), "stopped: no error")
+        let summary = try #require(movie.lastRecording)
+        #expect(try Probe(folder.file("a.mp4")).frames == summary.framesWritten)
+        #expect(!FileManager.default.fileExists(atPath: folder.file("b.mp4").path))
+    }
+}
+
+/// Camera frames by sequence number.
+final class LockedFrames: @unchecked Sendable {
+    private let lock = NSLock()
+    private var frames: [UInt64: Data] = [:]
+    func add(_ seq: UInt64, _ data: Data) { lock.withLock { frames[seq] = data } }
+    var all: [UInt64: Data] { lock.withLock { frames } }
+}
+
+final class FrameSaver: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+    let frames: LockedFrames
+    init(_ frames: LockedFrames) { self.frames = frames }
+    func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+        frames.add(sampleBuffer.sequenceNumber, sampleBuffer.data())
+    }
+}
