@@ -28,7 +28,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     private var shared = Shared()
     /// Touched only on `queue`.
     private var active: Recording?
-    var eventToken: UUID?
+    /// The session event handler of `addOutput` (ends a recording when the session stops).
+    var eventToken: UUID? {
+        get { locked { $0.eventToken } }
+        set { locked { $0.eventToken = newValue } }
+    }
 
     private struct Shared {
         var isRecording = false
@@ -42,6 +46,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         var defaultSettings = MovieOutputSettings()
         var settings: [ObjectIdentifier: MovieOutputSettings] = [:]
         var last: RecordingSummary?
+        var eventToken: UUID?
     }
 
     private final class Recording {
@@ -61,6 +66,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         var firstSequence: UInt64?
         var lastSequence: UInt64?
         var format: (PixelFormat, VideoDimensions)?
+        /// When `startRecording` was called: frames captured before are not part of it.
+        var requested = CaptureTime.now()
         init(url: URL, delegate: any CaptureFileOutputRecordingDelegate, settings: MovieOutputSettings, maxDuration: Duration?,
              maxFileSize: Int64?, writer: MovieWriter) {
             self.url = url
@@ -171,6 +178,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             queue.async { delegate.fileOutput(self, didFinishRecordingTo: outputFileURL, from: [], error: refused) }
             return
         }
+        let requested = CaptureTime.now()
         let connection = consumer.connection(with: .video)
         let (settings, maxDuration, maxFileSize, fragment) = locked { s in
             ((connection.flatMap { s.settings[ObjectIdentifier($0)] } ?? s.defaultSettings), s.maxDuration, s.maxFileSize, s.fragmentInterval)
@@ -191,8 +199,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             case .failure(let error):
                 finishDelegate(delegate, url: outputFileURL, summary: nil, error: error)
             case .success(let writer):
-                active = Recording(url: outputFileURL, delegate: delegate, settings: settings, maxDuration: maxDuration,
-                                   maxFileSize: maxFileSize, writer: writer)
+                let rec = Recording(url: outputFileURL, delegate: delegate, settings: settings, maxDuration: maxDuration,
+                                    maxFileSize: maxFileSize, writer: writer)
+                rec.requested = requested
+                active = rec
                 // From here on frames come in the recording's product.
                 consumer.videoSettings = settings.codec == .h264
                     ? .init(pixelFormat: .nv12)
@@ -231,7 +241,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         guard let rec = active, let pixelFormat = sample.pixelFormat, let dims = sample.dimensions else { return }
         // Frames asked for before this recording (another product) are not part of it.
         let wanted: Bool = rec.settings.codec == .h264 ? (pixelFormat == .nv12 || pixelFormat == .yuv420) : pixelFormat == .jpeg
-        guard wanted else { return }
+        guard wanted, !(sample.presentationTimeStamp < rec.requested) else { return }
         if !rec.began {
             let interval = connection.device?.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
             rec.frameNanoseconds = Int64(interval.numerator) * 1_000_000_000 / Int64(max(1, interval.denominator))

@@ -122,6 +122,11 @@ final class MovieWriter {
                 av_dict_set(&opts, "frag_duration", "\(fragmentMicroseconds * 2)", 0)
             }
         }
+        if container == .matroska {
+            // A cluster per fragment interval (FFmpeg's default is 5 s), so the file grows, and
+            // keeps what it has, as often as an MP4's fragments.
+            av_dict_set(&opts, "cluster_time_limit", "\(max(1, fragmentMicroseconds / 1000))", 0)
+        }
         let h = avformat_write_header(format, &opts)
         guard h >= 0 else { throw writeError(h, "writing the header", path: path) }
         headerWritten = true

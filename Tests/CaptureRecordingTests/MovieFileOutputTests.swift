@@ -45,7 +45,12 @@ import Testing
         #expect(summary.encoder == "libx264")
         let probe = try Probe(url)
         #expect(probe.codec == "h264" && probe.width == c.width && probe.height == c.height, "\(probe)")
-        #expect(probe.frameRate == "30/1", "\(probe)")
+        // The packets carry the capture clock's times: increasing, one frame interval apart
+        // (the median gap; a lost frame leaves a gap of two).
+        let times = try packetTimes(url)
+        #expect(times.count == summary.framesWritten && zip(times, times.dropFirst()).allSatisfy { $0 < $1 }, "\(times.count) packets")
+        let gap = try #require(medianGap(times))
+        #expect(abs(gap - 1.0 / 30) < 0.002, "median gap \(gap) s")
         #expect(probe.frames == summary.framesWritten, "ffprobe read \(probe.frames), the recorder wrote \(summary.framesWritten)")
         #expect(probe.startTime.magnitude < 0.001, "the first frame is at 0: \(probe.startTime)")
         // The file's duration is the recorder's (first frame to the end of the last).
@@ -188,6 +193,64 @@ import Testing
         let summary = try #require(movie.lastRecording)
         #expect(try Probe(folder.file("a.mp4")).frames == summary.framesWritten)
         #expect(!FileManager.default.fileExists(atPath: folder.file("b.mp4").path))
+    }
+}
+
+extension MovieFileOutputTests {
+    /// A disk that is full (a .mp4 name for /dev/full, whose every write fails with ENOSPC) ends
+    /// the recording with the typed disk-full error, not a crash or a hang.
+    @Test func aFullDiskIsATypedError() throws {
+        let rig = try RecordingRig("full", .init(.nv12, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("full")
+        defer { folder.remove() }
+        let url = folder.file("full.mp4")
+        try FileManager.default.createSymbolicLink(atPath: url.path, withDestinationPath: "/dev/full")
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        movie.movieFragmentInterval = .milliseconds(200)
+        try rig.session.start()
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(events.waitForFinish())
+        let error = try #require(events.finishError ?? nil)
+        #expect(error.code == .diskFull && !error.recordingSuccessfullyFinished, "\(error)")
+        #expect(!movie.isRecording)
+        // The output records again afterwards.
+        movie.maxRecordedDuration = .milliseconds(500)
+        let again = RecordingEvents()
+        movie.startRecording(to: folder.file("again.mkv"), recordingDelegate: again)
+        #expect(again.waitForFinish())
+        #expect((again.finishError ?? nil)?.code == .maximumDurationReached)
+        #expect(try Probe(folder.file("again.mkv")).frames == movie.lastRecording?.framesWritten)
+    }
+
+    /// maxRecordedFileSize ends the recording once the file reaches it (checked as fragments
+    /// land, so it may pass it by at most about a fragment), with a complete file.
+    @Test func maxRecordedFileSizeEndsTheRecording() throws {
+        let rig = try RecordingRig("size", .init(.mjpeg, width: 640, height: 480, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("size")
+        defer { folder.remove() }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        movie.setOutputSettings(.init(codec: .mjpeg), for: nil)
+        movie.movieFragmentInterval = .milliseconds(200)
+        let limit: Int64 = 200_000
+        movie.maxRecordedFileSize = limit
+        try rig.session.start()
+        let url = folder.file("size.mp4")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(events.waitForFinish())
+        let error = try #require(events.finishError ?? nil)
+        #expect(error.code == .maximumFileSizeReached && error.recordingSuccessfullyFinished, "\(error)")
+        let summary = try #require(movie.lastRecording)
+        // At least the limit; over it by no more than what one fragment holds (about 200 ms).
+        let perFrame = Double(summary.fileSize) / Double(max(1, summary.framesWritten))
+        #expect(summary.fileSize >= limit && Double(summary.fileSize) <= Double(limit) + perFrame * 12, "\(summary.fileSize) bytes, \(summary.framesWritten) frames")
+        let probe = try Probe(url)
+        #expect(probe.codec == "mjpeg" && probe.frames == summary.framesWritten, "\(probe)")
     }
 }
 

@@ -79,6 +79,19 @@ struct Probe {
     }
 }
 
+/// The presentation times of a file's video packets, in seconds, in file order.
+func packetTimes(_ url: URL) throws -> [Double] {
+    let r = try run("/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", url.path])
+    guard r.status == 0 else { throw TestFailure("ffprobe cannot list the packets of \(url.path): \(r.err)") }
+    return String(decoding: r.out, as: UTF8.self).split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+}
+
+/// The median of the gaps between successive times (nil for fewer than two).
+func medianGap(_ times: [Double]) -> Double? {
+    let gaps = zip(times, times.dropFirst()).map { $1 - $0 }.sorted()
+    return gaps.isEmpty ? nil : gaps[gaps.count / 2]
+}
+
 /// A virtual camera with one mode, installed for one test, in a running session.
 final class RecordingRig {
     let camera: VirtualCamera
