@@ -160,7 +160,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     // MARK: Recording
 
     /// Starts recording to a file URL (its extension chooses the container; an existing file is
-    /// replaced). The file is created at once; the first frame the camera delivers after this
+    /// replaced) or publishing H.264 to an `rtsp://` URL (RTP over the RTSP TCP connection; the
+    /// server is contacted at the first frame, and a refusal is `.publishingFailed`). The file is created at once; the first frame the camera delivers after this
     /// call is the recording's first, at time 0, and `didStartRecordingTo` follows it. Every
     /// failure, from a destination that cannot be created to a disk that fills up, reaches
     /// `didFinishRecordingTo` with its error (a destination that cannot be created leaves no file).
@@ -185,11 +186,14 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         }
         queue.async { [self] in
             let result = Result { () throws(RecordingError) -> MovieWriter in
-                guard outputFileURL.isFileURL else {
-                    throw RecordingError(.unsupportedContainer, "\(outputFileURL) is not a file URL: record to a .mp4 or .mkv file")
+                guard outputFileURL.isFileURL || outputFileURL.scheme?.lowercased() == "rtsp" else {
+                    throw RecordingError(.unsupportedContainer, "\(outputFileURL) is neither a file nor an rtsp:// URL: record to a .mp4 or .mkv file")
                 }
                 guard let container = MovieContainer(url: outputFileURL) else {
                     throw RecordingError(.unsupportedContainer, "cannot tell the container of '\(outputFileURL.lastPathComponent)': name it .mp4 or .mkv")
+                }
+                if container == .rtsp, settings.codec != .h264 {
+                    throw RecordingError(.unsupportedCodec, "RTSP publishing carries H.264: choose the .h264 codec")
                 }
                 if let problem = settings.problem { throw RecordingError(.unsupportedCodec, problem) }
                 if session == nil { throw RecordingError(.invalidState, "the movie output is in no session: add it with session.addOutput first") }
@@ -307,7 +311,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             // A write failure outranks a limit reached (the file may be incomplete).
             if error == nil || error?.recordingSuccessfullyFinished == true { error = failure }
         }
-        let size = (try? FileManager.default.attributesOfItem(atPath: rec.url.path)[.size] as? Int64) ?? rec.writer.fileSize
+        let onDisk = rec.url.isFileURL ? (try? FileManager.default.attributesOfItem(atPath: rec.url.path)[.size] as? Int64) : nil
+        let size = onDisk ?? rec.writer.fileSize
         let summary = RecordingSummary(url: rec.url, framesWritten: rec.frames, framesDropped: rec.drops, duration: rec.duration,
                                        fileSize: size, encoder: rec.writer.encoderName,
                                        sequenceRange: rec.firstSequence.map { $0...(rec.lastSequence ?? $0) }, error: error)

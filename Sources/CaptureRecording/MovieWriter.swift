@@ -19,12 +19,15 @@ private func writeError(_ code: Int32, _ what: String, path: String) -> Recordin
         return RecordingError(.diskFull, "the disk is full: \(path) ends at the last complete fragment; free some space")
     case EACCES, EPERM, EROFS:
         return RecordingError(.cannotWriteFile, "cannot write \(path) (\(ffMessage(code))): choose a writable folder")
+    case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT, EPIPE, ECONNRESET:
+        return RecordingError(.publishingFailed, "cannot publish to \(path): \(ffMessage(code)); is the RTSP server running and listening there?")
     case ENOENT, ENOTDIR:
         return RecordingError(.cannotWriteFile, "cannot create \(path): its folder does not exist")
     case EISDIR:
         return RecordingError(.cannotWriteFile, "cannot create \(path): it is a folder")
     default:
-        return RecordingError(code == averrorEOF ? .encoderFailed : .cannotWriteFile, "\(what) failed for \(path): \(ffMessage(code))")
+        let kind: RecordingError.Code = path.hasPrefix("rtsp://") ? .publishingFailed : (code == averrorEOF ? .encoderFailed : .cannotWriteFile)
+        return RecordingError(kind, "\(what) failed for \(path): \(ffMessage(code))")
     }
 }
 
@@ -64,10 +67,11 @@ final class MovieWriter {
 
     /// Creates the file (nothing is written to it until `begin`).
     init(url: URL, container: MovieContainer, fragmentInterval: Duration) throws(RecordingError) {
-        // FFmpeg and x264 report to stderr at `info` by default; a library keeps quiet but for
-        // errors (an app that chose another level keeps it).
-        if av_log_get_level() == AV_LOG_INFO { av_log_set_level(AV_LOG_ERROR) }
-        path = url.path
+        // FFmpeg and x264 report to stderr at `info` by default. Their errors reach the caller
+        // as typed errors carrying FFmpeg's message, so the library keeps stderr quiet (an app
+        // that chose another level keeps it).
+        if av_log_get_level() == AV_LOG_INFO { av_log_set_level(AV_LOG_FATAL) }
+        path = container == .rtsp ? url.absoluteString : url.path
         self.container = container
         let c = fragmentInterval.components
         fragmentMicroseconds = max(1000, c.seconds * 1_000_000 + c.attoseconds / 1_000_000_000_000)
@@ -75,6 +79,8 @@ final class MovieWriter {
         let r = avformat_alloc_output_context2(&ctx, nil, container.muxer, path)
         guard r >= 0, let ctx else { throw RecordingError(.encoderFailed, "FFmpeg has no \(container.muxer) muxer: \(ffMessage(r))") }
         format = ctx
+        // RTSP opens its own connection (in `begin`, once the stream is known).
+        guard container != .rtsp else { return }
         let o = avio_open(&ctx.pointee.pb, path, AVIO_FLAG_WRITE)
         guard o >= 0 else {
             close()
@@ -127,8 +133,19 @@ final class MovieWriter {
             // keeps what it has, as often as an MP4's fragments.
             av_dict_set(&opts, "cluster_time_limit", "\(max(1, fragmentMicroseconds / 1000))", 0)
         }
+        if container == .rtsp {
+            // Interleaved in the TCP connection (no UDP ports to open); a server that stops
+            // answering fails a read or write after 5 s instead of hanging.
+            av_dict_set(&opts, "rtsp_transport", "tcp", 0)
+            av_dict_set(&opts, "timeout", "5000000", 0)
+        }
         let h = avformat_write_header(format, &opts)
-        guard h >= 0 else { throw writeError(h, "writing the header", path: path) }
+        guard h >= 0 else {
+            if container == .rtsp, -h != ECONNREFUSED, -h != ETIMEDOUT {
+                throw RecordingError(.publishingFailed, "\(path) refused the stream: \(ffMessage(h)); check the server's path and settings")
+            }
+            throw writeError(h, container == .rtsp ? "connecting" : "writing the header", path: path)
+        }
         headerWritten = true
         streamTimeBase = st.pointee.time_base
         frameDurationInStream = max(1, av_rescale_q(1, AVRational(num: fps.den, den: fps.num), streamTimeBase))
@@ -180,8 +197,13 @@ final class MovieWriter {
         guard av_frame_get_buffer(f, 0) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
     }
 
-    /// Bytes in the file so far (the muxer's buffered fragment not counted).
+    /// Packet bytes handed to the muxer (RTSP has no file to measure).
+    private var packetBytes: Int64 = 0
+
+    /// Bytes in the file so far (the muxer's buffered fragment not counted); for RTSP, the
+    /// stream's bytes sent.
     var fileSize: Int64 {
+        guard container != .rtsp else { return packetBytes }
         guard let pb = format?.pointee.pb else { return 0 }
         return max(0, avio_tell(pb))
     }
@@ -279,6 +301,7 @@ final class MovieWriter {
             packet.pointee.stream_index = stream.pointee.index
             av_packet_rescale_ts(packet, encoder.pointee.time_base, streamTimeBase)
             packet.pointee.duration = frameDurationInStream
+            packetBytes += Int64(packet.pointee.size)
             let w = av_write_frame(format, packet)
             av_packet_unref(packet)
             guard w >= 0 else { throw writeError(w, "writing a frame", path: path) }

@@ -14,6 +14,8 @@ public struct RecordingError: Error, Sendable, Hashable, CustomStringConvertible
         case maximumFileSizeReached
         /// The destination cannot be created or written (missing folder, no permission).
         case cannotWriteFile
+        /// The RTSP server refused the stream, was not there, or went away.
+        case publishingFailed
         /// The disk filled up while recording (`diskFull`).
         case diskFull
         /// The URL's extension names no container this output writes (`.mp4`, `.mkv`).
@@ -104,8 +106,15 @@ public struct MovieOutputSettings: Sendable, Hashable {
 /// The container a URL's extension names.
 enum MovieContainer: Sendable {
     case mp4, matroska
+    /// Publishing to an RTSP server (ANNOUNCE/RECORD), not a file.
+    case rtsp
 
     init?(url: URL) {
+        if url.scheme?.lowercased() == "rtsp" {
+            self = .rtsp
+            return
+        }
+        guard url.isFileURL else { return nil }
         switch url.pathExtension.lowercased() {
         case "mp4", "m4v", "mov": self = .mp4
         case "mkv": self = .matroska
@@ -114,7 +123,13 @@ enum MovieContainer: Sendable {
     }
 
     /// FFmpeg's muxer name.
-    var muxer: String { self == .mp4 ? "mp4" : "matroska" }
+    var muxer: String {
+        switch self {
+        case .mp4: "mp4"
+        case .matroska: "matroska"
+        case .rtsp: "rtsp"
+        }
+    }
 }
 
 /// Receives the start and the end of each recording, as `AVCaptureFileOutputRecordingDelegate`.

@@ -28,7 +28,8 @@ private final class RecordWaiter: CaptureFileOutputRecordingDelegate, @unchecked
 }
 
 /// Records until --seconds pass (on the capture clock) or Ctrl-C/SIGTERM, which finish the file
-/// and exit 0. OUTPUT is the one word that is not an option (or --output).
+/// and exit 0. OUTPUT is the one word that is not an option (or --output): a .mp4/.mkv file or an
+/// rtsp:// URL to publish to.
 func recordCommand(_ rest: ArraySlice<String>) throws {
     let valued: Set<String> = ["device", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
                                "keyframe-interval", "output"]
@@ -44,7 +45,7 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     }
     var args = try Arguments(options[...], valued: valued, boolean: ["json"])
     guard words.count + (args.values["output"] == nil ? 0 : 1) == 1, let path = words.first ?? args.values["output"] else {
-        throw ToolError(message: "record takes one OUTPUT file (.mp4 or .mkv): capture record [options] OUTPUT")
+        throw ToolError(message: "record takes one OUTPUT file (.mp4 or .mkv) or rtsp:// URL: capture record [options] OUTPUT")
     }
     let codecName = args.values["codec"] ?? "h264"
     guard let codec = VideoCodec(rawValue: codecName) else {
@@ -55,8 +56,11 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
         guard let v = Double(s), v > 0, v <= 86_400 else { throw ToolError(message: "--seconds takes a number of seconds above 0 and at most 86400, not '\(s)'") }
         seconds = v
     }
-    let ext = URL(fileURLWithPath: path).pathExtension.lowercased()
-    guard ["mp4", "m4v", "mov", "mkv"].contains(ext) else {
+    let isRTSP = path.lowercased().hasPrefix("rtsp://")
+    guard let destination = isRTSP ? URL(string: path) : URL(fileURLWithPath: path) else {
+        throw ToolError(message: "'\(path)' is not a URL: publish to rtsp://HOST:PORT/PATH")
+    }
+    guard isRTSP || ["mp4", "m4v", "mov", "mkv"].contains(destination.pathExtension.lowercased()) else {
         throw ToolError(message: "cannot tell the container of '\(path)': name it .mp4 or .mkv")
     }
     var settings = MovieOutputSettings(codec: codec)
@@ -115,7 +119,7 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     }
     defer { progress?.cancel() }
 
-    movie.startRecording(to: URL(fileURLWithPath: path), recordingDelegate: waiter)
+    movie.startRecording(to: destination, recordingDelegate: waiter)
     waiter.done.wait()
     progress?.cancel()
     if progress != nil { FileHandle.standardError.write(Data("\n".utf8)) }

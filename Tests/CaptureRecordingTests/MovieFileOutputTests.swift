@@ -269,3 +269,93 @@ final class FrameSaver: CaptureVideoDataOutputSampleBufferDelegate, @unchecked S
         frames.add(sampleBuffer.sequenceNumber, sampleBuffer.data())
     }
 }
+
+/// Publishing over RTSP into a real server peer: `ffmpeg -rtsp_flags listen`, which writes what
+/// it receives to a file that ffprobe then reads.
+@Suite struct RTSPPublishingTests {
+    /// A TCP port nobody listens on now (bound to port 0, read, closed).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("socket failed") }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Bool in
+                bind(fd, p, len) == 0 && getsockname(fd, p, &len) == 0
+            }
+        }
+        guard bound else { throw TestFailure("bind failed") }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    @Test func h264IsPublishedToAListeningServer() throws {
+        let rig = try RecordingRig("rtsp", .init(.nv12, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("rtsp")
+        defer { folder.remove() }
+        let port = try Self.freePort()
+        let received = folder.file("received.mkv")
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        server.arguments = ["-v", "error", "-rtsp_flags", "listen", "-i", "rtsp://127.0.0.1:\(port)/live", "-c", "copy", "-y", received.path]
+        server.standardInput = FileHandle.nullDevice
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        movie.maxRecordedDuration = .seconds(2)
+        try rig.session.start()
+        let url = try #require(URL(string: "rtsp://127.0.0.1:\(port)/live"))
+        // The server may not listen yet: a refused connection is a typed error; try again.
+        var summary: RecordingSummary?
+        let end = Date().addingTimeInterval(60)
+        while summary == nil, Date() < end {
+            let events = RecordingEvents()
+            movie.startRecording(to: url, recordingDelegate: events)
+            #expect(events.waitForFinish())
+            let e = events.finishError ?? nil
+            if e?.code == .publishingFailed, server.isRunning {
+                Thread.sleep(forTimeInterval: 0.1)
+                continue
+            }
+            #expect(e?.code == .maximumDurationReached, "\(String(describing: e))")
+            summary = movie.lastRecording
+        }
+        let s = try #require(summary)
+        #expect(s.framesWritten > 0 && s.encoder == "libx264" && s.fileSize > 0, "\(s)")
+        // The publisher's TEARDOWN ends the server's input: it finishes its file and exits.
+        let deadline = Date().addingTimeInterval(60)
+        while server.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(!server.isRunning && server.terminationStatus == 0)
+        let probe = try Probe(received)
+        #expect(probe.codec == "h264" && probe.width == 320 && probe.height == 240, "\(probe)")
+        // Over TCP nothing is lost: every frame sent arrived.
+        #expect(probe.frames == s.framesWritten, "\(probe.frames) received, \(s.framesWritten) sent")
+    }
+
+    @Test func aServerThatIsNotThereIsATypedError() throws {
+        let rig = try RecordingRig("rtsp-none", .init(.nv12, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        try rig.session.start()
+        let events = RecordingEvents()
+        movie.startRecording(to: try #require(URL(string: "rtsp://127.0.0.1:\(try Self.freePort())/live")), recordingDelegate: events)
+        #expect(events.waitForFinish(timeout: 60))
+        let e = try #require(events.finishError ?? nil)
+        #expect(e.code == .publishingFailed && e.message.contains("rtsp://127.0.0.1"), "\(e)")
+        #expect(events.events.count == 1, "never started: \(events.events)")
+        // MJPEG is not published.
+        movie.setOutputSettings(.init(codec: .mjpeg), for: nil)
+        let mjpeg = RecordingEvents()
+        movie.startRecording(to: try #require(URL(string: "rtsp://127.0.0.1:1/live")), recordingDelegate: mjpeg)
+        #expect(mjpeg.waitForFinish())
+        #expect((mjpeg.finishError ?? nil)?.code == .unsupportedCodec)
+    }
+}

@@ -89,6 +89,8 @@ import Testing
             (["record", "--device", "virtual", "--seconds", "2", folder.url.appendingPathComponent("missing/a.mp4").path],
              "folder does not exist"),
             (["record", "--device", "virtual"], "one OUTPUT file"),
+            (["record", "--device", "virtual", "rtsp://127.0.0.1:1/live"], "cannot publish to rtsp://127.0.0.1:1/live"),
+            (["record", "--device", "virtual", "--codec", "mjpeg", "rtsp://127.0.0.1:1/live"], "RTSP publishing carries H.264"),
         ]
         for (args, expected) in cases {
             let r = try run(tool, args)
