@@ -21,6 +21,8 @@ import Foundation
 public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// The session-side consumer frames come through.
     let consumer = CaptureVideoDataOutput(frameConsumer: ())
+    /// The session-side consumer of the microphone's audio.
+    let audioConsumer = CaptureAudioDataOutput(frameConsumer: ())
     private let sink = RecordingSink()
     /// Serial: frames, drops, starts, stops and delegate calls, in order.
     let queue = DispatchQueue(label: "swift-capture.recording")
@@ -66,6 +68,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         var firstSequence: UInt64?
         var lastSequence: UInt64?
         var format: (PixelFormat, VideoDimensions)?
+        /// Audio that came before the first video frame was written (its format opens the
+        /// audio stream; the part after that frame's time is written).
+        var earlyAudio: [SampleBuffer] = []
         /// When `startRecording` was called: frames captured before are not part of it.
         var requested = CaptureTime.now()
         init(url: URL, delegate: any CaptureFileOutputRecordingDelegate, settings: MovieOutputSettings, maxDuration: Duration?,
@@ -84,12 +89,15 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         consumer.alwaysDiscardsLateVideoFrames = false
         sink.owner = self
         consumer.setSampleBufferDelegate(sink, queue: queue)
+        audioConsumer.setSampleBufferDelegate(sink, queue: queue)
     }
 
     deinit {
         consumer.setSampleBufferDelegate(nil, queue: nil)
+        audioConsumer.setSampleBufferDelegate(nil, queue: nil)
         if let token = eventToken { consumer.session?.removeEventHandler(token) }
         consumer.session?.removeFrameConsumer(consumer)
+        audioConsumer.session?.removeOutput(audioConsumer)
     }
 
     private func locked<T>(_ body: (inout Shared) -> T) -> T {
@@ -102,10 +110,12 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     /// The session the output is in.
     public var session: CaptureSession? { consumer.session }
-    /// The output's connections, one per camera of its session.
-    public var connections: [CaptureConnection] { consumer.connections }
-    /// The connection carrying `mediaType` (`.video`), or nil.
-    public func connection(with mediaType: MediaType) -> CaptureConnection? { consumer.connection(with: mediaType) }
+    /// The output's connections: one per camera and one per microphone of its session.
+    public var connections: [CaptureConnection] { consumer.connections + audioConsumer.connections }
+    /// The connection carrying `mediaType` (`.video`, or `.audio` from a microphone), or nil.
+    public func connection(with mediaType: MediaType) -> CaptureConnection? {
+        mediaType == .audio ? audioConsumer.connection(with: .audio) : consumer.connection(with: mediaType)
+    }
 
     /// The longest recording; reaching it ends the recording with `.maximumDurationReached`
     /// (`recordingSuccessfullyFinished` true). nil (the default): no limit. Read at the start.
@@ -247,11 +257,16 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         let wanted: Bool = rec.settings.codec == .h264 ? (pixelFormat == .nv12 || pixelFormat == .yuv420) : pixelFormat == .jpeg
         guard wanted, !(sample.presentationTimeStamp < rec.requested) else { return }
         if !rec.began {
+            // With a microphone, the file opens once its format is known (its first buffer),
+            // or without audio after a second of video and no audio.
+            let wantsAudio = rec.settings.recordsAudio && audioConsumer.connection(with: .audio) != nil
+            let audio = rec.earlyAudio.first?.audioBuffer?.format
+            if wantsAudio, audio == nil, sample.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
             let interval = connection.device?.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
             rec.frameNanoseconds = Int64(interval.numerator) * 1_000_000_000 / Int64(max(1, interval.denominator))
             do {
                 try rec.writer.begin(.init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
-                                     settings: rec.settings)
+                                     audio: wantsAudio ? audio : nil, settings: rec.settings)
             } catch {
                 finish(error: error)
                 return
@@ -259,8 +274,17 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             rec.began = true
             rec.format = (pixelFormat, dims)
             rec.firstTime = sample.presentationTimeStamp
-            rec.connections = [connection]
+            rec.connections = [connection] + (rec.writer.hasAudio ? audioConsumer.connections : [])
             rec.delegate.fileOutput(self, didStartRecordingTo: rec.url, from: rec.connections)
+            let early = rec.earlyAudio
+            rec.earlyAudio = []
+            for a in early {
+                guard let pcm = a.audioBuffer else { continue }
+                do { try rec.writer.writeAudio(pcm, at: a.presentationTimeStamp - rec.firstTime!) } catch {
+                    finish(error: error)
+                    return
+                }
+            }
         } else if rec.format?.0 != pixelFormat || rec.format?.1 != dims {
             finish(error: RecordingError(.formatChanged, "the camera's frames changed from \(rec.format!.1) to \(dims) mid-recording; the file ends before the change"))
             return
@@ -294,6 +318,21 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         }
     }
 
+    fileprivate func handleAudio(_ sample: SampleBuffer) {
+        guard let rec = active, let pcm = sample.audioBuffer, rec.settings.recordsAudio else { return }
+        guard rec.began else {
+            // Before the first video frame: the newest half second waits for it.
+            rec.earlyAudio.append(sample)
+            let rate = Double(max(1, pcm.format.sampleRate))
+            while rec.earlyAudio.count > 1, Double(rec.earlyAudio.dropFirst().reduce(0) { $0 + ($1.audioBuffer?.frameCount ?? 0) }) / rate > 0.5 {
+                rec.earlyAudio.removeFirst()
+            }
+            return
+        }
+        guard rec.writer.hasAudio else { return }
+        do { try rec.writer.writeAudio(pcm, at: sample.presentationTimeStamp - rec.firstTime!) } catch { finish(error: error) }
+    }
+
     fileprivate func handleDrop(_ drop: DroppedFrames) {
         guard let rec = active, rec.began else { return }
         rec.drops[drop.reason, default: 0] += drop.count
@@ -305,8 +344,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         active = nil
         consumer.videoSettings = .init()
         var error = error
+        let hadAudio = rec.writer.hasAudio
         do {
-            try rec.writer.finish()
+            try rec.writer.finish(videoEnd: rec.began ? rec.lastNanoseconds + rec.frameNanoseconds : 0)
         } catch let failure {
             // A write failure outranks a limit reached (the file may be incomplete).
             if error == nil || error?.recordingSuccessfullyFinished == true { error = failure }
@@ -315,6 +355,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         let size = onDisk ?? rec.writer.fileSize
         let summary = RecordingSummary(url: rec.url, framesWritten: rec.frames, framesDropped: rec.drops, duration: rec.duration,
                                        fileSize: size, encoder: rec.writer.encoderName,
+                                       audioDuration: hadAudio ? .nanoseconds(rec.writer.audioSamplesNanoseconds) : nil,
                                        sequenceRange: rec.firstSequence.map { $0...(rec.lastSequence ?? $0) }, error: error)
         finishDelegate(rec.delegate, url: rec.url, summary: summary, error: error, connections: rec.connections)
     }
@@ -348,14 +389,16 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 }
 
 /// The consumer's delegate: hands frames and drops to the output, on its recording queue.
-private final class RecordingSink: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+private final class RecordingSink: CaptureVideoDataOutputSampleBufferDelegate, CaptureAudioDataOutputSampleBufferDelegate,
+    @unchecked Sendable {
     // Set once, before the consumer delivers anything.
     weak var owner: CaptureMovieFileOutput?
     func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
-        owner?.handle(sampleBuffer, connection: connection)
+        if sampleBuffer.mediaType == .audio { owner?.handleAudio(sampleBuffer) } else { owner?.handle(sampleBuffer, connection: connection) }
     }
     func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
-        owner?.handleDrop(drop)
+        // (Audio losses are filled with silence in the file; only video frames are counted.)
+        if connection.mediaType == .video { owner?.handleDrop(drop) }
     }
 }
 
@@ -390,6 +433,7 @@ extension CaptureSession {
     /// `canAddOutput(output)` is false.
     public func addOutput(_ output: CaptureMovieFileOutput) {
         guard output.consumer.session == nil, addFrameConsumer(output.consumer) else { return }
+        addAudioConsumer(output.audioConsumer)
         output.eventToken = addEventHandler { [weak output] event in output?.sessionEvent(event) }
     }
 
@@ -399,6 +443,7 @@ extension CaptureSession {
         if let token = output.eventToken { removeEventHandler(token) }
         output.eventToken = nil
         removeFrameConsumer(output.consumer)
+        removeOutput(output.audioConsumer)
         output.queue.async { output.finish(error: RecordingError(.sessionStopped, "the movie output was removed from its session")) }
     }
 }

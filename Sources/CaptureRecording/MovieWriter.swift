@@ -94,7 +94,7 @@ final class MovieWriter {
     deinit { close() }
 
     /// Sets up the stream (and encoder) for frames of `video` and writes the header.
-    func begin(_ video: VideoFormat, settings: MovieOutputSettings) throws(RecordingError) {
+    func begin(_ video: VideoFormat, audio: AudioFormat?, settings: MovieOutputSettings) throws(RecordingError) {
         guard let format else { throw RecordingError(.invalidState, "the file is closed") }
         guard let st = avformat_new_stream(format, nil) else { throw RecordingError(.encoderFailed, "cannot add a video stream") }
         stream = st
@@ -115,6 +115,7 @@ final class MovieWriter {
         st.pointee.time_base = inputTimeBase
         st.pointee.avg_frame_rate = fps
         st.pointee.r_frame_rate = fps
+        if let audio { try openAudioEncoder(audio) }
         if container == .mp4 {
             // Fragmented: a moov up front, then self-contained fragments. H.264 cuts at keyframes
             // (one per interval by default) once a fragment is at least 3/4 interval long, and at
@@ -215,7 +216,7 @@ final class MovieWriter {
 
     /// Writes one frame, `nanoseconds` after the first. The sample is read here and not kept.
     func write(_ sample: SampleBuffer, at nanoseconds: Int64) throws(RecordingError) {
-        guard let format, let packet, let stream else { throw RecordingError(.invalidState, "the file is closed") }
+        guard format != nil, let packet, let stream else { throw RecordingError(.invalidState, "the file is closed") }
         if let encoder, let frame {
             guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
             copy(sample, into: frame)
@@ -243,7 +244,7 @@ final class MovieWriter {
                     packet.pointee.data = nil
                     packet.pointee.size = 0
                 }
-                return av_write_frame(format, packet)
+                return mux(packet)
             }
             guard r >= 0 else { throw writeError(r, "writing a frame", path: path) }
         }
@@ -293,7 +294,7 @@ final class MovieWriter {
     }
 
     private func drainEncoder() throws(RecordingError) {
-        guard let encoder, let packet, let format, let stream else { return }
+        guard let encoder, let packet, let stream else { return }
         while true {
             let r = avcodec_receive_packet(encoder, packet)
             if r == -EAGAIN || r == averrorEOF { return }
@@ -302,15 +303,161 @@ final class MovieWriter {
             av_packet_rescale_ts(packet, encoder.pointee.time_base, streamTimeBase)
             packet.pointee.duration = frameDurationInStream
             packetBytes += Int64(packet.pointee.size)
-            let w = av_write_frame(format, packet)
+            let w = mux(packet)
             av_packet_unref(packet)
             guard w >= 0 else { throw writeError(w, "writing a frame", path: path) }
         }
     }
 
+    /// A packet to the muxer: in order of time across the streams when there is audio (the
+    /// muxer then holds packets until every stream has reached their time), else at once.
+    private func mux(_ packet: UnsafeMutablePointer<AVPacket>) -> Int32 {
+        audioStream != nil ? av_interleaved_write_frame(format, packet) : av_write_frame(format, packet)
+    }
+
+    // MARK: Audio: AAC (FFmpeg's native encoder) from the session's microphone
+
+    private var audioEncoder: UnsafeMutablePointer<AVCodecContext>?
+    private var audioStream: UnsafeMutablePointer<AVStream>?
+    private var audioFrame: UnsafeMutablePointer<AVFrame>?
+    private var audioRate: Int64 = 48_000
+    private var audioChannels = 0
+    /// Samples waiting for a full encoder frame, per channel, and the time (in samples since
+    /// the first video frame) of their first.
+    private var pending: [[Float]] = []
+    private var pendingStart: Int64 = 0
+    private var audioStarted = false
+    /// Samples handed to the encoder (silence for gaps included).
+    private(set) var audioSamples: Int64 = 0
+    var hasAudio: Bool { audioStream != nil }
+    /// `audioSamples` as nanoseconds.
+    var audioSamplesNanoseconds: Int64 { audioSamples * 1_000_000_000 / max(1, audioRate) }
+
+    private func openAudioEncoder(_ audio: AudioFormat) throws(RecordingError) {
+        guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC) else { throw RecordingError(.unsupportedCodec, "this FFmpeg has no AAC encoder") }
+        guard let enc = avcodec_alloc_context3(codec) else { throw RecordingError(.encoderFailed, "out of memory for the audio encoder") }
+        audioEncoder = enc
+        audioRate = Int64(audio.sampleRate)
+        audioChannels = audio.channelCount
+        enc.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
+        enc.pointee.sample_rate = Int32(audio.sampleRate)
+        av_channel_layout_default(&enc.pointee.ch_layout, Int32(audio.channelCount))
+        enc.pointee.bit_rate = Int64(64_000 * audio.channelCount)
+        enc.pointee.time_base = AVRational(num: 1, den: Int32(audio.sampleRate))
+        if (format!.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0 {
+            enc.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
+        }
+        let r = avcodec_open2(enc, codec, nil)
+        guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder refused \(audio): \(ffMessage(r))") }
+        guard let st = avformat_new_stream(format, nil), avcodec_parameters_from_context(st.pointee.codecpar, enc) >= 0 else {
+            throw RecordingError(.encoderFailed, "cannot add an audio stream")
+        }
+        st.pointee.time_base = enc.pointee.time_base
+        audioStream = st
+        guard let f = av_frame_alloc() else { throw RecordingError(.encoderFailed, "out of memory for an audio frame") }
+        audioFrame = f
+        f.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
+        f.pointee.sample_rate = enc.pointee.sample_rate
+        f.pointee.nb_samples = enc.pointee.frame_size
+        guard av_channel_layout_copy(&f.pointee.ch_layout, &enc.pointee.ch_layout) >= 0, av_frame_get_buffer(f, 0) >= 0 else {
+            throw RecordingError(.encoderFailed, "out of memory for an audio frame")
+        }
+        pending = Array(repeating: [], count: audio.channelCount)
+        for c in pending.indices { pending[c].reserveCapacity(Int(enc.pointee.frame_size) * 4) }
+    }
+
+    /// Adds a block of audio whose first sample was captured `nanoseconds` after the first
+    /// video frame (negative: before it, and that part is left out). A gap of more than 20 ms
+    /// from the audio so far (lost buffers) is filled with silence, so that what follows keeps
+    /// its time.
+    func writeAudio(_ buffer: AudioPCMBuffer, at nanoseconds: Int64) throws(RecordingError) {
+        guard audioEncoder != nil, buffer.frameCount > 0 else { return }
+        var start = av_rescale_q(nanoseconds, AVRational(num: 1, den: 1_000_000_000), AVRational(num: 1, den: Int32(audioRate)))
+        var skip = 0
+        if !audioStarted {
+            if start + Int64(buffer.frameCount) <= 0 { return }
+            if start < 0 { skip = Int(-start); start = 0 }
+            audioStarted = true
+            pendingStart = start
+        } else {
+            let gap = start - (pendingStart + Int64(pending[0].count))
+            if gap > audioRate / 50 {
+                let silence = Int(min(gap, audioRate * 10))
+                for c in pending.indices { pending[c].append(contentsOf: repeatElement(0, count: silence)) }
+                audioSamples += Int64(silence)
+                try encodeAudio(final: false)
+            }
+        }
+        for c in pending.indices {
+            // A mono microphone fills every channel; extra channels of the device are left out.
+            let samples = buffer.floatSamples(channel: min(c, buffer.format.channelCount - 1))
+            pending[c].append(contentsOf: samples[min(skip, samples.count)...])
+        }
+        audioSamples += Int64(max(0, buffer.frameCount - skip))
+        try encodeAudio(final: false)
+    }
+
+    /// Encodes the full encoder frames waiting (and, when `final`, the rest as a short last one).
+    private func encodeAudio(final: Bool) throws(RecordingError) {
+        guard let enc = audioEncoder, let frame = audioFrame else { return }
+        let size = Int(enc.pointee.frame_size)
+        while pending[0].count >= size || (final && !pending[0].isEmpty) {
+            let n = min(size, pending[0].count)
+            guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for an audio frame") }
+            frame.pointee.nb_samples = Int32(n)
+            let planes = frame.pointee.extended_data
+            for c in pending.indices {
+                guard let plane = planes?[c] else { continue }
+                pending[c].withUnsafeBufferPointer { src in
+                    UnsafeMutableRawPointer(plane).copyMemory(from: src.baseAddress!, byteCount: n * MemoryLayout<Float>.size)
+                }
+                pending[c].removeFirst(n)
+            }
+            frame.pointee.pts = pendingStart
+            pendingStart += Int64(n)
+            let r = avcodec_send_frame(enc, frame)
+            guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder failed: \(ffMessage(r))") }
+            try drainAudio()
+        }
+    }
+
+    private func drainAudio() throws(RecordingError) {
+        guard let enc = audioEncoder, let packet, let st = audioStream else { return }
+        while true {
+            let r = avcodec_receive_packet(enc, packet)
+            if r == -EAGAIN || r == averrorEOF { return }
+            guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder failed: \(ffMessage(r))") }
+            packet.pointee.stream_index = st.pointee.index
+            av_packet_rescale_ts(packet, enc.pointee.time_base, st.pointee.time_base)
+            packetBytes += Int64(packet.pointee.size)
+            let w = mux(packet)
+            av_packet_unref(packet)
+            guard w >= 0 else { throw writeError(w, "writing audio", path: path) }
+        }
+    }
+
+    /// Ends the audio where the video ends (`videoEnd` ns after the first frame): audio past it
+    /// is left out, and up to 100 ms missing at the end (still on its way from the device) is
+    /// silence, so both streams last as long.
+    private func finishAudio(videoEnd: Int64) throws(RecordingError) {
+        guard let enc = audioEncoder else { return }
+        let end = av_rescale_q(videoEnd, AVRational(num: 1, den: 1_000_000_000), AVRational(num: 1, den: Int32(audioRate)))
+        if audioStarted {
+            let have = pendingStart + Int64(pending[0].count)
+            if have > end {
+                let keep = Int(max(0, end - pendingStart))
+                for c in pending.indices { pending[c].removeLast(pending[c].count - min(keep, pending[c].count)) }
+            } else if end - have <= audioRate / 10 {
+                for c in pending.indices { pending[c].append(contentsOf: repeatElement(0, count: Int(end - have))) }
+            }
+            try encodeAudio(final: true)
+        }
+        if avcodec_send_frame(enc, nil) >= 0 { try drainAudio() }
+    }
+
     /// Flushes the encoder, writes the trailer (the last fragment) and closes the file. Safe to
     /// call more than once; after a failure it still closes the file.
-    func finish() throws(RecordingError) {
+    func finish(videoEnd: Int64 = 0) throws(RecordingError) {
         defer { close() }
         guard let format, headerWritten else { return }
         var failure: RecordingError?
@@ -318,6 +465,9 @@ final class MovieWriter {
             if avcodec_send_frame(encoder, nil) >= 0 {
                 do { try drainEncoder() } catch { failure = error }
             }
+        }
+        if audioEncoder != nil {
+            do { try finishAudio(videoEnd: videoEnd) } catch { if failure == nil { failure = error } }
         }
         let t = av_write_trailer(format)
         headerWritten = false
@@ -328,6 +478,9 @@ final class MovieWriter {
     /// Closes the file and frees FFmpeg's objects (without a trailer).
     func close() {
         if encoder != nil { avcodec_free_context(&encoder) }
+        if audioEncoder != nil { avcodec_free_context(&audioEncoder) }
+        if audioFrame != nil { av_frame_free(&audioFrame) }
+        audioStream = nil
         if frame != nil { av_frame_free(&frame) }
         if packet != nil { av_packet_free(&packet) }
         if let f = format {

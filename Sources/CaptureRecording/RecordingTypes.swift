@@ -81,9 +81,13 @@ public struct MovieOutputSettings: Sendable, Hashable {
     public var preset: String
     /// MJPEG from a raw camera only: the JPEG quality, 1 to 100.
     public var jpegQuality: Int
+    /// Whether the session's microphone, when it has one, is recorded too (AAC, FFmpeg's
+    /// native encoder, on the capture clock the video uses).
+    public var recordsAudio: Bool
 
     public init(codec: VideoCodec = .h264, rateControl: RateControl = .quality(23), keyframeInterval: Int? = nil,
-                preset: String = "veryfast", jpegQuality: Int = 85) {
+                preset: String = "veryfast", jpegQuality: Int = 85, recordsAudio: Bool = true) {
+        self.recordsAudio = recordsAudio
         self.codec = codec
         self.rateControl = rateControl
         self.keyframeInterval = keyframeInterval
@@ -164,6 +168,8 @@ public struct RecordingSummary: Sendable, Hashable {
     public var fileSize: Int64
     /// The encoder that ran (`libx264`), or `passthrough` for camera JPEG written as it came.
     public var encoder: String
+    /// Audio written (silence for gaps included), or nil for a recording without audio.
+    public var audioDuration: Duration?
     /// The camera's sequence numbers of the first and last frames written.
     public var sequenceRange: ClosedRange<UInt64>?
     /// nil when stopped by `stopRecording()`; the limit or the failure otherwise.

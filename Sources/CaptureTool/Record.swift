@@ -5,7 +5,7 @@ import Foundation
 
 struct RecordJSON: Encodable {
     var output: String, device: String, codec: String, encoder: String, width: Int?, height: Int?
-    var frames: Int, drops: [String: Int], duration: Double, bytes: Int64, ended: String
+    var frames: Int, drops: [String: Int], duration: Double, audio_duration: Double?, bytes: Int64, ended: String
 }
 
 /// Waits for the movie output's finish.
@@ -31,7 +31,7 @@ private final class RecordWaiter: CaptureFileOutputRecordingDelegate, @unchecked
 /// and exit 0. OUTPUT is the one word that is not an option (or --output): a .mp4/.mkv file or an
 /// rtsp:// URL to publish to.
 func recordCommand(_ rest: ArraySlice<String>) throws {
-    let valued: Set<String> = ["device", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
+    let valued: Set<String> = ["device", "audio", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
                                "keyframe-interval", "output"]
     var options: [String] = [], words: [String] = []
     var it = rest.makeIterator()
@@ -83,7 +83,8 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     let movie = CaptureMovieFileOutput()
     movie.setOutputSettings(settings, for: nil)
     movie.maxRecordedDuration = seconds.map { .nanoseconds(Int64($0 * 1e9)) }
-    let session = try makeSession(device, args, outputs: [])
+    let microphones = try args.values["audio"].map { [try CaptureDeviceInput(device: try chooseMicrophone($0))] } ?? []
+    let session = try makeSession(device, args, outputs: [], extraInputs: microphones)
     defer { session.stopRunning() }
     session.addOutput(movie)
     let waiter = RecordWaiter()
@@ -130,7 +131,11 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     let report = RecordJSON(output: path, device: device.uniqueID, codec: codec.rawValue, encoder: summary.encoder,
                             width: waiter.dimensions?.width, height: waiter.dimensions?.height, frames: summary.framesWritten,
                             drops: Dictionary(uniqueKeysWithValues: summary.framesDropped.map { ($0.key.rawValue, $0.value) }),
-                            duration: (duration * 1e6).rounded() / 1e6, bytes: summary.fileSize,
+                            duration: (duration * 1e6).rounded() / 1e6,
+                            audio_duration: summary.audioDuration.map { d in
+                                let c = d.components
+                                return ((Double(c.seconds) + Double(c.attoseconds) / 1e18) * 1e6).rounded() / 1e6
+                            }, bytes: summary.fileSize,
                             ended: summary.error?.code.rawValue ?? "stopped")
     if args.flags.contains("json") {
         print(try jsonString(report))

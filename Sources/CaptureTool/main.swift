@@ -33,9 +33,10 @@ usage: capture devices [--json]
                     [--quality 1-100] [--count N] [--output FILE|DIR]
        capture stream [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
                       [--frames N] [--audio DEVICE] [--json]
-       capture record [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--codec h264|mjpeg]
-                      [--quality Q | --bitrate B] [--keyframe-interval N] [--seconds S] [--json]
-                      OUTPUT.mp4|OUTPUT.mkv|rtsp://HOST:PORT/PATH (Ctrl-C or SIGTERM finishes the file)
+       capture record [--device PATH|ID|virtual] [--audio ID|ALSA-NAME|virtual] [--preset NAME | --size WxH]
+                      [--format FOURCC] [--codec h264|mjpeg] [--quality Q | --bitrate B] [--keyframe-interval N]
+                      [--seconds S] [--json] OUTPUT.mp4|OUTPUT.mkv|rtsp://HOST:PORT/PATH
+                      (Ctrl-C or SIGTERM finishes the file)
        capture audio [--device ID|ALSA-NAME|virtual] [--seconds S] [--output FILE.wav] [--json]
        capture preview [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
                        [--window WxH] [--gravity resizeAspect|resizeAspectFill|resize] [--fullscreen] [--mirror]

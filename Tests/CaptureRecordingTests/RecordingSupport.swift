@@ -79,6 +79,20 @@ struct Probe {
     }
 }
 
+/// What ffprobe says of each stream of a file: codec type to (codec, start time, duration).
+func streamTimes(_ url: URL) throws -> [String: (codec: String, start: Double, duration: Double)] {
+    let r = try run("/usr/bin/ffprobe", ["-v", "error", "-show_streams", "-of", "json", url.path])
+    guard r.status == 0, let json = try JSONSerialization.jsonObject(with: r.out) as? [String: Any],
+          let streams = json["streams"] as? [[String: Any]] else { throw TestFailure("ffprobe cannot read \(url.path): \(r.err)") }
+    var out: [String: (codec: String, start: Double, duration: Double)] = [:]
+    for st in streams {
+        guard let type = st["codec_type"] as? String else { continue }
+        out[type] = (st["codec_name"] as? String ?? "?", Double(st["start_time"] as? String ?? "") ?? .nan,
+                     Double(st["duration"] as? String ?? "") ?? .nan)
+    }
+    return out
+}
+
 /// The presentation times of a file's video packets, in seconds, in file order.
 func packetTimes(_ url: URL) throws -> [Double] {
     let r = try run("/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", url.path])
@@ -102,9 +116,19 @@ final class RecordingRig {
         let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
         session.addInput(try CaptureDeviceInput(device: device))
     }
+    var microphone: VirtualMicrophone?
+    /// Adds a virtual microphone to the session.
+    func addMicrophone() throws {
+        let mic = VirtualMicrophone(name: "Recording mic \(UUID().uuidString.prefix(8))")
+        VirtualMicrophone.install(mic)
+        microphone = mic
+        let device = try #require(CaptureDevice.device(withUniqueID: mic.uniqueID))
+        session.addInput(try CaptureDeviceInput(device: device))
+    }
     func stop() {
         session.stopRunning()
         VirtualCamera.uninstall(camera)
+        if let microphone { VirtualMicrophone.uninstall(microphone) }
     }
 }
 
