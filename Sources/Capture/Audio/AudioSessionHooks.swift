@@ -60,7 +60,9 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
     func start() throws(CaptureError) {
         let src = try input.device.openAudioSource()
         let outputs = routes.snapshot.compactMap { $0.output as? CaptureAudioDataOutput }
-        let applied = try src.configure(Self.request(for: outputs.first?.audioSettings, range: try src.formats()))
+        // The app's output chooses the format; a consumer (the recorder's) takes what it gets.
+        let chooser = outputs.first { !$0.isFrameConsumer } ?? outputs.first
+        let applied = try src.configure(Self.request(for: chooser?.audioSettings, range: try src.formats()))
         try src.start()
         for o in outputs { o.setActiveFormat(applied.format) }
         source = src
