@@ -171,10 +171,13 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     /// Starts recording to a file URL (its extension chooses the container; an existing file is
     /// replaced) or publishing H.264 to an `rtsp://` URL (RTP over the RTSP TCP connection; the
-    /// server is contacted at the first frame, and a refusal is `.publishingFailed`). The file is created at once; the first frame the camera delivers after this
-    /// call is the recording's first, at time 0, and `didStartRecordingTo` follows it. Every
-    /// failure, from a destination that cannot be created to a disk that fills up, reaches
-    /// `didFinishRecordingTo` with its error (a destination that cannot be created leaves no file).
+    /// server is contacted at the first frame, and a refusal is `.publishingFailed`).
+    ///
+    /// The file is created at once; the first frame the camera captures after this call is the
+    /// recording's first, at time 0, and `didStartRecordingTo` follows it. Every failure, from a
+    /// destination that cannot be created to a disk that fills up, reaches `didFinishRecordingTo`
+    /// with its error; a destination that cannot be created, and a recording stopped before its
+    /// first frame (`.noDataCaptured`), leave no file.
     public func startRecording(to outputFileURL: URL, recordingDelegate delegate: any CaptureFileOutputRecordingDelegate) {
         let refused: RecordingError? = locked { s in
             if s.isRecording { return RecordingError(.invalidState, "already recording to \(s.url?.path ?? "a file"): stop it first") }
@@ -345,6 +348,14 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         consumer.videoSettings = .init()
         var error = error
         let hadAudio = rec.writer.hasAudio
+        if !rec.began {
+            // Nothing was written: no empty file is left behind.
+            rec.writer.close()
+            if rec.url.isFileURL { try? FileManager.default.removeItem(at: rec.url) }
+            finishDelegate(rec.delegate, url: rec.url, summary: nil, error: error ?? RecordingError(
+                .noDataCaptured, "no frame arrived before the recording stopped: is the session running with a camera?"))
+            return
+        }
         do {
             try rec.writer.finish(videoEnd: rec.began ? rec.lastNanoseconds + rec.frameNanoseconds : 0)
         } catch let failure {

@@ -29,6 +29,8 @@ public struct RecordingError: Error, Sendable, Hashable, CustomStringConvertible
         case invalidState
         /// The camera stopped or went away before or while recording (`sessionWasInterrupted`).
         case sessionStopped
+        /// The recording ended before its first frame (AVFoundation's `noDataCaptured`).
+        case noDataCaptured
         /// The camera's frame size or pixel format changed mid-recording.
         case formatChanged
     }

@@ -228,6 +228,24 @@ extension MovieFileOutputTests {
         #expect(try Probe(folder.file("again.mkv")).frames == movie.lastRecording?.framesWritten)
     }
 
+    /// A recording stopped before its first frame (the session not running) ends with
+    /// `.noDataCaptured` and leaves no file.
+    @Test func stoppedBeforeAnyFrameLeavesNoFile() throws {
+        let rig = try RecordingRig("nodata", .init(.nv12, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("nodata")
+        defer { folder.remove() }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        let url = folder.file("empty.mp4")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        movie.stopRecording()
+        #expect(events.waitForFinish())
+        #expect((events.finishError ?? nil)?.code == .noDataCaptured, "\(events.events)")
+        #expect(events.events.count == 1 && !FileManager.default.fileExists(atPath: url.path))
+    }
+
     /// maxRecordedFileSize ends the recording once the file reaches it (checked as fragments
     /// land, so it may pass it by at most about a fragment), with a complete file.
     @Test func maxRecordedFileSizeEndsTheRecording() throws {
