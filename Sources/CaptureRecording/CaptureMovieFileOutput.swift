@@ -44,6 +44,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         var framesWritten = 0
         var maxDuration: Duration?
         var maxFileSize: Int64?
+        var minFreeDiskSpace: Int64?
         var fragmentInterval: Duration = .seconds(1)
         var defaultSettings = MovieOutputSettings()
         var settings: [ObjectIdentifier: MovieOutputSettings] = [:]
@@ -68,6 +69,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         var firstSequence: UInt64?
         var lastSequence: UInt64?
         var format: (PixelFormat, VideoDimensions)?
+        var minFreeDiskSpace: Int64?
+        /// When free space was last checked (ns after the first frame).
+        var lastSpaceCheck: Int64?
         /// Audio that came before the first video frame was written (its format opens the
         /// audio stream; the part after that frame's time is written).
         var earlyAudio: [SampleBuffer] = []
@@ -132,6 +136,15 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         set { locked { $0.maxFileSize = newValue } }
     }
 
+    /// The free space to leave on the destination's file system: once less is free, the
+    /// recording ends with `.diskFull` and `recordingSuccessfullyFinished` true (the file is
+    /// complete), before the disk fills up. Checked about every 200 ms of media. nil (the
+    /// default): no limit. Read at the start.
+    public var minFreeDiskSpaceLimit: Int64? {
+        get { locked { $0.minFreeDiskSpace } }
+        set { locked { $0.minFreeDiskSpace = newValue } }
+    }
+
     /// How much of an MP4 recording is written at a time (one fragment): at most this much is
     /// lost when the process dies. One second by default; read at the start.
     public var movieFragmentInterval: Duration {
@@ -194,8 +207,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         }
         let requested = CaptureTime.now()
         let connection = consumer.connection(with: .video)
-        let (settings, maxDuration, maxFileSize, fragment) = locked { s in
-            ((connection.flatMap { s.settings[ObjectIdentifier($0)] } ?? s.defaultSettings), s.maxDuration, s.maxFileSize, s.fragmentInterval)
+        let (settings, maxDuration, maxFileSize, fragment, minFree) = locked { s in
+            ((connection.flatMap { s.settings[ObjectIdentifier($0)] } ?? s.defaultSettings), s.maxDuration, s.maxFileSize,
+             s.fragmentInterval, s.minFreeDiskSpace)
         }
         queue.async { [self] in
             let result = Result { () throws(RecordingError) -> MovieWriter in
@@ -219,6 +233,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                 let rec = Recording(url: outputFileURL, delegate: delegate, settings: settings, maxDuration: maxDuration,
                                     maxFileSize: maxFileSize, writer: writer)
                 rec.requested = requested
+                rec.minFreeDiskSpace = outputFileURL.isFileURL ? minFree : nil
                 active = rec
                 // From here on frames come in the recording's product.
                 consumer.videoSettings = settings.codec == .h264
@@ -319,6 +334,21 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             s.fileSize = size
             s.framesWritten = frames
         }
+        // After the frame, so that the file ends with it.
+        if let min = rec.minFreeDiskSpace, rec.lastSpaceCheck.map({ at - $0 >= 200_000_000 }) ?? true {
+            rec.lastSpaceCheck = at
+            if let free = Self.freeSpace(at: rec.url), free < min {
+                finish(error: RecordingError(.diskFull, "less than \(min) bytes are free on the disk of \(rec.url.path) (minFreeDiskSpaceLimit)",
+                                             recordingSuccessfullyFinished: true))
+            }
+        }
+    }
+
+    /// Bytes free to an unprivileged writer on the file system of `url`'s folder.
+    private static func freeSpace(at url: URL) -> Int64? {
+        var st = statvfs()
+        guard statvfs(url.deletingLastPathComponent().path, &st) == 0 else { return nil }
+        return Int64(st.f_bavail) * Int64(st.f_frsize)
     }
 
     fileprivate func handleAudio(_ sample: SampleBuffer) {

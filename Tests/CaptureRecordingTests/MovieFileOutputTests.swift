@@ -228,6 +228,28 @@ extension MovieFileOutputTests {
         #expect(try Probe(folder.file("again.mkv")).frames == movie.lastRecording?.framesWritten)
     }
 
+    /// minFreeDiskSpaceLimit: with more asked than any disk has, the recording ends at its first
+    /// check with `.diskFull` and a complete file (success), before the disk is touched further.
+    @Test func minFreeDiskSpaceEndsTheRecordingWithACompleteFile() throws {
+        let rig = try RecordingRig("space", .init(.nv12, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("space")
+        defer { folder.remove() }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        movie.minFreeDiskSpaceLimit = .max
+        try rig.session.start()
+        let url = folder.file("space.mp4")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(events.waitForFinish())
+        let e = try #require(events.finishError ?? nil)
+        #expect(e.code == .diskFull && e.recordingSuccessfullyFinished, "\(e)")
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.framesWritten == 1, "the check follows the first frame: \(summary)")
+        #expect(try Probe(url).frames == summary.framesWritten)
+    }
+
     /// A recording stopped before its first frame (the session not running) ends with
     /// `.noDataCaptured` and leaves no file.
     @Test func stoppedBeforeAnyFrameLeavesNoFile() throws {
