@@ -250,6 +250,37 @@ extension MovieFileOutputTests {
         #expect(try Probe(url).frames == summary.framesWritten)
     }
 
+    /// A camera that goes quiet for half a second mid-recording leaves a gap in time in the
+    /// file, not a shift: the frames after it keep their capture times, so the recording still
+    /// ends at its limit with fewer frames.
+    @Test func aStalledCameraLeavesAGapInTime() throws {
+        let rig = try RecordingRig("stall", .init(.nv12, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("stall")
+        defer { folder.remove() }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        movie.maxRecordedDuration = .seconds(3)
+        try rig.session.start()
+        let url = folder.file("stall.mkv")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        let end = Date().addingTimeInterval(60)
+        while movie.recordedFrameCount < 20, Date() < end { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(movie.recordedFrameCount >= 20)
+        rig.camera.stall(for: .milliseconds(500))
+        #expect(events.waitForFinish())
+        #expect((events.finishError ?? nil)?.code == .maximumDurationReached)
+        let summary = try #require(movie.lastRecording)
+        let times = try packetTimes(url)
+        #expect(times.count == summary.framesWritten)
+        let widest = zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 0
+        #expect(widest >= 0.45, "the stall's gap: \(widest) s")
+        // The time the stall took holds no frames: at most 3 s of frames less the gap (and one).
+        #expect(Double(summary.framesWritten) <= (3 - widest) * 30 + 2, "\(summary.framesWritten) frames")
+        #expect(summary.duration.seconds <= 3 + 1.0 / 60 + 0.0001 && summary.duration.seconds > 3 - widest, "\(summary.duration)")
+    }
+
     /// A recording stopped before its first frame (the session not running) ends with
     /// `.noDataCaptured` and leaves no file.
     @Test func stoppedBeforeAnyFrameLeavesNoFile() throws {
