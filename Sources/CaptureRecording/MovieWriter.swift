@@ -156,12 +156,14 @@ final class MovieWriter {
 
     private func openEncoder(_ video: VideoFormat, fps: AVRational, settings: MovieOutputSettings,
                              stream st: UnsafeMutablePointer<AVStream>) throws(RecordingError) {
-        guard let codec = avcodec_find_encoder_by_name("libx264") else {
-            throw RecordingError(.unsupportedCodec, "this FFmpeg has no libx264 encoder: install Debian's libavcodec with x264, or record .mjpeg")
+        let name = settings.h264Encoder.rawValue
+        let software = settings.h264Encoder == .libx264
+        guard let codec = avcodec_find_encoder_by_name(name) else {
+            throw RecordingError(.unsupportedCodec, "this FFmpeg has no \(name) encoder: install Debian's libavcodec, or record .mjpeg")
         }
         guard let enc = avcodec_alloc_context3(codec) else { throw RecordingError(.encoderFailed, "out of memory for the encoder") }
         encoder = enc
-        encoderName = "libx264"
+        encoderName = name
         enc.pointee.width = Int32(video.width)
         enc.pointee.height = Int32(video.height)
         enc.pointee.pix_fmt = video.pixelFormat == .yuv420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12
@@ -176,17 +178,27 @@ final class MovieWriter {
         }
         var opts: OpaquePointer?
         defer { av_dict_free(&opts) }
-        av_dict_set(&opts, "preset", settings.preset, 0)
-        av_dict_set(&opts, "tune", "zerolatency", 0)
+        if software {
+            av_dict_set(&opts, "preset", settings.preset, 0)
+            av_dict_set(&opts, "tune", "zerolatency", 0)
+        }
         switch settings.rateControl {
-        case .quality(let q): av_dict_set(&opts, "crf", "\(q)", 0)
+        case .quality(let q) where software: av_dict_set(&opts, "crf", "\(q)", 0)
+        case .quality:
+            // A hardware encoder takes a bitrate: about 0.1 bit per pixel at the frame rate.
+            enc.pointee.bit_rate = Int64(Double(video.width * video.height) * Double(fps.num) / Double(max(1, fps.den)) * 0.1)
         case .bitrate(let b):
             enc.pointee.bit_rate = Int64(b)
             enc.pointee.rc_max_rate = Int64(b)
             enc.pointee.rc_buffer_size = Int32(clamping: b)
         }
         let r = avcodec_open2(enc, codec, &opts)
-        guard r >= 0 else { throw RecordingError(.encoderFailed, "libx264 refused \(video.width)x\(video.height): \(ffMessage(r))") }
+        guard r >= 0 else {
+            if !software {
+                throw RecordingError(.unsupportedCodec, "no V4L2 memory-to-memory H.264 encoder could be opened here (\(ffMessage(r))): use the libx264 encoder")
+            }
+            throw RecordingError(.encoderFailed, "libx264 refused \(video.width)x\(video.height): \(ffMessage(r))")
+        }
         guard avcodec_parameters_from_context(st.pointee.codecpar, enc) >= 0 else {
             throw RecordingError(.encoderFailed, "cannot describe the H.264 stream")
         }

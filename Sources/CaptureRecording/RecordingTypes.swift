@@ -62,6 +62,16 @@ public enum VideoCodec: String, Sendable, Hashable, CaseIterable {
     case mjpeg
 }
 
+/// The H.264 encoder a recording uses.
+public enum H264Encoder: String, Sendable, Hashable, CaseIterable {
+    /// x264 in software (any machine; presets and constant quality).
+    case libx264
+    /// A V4L2 memory-to-memory hardware encoder (e.g. a Raspberry Pi 4's), through FFmpeg's
+    /// `h264_v4l2m2m`: bitrate only (a quality setting becomes about 0.1 bit per pixel); the
+    /// recording ends with `.unsupportedCodec` on a machine without one.
+    case v4l2m2m = "h264_v4l2m2m"
+}
+
 /// What a movie file output records from one connection (AVFoundation's output settings
 /// dictionary, typed).
 public struct MovieOutputSettings: Sendable, Hashable {
@@ -79,6 +89,8 @@ public struct MovieOutputSettings: Sendable, Hashable {
     /// H.264 only: frames from one keyframe to the next; nil: one keyframe per
     /// `movieFragmentInterval`, so that every fragment starts with one.
     public var keyframeInterval: Int?
+    /// H.264 only: the encoder (the summary's `encoder` says which ran).
+    public var h264Encoder: H264Encoder
     /// H.264 only: the x264 preset (`ultrafast` ... `veryslow`).
     public var preset: String
     /// MJPEG from a raw camera only: the JPEG quality, 1 to 100.
@@ -88,7 +100,9 @@ public struct MovieOutputSettings: Sendable, Hashable {
     public var recordsAudio: Bool
 
     public init(codec: VideoCodec = .h264, rateControl: RateControl = .quality(23), keyframeInterval: Int? = nil,
-                preset: String = "veryfast", jpegQuality: Int = 85, recordsAudio: Bool = true) {
+                preset: String = "veryfast", jpegQuality: Int = 85, recordsAudio: Bool = true,
+                h264Encoder: H264Encoder = .libx264) {
+        self.h264Encoder = h264Encoder
         self.recordsAudio = recordsAudio
         self.codec = codec
         self.rateControl = rateControl
@@ -168,7 +182,7 @@ public struct RecordingSummary: Sendable, Hashable {
     public var duration: Duration
     /// Bytes in the file.
     public var fileSize: Int64
-    /// The encoder that ran (`libx264`), or `passthrough` for camera JPEG written as it came.
+    /// The encoder that ran (`libx264`, `h264_v4l2m2m`), or `passthrough` for camera JPEG written as it came.
     public var encoder: String
     /// Audio written (silence for gaps included), or nil for a recording without audio.
     public var audioDuration: Duration?

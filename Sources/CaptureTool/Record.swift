@@ -31,7 +31,7 @@ private final class RecordWaiter: CaptureFileOutputRecordingDelegate, @unchecked
 /// and exit 0. OUTPUT is the one word that is not an option (or --output): a .mp4/.mkv file or an
 /// rtsp:// URL to publish to.
 func recordCommand(_ rest: ArraySlice<String>) throws {
-    let valued: Set<String> = ["device", "audio", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
+    let valued: Set<String> = ["device", "audio", "encoder", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
                                "keyframe-interval", "output"]
     var options: [String] = [], words: [String] = []
     var it = rest.makeIterator()
@@ -70,6 +70,12 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
         if args.values["bitrate"] != nil { settings.rateControl = .bitrate(try args.int("bitrate", default: 2_000_000, range: 1000...1_000_000_000)) }
     } else {
         settings.jpegQuality = try args.int("quality", default: 85, range: 1...100)
+    }
+    if let e = args.values["encoder"] {
+        guard let encoder = H264Encoder(rawValue: e) else {
+            throw ToolError(message: "unknown encoder '\(e)': --encoder takes \(H264Encoder.allCases.map(\.rawValue).joined(separator: " or "))")
+        }
+        settings.h264Encoder = encoder
     }
     if args.values["keyframe-interval"] != nil { settings.keyframeInterval = try args.int("keyframe-interval", default: 30, range: 1...10_000) }
 

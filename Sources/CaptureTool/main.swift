@@ -35,7 +35,8 @@ usage: capture devices [--json]
                       [--frames N] [--audio DEVICE] [--json]
        capture record [--device PATH|ID|virtual] [--audio ID|ALSA-NAME|virtual] [--preset NAME | --size WxH]
                       [--format FOURCC] [--codec h264|mjpeg] [--quality Q | --bitrate B] [--keyframe-interval N]
-                      [--seconds S] [--json] OUTPUT.mp4|OUTPUT.mkv|rtsp://HOST:PORT/PATH
+                      [--encoder libx264|h264_v4l2m2m] [--seconds S] [--json]
+                      OUTPUT.mp4|OUTPUT.mkv|rtsp://HOST:PORT/PATH
                       (Ctrl-C or SIGTERM finishes the file)
        capture audio [--device ID|ALSA-NAME|virtual] [--seconds S] [--output FILE.wav] [--json]
        capture preview [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]

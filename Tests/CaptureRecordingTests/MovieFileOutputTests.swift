@@ -281,6 +281,32 @@ extension MovieFileOutputTests {
         #expect(summary.duration.seconds <= 3 + 1.0 / 60 + 0.0001 && summary.duration.seconds > 3 - widest, "\(summary.duration)")
     }
 
+    /// The V4L2 M2M hardware encoder where asked: on a machine with one the recording says it
+    /// ran; without one (this host) the recording ends with a typed error and leaves no file.
+    @Test func theHardwareEncoderRunsOrIsATypedError() throws {
+        let rig = try RecordingRig("m2m", .init(.nv12, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("m2m")
+        defer { folder.remove() }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        movie.setOutputSettings(.init(codec: .h264, h264Encoder: .v4l2m2m), for: nil)
+        movie.maxRecordedDuration = .seconds(1)
+        try rig.session.start()
+        let url = folder.file("m2m.mp4")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(events.waitForFinish())
+        let e = try #require(events.finishError ?? nil)
+        if e.code == .maximumDurationReached {
+            #expect(movie.lastRecording?.encoder == "h264_v4l2m2m")
+            #expect(try Probe(url).codec == "h264")
+        } else {
+            #expect(e.code == .unsupportedCodec && e.message.contains("libx264"), "\(e)")
+            #expect(events.events.count == 1, "never started: \(events.events)")
+        }
+    }
+
     /// A recording stopped before its first frame (the session not running) ends with
     /// `.noDataCaptured` and leaves no file.
     @Test func stoppedBeforeAnyFrameLeavesNoFile() throws {
