@@ -13,6 +13,8 @@ let package = Package(
         .executable(name: "still-camera", targets: ["StillCamera"]),
         .executable(name: "camera-check", targets: ["CameraCheck"]),
         .executable(name: "live-capture", targets: ["LiveCapture"]),
+        // Movie recording (FFmpeg); its own product, so that `Capture` never needs FFmpeg.
+        .library(name: "CaptureRecording", targets: ["CaptureRecording"]),
     ],
     targets: [
         // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
@@ -56,7 +58,12 @@ let package = Package(
                                                 "CaptureBackend", "CaptureSystem", "CV4L2Shim"]),
         // Preview: the camera in a window (SDL2); a product of its own, so the core needs no SDL2.
         .target(name: "CapturePreview", dependencies: ["Capture", "CSDL2", "CTurboJPEG", "CPNG"]),
-        .executableTarget(name: "CaptureTool", dependencies: ["Capture", "CapturePreview"], path: "Sources/CaptureTool"),
+        // Recording: FFmpeg's muxers and libx264 (Debian: libavformat-dev, libavcodec-dev,
+        // libavutil-dev); a product of its own, so the core needs no FFmpeg.
+        .systemLibrary(name: "CFFmpeg", path: "Sources/CSystem/ffmpeg", pkgConfig: "libavformat",
+                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
+        .target(name: "CaptureRecording", dependencies: ["Capture", "CFFmpeg"]),
+        .executableTarget(name: "CaptureTool", dependencies: ["Capture", "CapturePreview", "CaptureRecording"], path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
         .executableTarget(name: "LiveCapture", dependencies: ["Capture", "CapturePreview"], path: "Examples/LiveCapture"),
@@ -76,6 +83,7 @@ let package = Package(
                                                          "CaptureImaging", "CaptureBackend", "CaptureSystem",
                                                          "CV4L2Shim", "CaptureTestSupport", "CaptureBenchSupport"]),
         .testTarget(name: "CapturePreviewTests", dependencies: ["CapturePreview", "Capture", "CaptureTestSupport"]),
+        .testTarget(name: "CaptureRecordingTests", dependencies: ["CaptureRecording", "Capture", "CaptureTestSupport"]),
         .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
                                                                "CaptureImaging", "CaptureBackend", "CaptureSystem",
                                                                "CV4L2Shim", "CaptureTestSupport"]),

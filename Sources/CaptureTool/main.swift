@@ -33,6 +33,11 @@ usage: capture devices [--json]
                     [--quality 1-100] [--count N] [--output FILE|DIR]
        capture stream [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
                       [--frames N] [--audio DEVICE] [--json]
+       capture record [--device PATH|ID|virtual] [--audio ID|ALSA-NAME|virtual] [--preset NAME | --size WxH]
+                      [--format FOURCC] [--codec h264|mjpeg] [--quality Q | --bitrate B] [--keyframe-interval N]
+                      [--encoder libx264|h264_v4l2m2m] [--seconds S] [--json]
+                      OUTPUT.mp4|OUTPUT.mkv|rtsp://HOST:PORT/PATH
+                      (Ctrl-C or SIGTERM finishes the file)
        capture audio [--device ID|ALSA-NAME|virtual] [--seconds S] [--output FILE.wav] [--json]
        capture preview [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
                        [--window WxH] [--gravity resizeAspect|resizeAspectFill|resize] [--fullscreen] [--mirror]
@@ -514,6 +519,8 @@ do {
         try snapCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "quality", "count", "output"], boolean: []))
     case "stream":
         try streamCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "frames", "audio"], boolean: ["json"]))
+    case "record":
+        try recordCommand(rest)
     case "audio":
         try audioCommand(Arguments(rest, valued: ["device", "seconds", "output"], boolean: ["json"]))
     case "preview":

@@ -60,8 +60,10 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
     func start() throws(CaptureError) {
         let src = try input.device.openAudioSource()
         let outputs = routes.snapshot.compactMap { $0.output as? CaptureAudioDataOutput }
+        // The app's output chooses the format; a consumer (the recorder's) takes what it gets.
+        let chooser = outputs.first { !$0.isFrameConsumer } ?? outputs.first
         let applied = try fromBackend { () throws(BackendError) in
-            try src.configure(Self.request(for: outputs.first?.audioSettings, range: try src.formats()))
+            try src.configure(Self.request(for: chooser?.audioSettings, range: try src.formats()))
         }
         try fromBackend { () throws(BackendError) in try src.start() }
         for o in outputs { o.setActiveFormat(applied.format) }

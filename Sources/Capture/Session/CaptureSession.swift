@@ -193,6 +193,23 @@ public final class CaptureSession: @unchecked Sendable {
     /// Removes a frame consumer; once this returns the capture threads no longer call it.
     package func removeFrameConsumer(_ consumer: CaptureVideoDataOutput) { removeOutput(consumer) }
 
+    /// Adds an audio consumer (an audio data output made with `init(frameConsumer:)`, the
+    /// recorder's), as `addFrameConsumer` does for video: a connection per microphone, beside the
+    /// app's outputs and not in `outputs`. Returns false (and changes nothing) if it is not a
+    /// consumer or is in a session. Remove it with `removeOutput`.
+    @discardableResult
+    package func addAudioConsumer(_ consumer: CaptureAudioDataOutput) -> Bool {
+        guard consumer.isFrameConsumer else { return false }
+        var added = false
+        change {
+            guard canAddOutput(consumer) else { return }
+            stagedOutputs.append(consumer)
+            consumer.attach(to: self)
+            added = true
+        }
+        return added
+    }
+
     /// The frame consumers, in the order they were added.
     package var frameConsumers: [CaptureVideoDataOutput] {
         lock.withLock { stagedOutputs.compactMap { $0.isFrameConsumer ? $0 as? CaptureVideoDataOutput : nil } }

@@ -1,0 +1,505 @@
+import Capture
+internal import CFFmpeg
+import Foundation
+
+/// FFmpeg's `AVERROR_EOF` (a macro Swift cannot import): `-MKTAG('E', 'O', 'F', ' ')`.
+private let averrorEOF: Int32 = -Int32(bitPattern: 0x2046_4F45)
+
+/// FFmpeg's message for an error code.
+private func ffMessage(_ code: Int32) -> String {
+    var buf = [CChar](repeating: 0, count: 128)
+    if av_strerror(code, &buf, buf.count) < 0 { return "FFmpeg error \(code)" }
+    return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// The recording error for a failed write (`code` is FFmpeg's, a negative errno for I/O).
+private func writeError(_ code: Int32, _ what: String, path: String) -> RecordingError {
+    switch -code {
+    case ENOSPC, EDQUOT:
+        return RecordingError(.diskFull, "the disk is full: \(path) ends at the last complete fragment; free some space")
+    case EACCES, EPERM, EROFS:
+        return RecordingError(.cannotWriteFile, "cannot write \(path) (\(ffMessage(code))): choose a writable folder")
+    case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT, EPIPE, ECONNRESET:
+        return RecordingError(.publishingFailed, "cannot publish to \(path): \(ffMessage(code)); is the RTSP server running and listening there?")
+    case ENOENT, ENOTDIR:
+        return RecordingError(.cannotWriteFile, "cannot create \(path): its folder does not exist")
+    case EISDIR:
+        return RecordingError(.cannotWriteFile, "cannot create \(path): it is a folder")
+    default:
+        let kind: RecordingError.Code = path.hasPrefix("rtsp://") ? .publishingFailed : (code == averrorEOF ? .encoderFailed : .cannotWriteFile)
+        return RecordingError(kind, "\(what) failed for \(path): \(ffMessage(code))")
+    }
+}
+
+/// One movie file being written: FFmpeg's muxer (fragmented MP4 or Matroska), one video stream,
+/// and for H.264 the libx264 encoder. Timestamps are nanoseconds since the recording's first
+/// frame (the capture clock, so dropped frames leave gaps in time).
+///
+/// Not thread-safe: the movie output's recording queue owns it. Steady state allocates nothing
+/// per frame but FFmpeg's packet references.
+final class MovieWriter {
+    /// The stream's shape, known at the first frame.
+    struct VideoFormat {
+        var width: Int
+        var height: Int
+        /// Of the frames given: `.nv12`/`.yuv420` for H.264, `.jpeg` for MJPEG.
+        var pixelFormat: PixelFormat
+        /// The camera's nominal frame interval.
+        var frameInterval: FrameInterval
+    }
+
+    let path: String
+    private(set) var encoderName = ""
+    private var format: UnsafeMutablePointer<AVFormatContext>?
+    private var stream: UnsafeMutablePointer<AVStream>?
+    private var encoder: UnsafeMutablePointer<AVCodecContext>?
+    private var frame: UnsafeMutablePointer<AVFrame>?
+    private var packet: UnsafeMutablePointer<AVPacket>?
+    private let container: MovieContainer
+    private let fragmentMicroseconds: Int64
+    private var videoFormat: VideoFormat?
+    /// Time bases: the encoder's (and the one asked of the stream), and the one the muxer chose.
+    private let inputTimeBase = AVRational(num: 1, den: 90_000)
+    private var streamTimeBase = AVRational(num: 1, den: 90_000)
+    private var frameDurationInStream: Int64 = 0
+    private var lastPTS: Int64 = .min
+    private var headerWritten = false
+
+    /// Creates the file (nothing is written to it until `begin`).
+    init(url: URL, container: MovieContainer, fragmentInterval: Duration) throws(RecordingError) {
+        // FFmpeg and x264 report to stderr at `info` by default. Their errors reach the caller
+        // as typed errors carrying FFmpeg's message, so the library keeps stderr quiet (an app
+        // that chose another level keeps it).
+        if av_log_get_level() == AV_LOG_INFO { av_log_set_level(AV_LOG_FATAL) }
+        path = container == .rtsp ? url.absoluteString : url.path
+        self.container = container
+        let c = fragmentInterval.components
+        fragmentMicroseconds = max(1000, c.seconds * 1_000_000 + c.attoseconds / 1_000_000_000_000)
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        let r = avformat_alloc_output_context2(&ctx, nil, container.muxer, path)
+        guard r >= 0, let ctx else { throw RecordingError(.encoderFailed, "FFmpeg has no \(container.muxer) muxer: \(ffMessage(r))") }
+        format = ctx
+        // RTSP opens its own connection (in `begin`, once the stream is known).
+        guard container != .rtsp else { return }
+        let o = avio_open(&ctx.pointee.pb, path, AVIO_FLAG_WRITE)
+        guard o >= 0 else {
+            close()
+            throw writeError(o, "open", path: path)
+        }
+        // Every packet reaches the file at once (a killed process keeps all complete fragments).
+        ctx.pointee.flags |= AVFMT_FLAG_FLUSH_PACKETS
+        ctx.pointee.flush_packets = 1
+    }
+
+    deinit { close() }
+
+    /// Sets up the stream (and encoder) for frames of `video` and writes the header.
+    func begin(_ video: VideoFormat, audio: AudioFormat?, settings: MovieOutputSettings) throws(RecordingError) {
+        guard let format else { throw RecordingError(.invalidState, "the file is closed") }
+        guard let st = avformat_new_stream(format, nil) else { throw RecordingError(.encoderFailed, "cannot add a video stream") }
+        stream = st
+        videoFormat = video
+        let fps = AVRational(num: Int32(video.frameInterval.denominator), den: Int32(max(1, video.frameInterval.numerator)))
+        var opts: OpaquePointer?
+        defer { av_dict_free(&opts) }
+        if video.pixelFormat == .jpeg {
+            encoderName = "passthrough"
+            let par = st.pointee.codecpar!
+            par.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+            par.pointee.codec_id = AV_CODEC_ID_MJPEG
+            par.pointee.width = Int32(video.width)
+            par.pointee.height = Int32(video.height)
+        } else {
+            try openEncoder(video, fps: fps, settings: settings, stream: st)
+        }
+        st.pointee.time_base = inputTimeBase
+        st.pointee.avg_frame_rate = fps
+        st.pointee.r_frame_rate = fps
+        if let audio { try openAudioEncoder(audio) }
+        if container == .mp4 {
+            // Fragmented: a moov up front, then self-contained fragments. H.264 cuts at keyframes
+            // (one per interval by default) once a fragment is at least 3/4 interval long, and at
+            // two intervals at the latest; JPEG (every frame a keyframe) by duration.
+            if video.pixelFormat == .jpeg {
+                av_dict_set(&opts, "movflags", "empty_moov+default_base_moof", 0)
+                av_dict_set(&opts, "frag_duration", "\(fragmentMicroseconds)", 0)
+            } else {
+                av_dict_set(&opts, "movflags", "frag_keyframe+empty_moov+default_base_moof", 0)
+                av_dict_set(&opts, "min_frag_duration", "\(fragmentMicroseconds * 3 / 4)", 0)
+                av_dict_set(&opts, "frag_duration", "\(fragmentMicroseconds * 2)", 0)
+            }
+        }
+        if container == .matroska {
+            // A cluster per fragment interval (FFmpeg's default is 5 s), so the file grows, and
+            // keeps what it has, as often as an MP4's fragments.
+            av_dict_set(&opts, "cluster_time_limit", "\(max(1, fragmentMicroseconds / 1000))", 0)
+        }
+        if container == .rtsp {
+            // Interleaved in the TCP connection (no UDP ports to open); a server that stops
+            // answering fails a read or write after 5 s instead of hanging.
+            av_dict_set(&opts, "rtsp_transport", "tcp", 0)
+            av_dict_set(&opts, "timeout", "5000000", 0)
+        }
+        let h = avformat_write_header(format, &opts)
+        guard h >= 0 else {
+            if container == .rtsp, -h != ECONNREFUSED, -h != ETIMEDOUT {
+                throw RecordingError(.publishingFailed, "\(path) refused the stream: \(ffMessage(h)); check the server's path and settings")
+            }
+            throw writeError(h, container == .rtsp ? "connecting" : "writing the header", path: path)
+        }
+        headerWritten = true
+        streamTimeBase = st.pointee.time_base
+        frameDurationInStream = max(1, av_rescale_q(1, AVRational(num: fps.den, den: fps.num), streamTimeBase))
+        packet = av_packet_alloc()
+        guard packet != nil else { throw RecordingError(.encoderFailed, "out of memory for a packet") }
+    }
+
+    private func openEncoder(_ video: VideoFormat, fps: AVRational, settings: MovieOutputSettings,
+                             stream st: UnsafeMutablePointer<AVStream>) throws(RecordingError) {
+        let name = settings.h264Encoder.rawValue
+        let software = settings.h264Encoder == .libx264
+        guard let codec = avcodec_find_encoder_by_name(name) else {
+            throw RecordingError(.unsupportedCodec, "this FFmpeg has no \(name) encoder: install Debian's libavcodec, or record .mjpeg")
+        }
+        guard let enc = avcodec_alloc_context3(codec) else { throw RecordingError(.encoderFailed, "out of memory for the encoder") }
+        encoder = enc
+        encoderName = name
+        enc.pointee.width = Int32(video.width)
+        enc.pointee.height = Int32(video.height)
+        enc.pointee.pix_fmt = video.pixelFormat == .yuv420 ? AV_PIX_FMT_YUV420P : AV_PIX_FMT_NV12
+        enc.pointee.time_base = inputTimeBase
+        enc.pointee.framerate = fps
+        let perInterval = Int(Double(fps.num) / Double(fps.den) * Double(fragmentMicroseconds) / 1e6)
+        enc.pointee.gop_size = Int32(settings.keyframeInterval ?? max(1, perInterval))
+        // No B-frames: packets come in presentation order, at once (a live recording).
+        enc.pointee.max_b_frames = 0
+        if (format!.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0 {
+            enc.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
+        }
+        var opts: OpaquePointer?
+        defer { av_dict_free(&opts) }
+        if software {
+            av_dict_set(&opts, "preset", settings.preset, 0)
+            av_dict_set(&opts, "tune", "zerolatency", 0)
+        }
+        switch settings.rateControl {
+        case .quality(let q) where software: av_dict_set(&opts, "crf", "\(q)", 0)
+        case .quality:
+            // A hardware encoder takes a bitrate: about 0.1 bit per pixel at the frame rate.
+            enc.pointee.bit_rate = Int64(Double(video.width * video.height) * Double(fps.num) / Double(max(1, fps.den)) * 0.1)
+        case .bitrate(let b):
+            enc.pointee.bit_rate = Int64(b)
+            enc.pointee.rc_max_rate = Int64(b)
+            enc.pointee.rc_buffer_size = Int32(clamping: b)
+        }
+        let r = avcodec_open2(enc, codec, &opts)
+        guard r >= 0 else {
+            if !software {
+                throw RecordingError(.unsupportedCodec, "no V4L2 memory-to-memory H.264 encoder could be opened here (\(ffMessage(r))): use the libx264 encoder")
+            }
+            throw RecordingError(.encoderFailed, "libx264 refused \(video.width)x\(video.height): \(ffMessage(r))")
+        }
+        guard avcodec_parameters_from_context(st.pointee.codecpar, enc) >= 0 else {
+            throw RecordingError(.encoderFailed, "cannot describe the H.264 stream")
+        }
+        guard let f = av_frame_alloc() else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
+        frame = f
+        f.pointee.format = enc.pointee.pix_fmt.rawValue
+        f.pointee.width = enc.pointee.width
+        f.pointee.height = enc.pointee.height
+        guard av_frame_get_buffer(f, 0) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
+    }
+
+    /// Packet bytes handed to the muxer (RTSP has no file to measure).
+    private var packetBytes: Int64 = 0
+
+    /// Bytes in the file so far (the muxer's buffered fragment not counted); for RTSP, the
+    /// stream's bytes sent.
+    var fileSize: Int64 {
+        guard container != .rtsp else { return packetBytes }
+        guard let pb = format?.pointee.pb else { return 0 }
+        return max(0, avio_tell(pb))
+    }
+
+    /// The presentation time of a frame `nanoseconds` after the first, in the stream's time base.
+    private func pts(_ nanoseconds: Int64, in tb: AVRational) -> Int64 {
+        av_rescale_q(nanoseconds, AVRational(num: 1, den: 1_000_000_000), tb)
+    }
+
+    /// Writes one frame, `nanoseconds` after the first. The sample is read here and not kept.
+    func write(_ sample: SampleBuffer, at nanoseconds: Int64) throws(RecordingError) {
+        guard format != nil, let packet, let stream else { throw RecordingError(.invalidState, "the file is closed") }
+        if let encoder, let frame {
+            guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
+            copy(sample, into: frame)
+            var p = pts(nanoseconds, in: encoder.pointee.time_base)
+            if p <= lastPTS { p = lastPTS + 1 }
+            lastPTS = p
+            frame.pointee.pts = p
+            let r = avcodec_send_frame(encoder, frame)
+            guard r >= 0 else { throw RecordingError(.encoderFailed, "libx264 failed on a frame: \(ffMessage(r))") }
+            try drainEncoder()
+        } else {
+            var p = pts(nanoseconds, in: streamTimeBase)
+            if p <= lastPTS { p = lastPTS + 1 }
+            lastPTS = p
+            // The JPEG is written from the sample's bytes (no copy of ours; the muxer buffers it).
+            let r: Int32 = sample.withUnsafeBytes { bytes in
+                packet.pointee.data = UnsafeMutablePointer(mutating: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self))
+                packet.pointee.size = Int32(bytes.count)
+                packet.pointee.pts = p
+                packet.pointee.dts = p
+                packet.pointee.duration = frameDurationInStream
+                packet.pointee.flags = AV_PKT_FLAG_KEY
+                packet.pointee.stream_index = stream.pointee.index
+                defer {
+                    packet.pointee.data = nil
+                    packet.pointee.size = 0
+                }
+                return mux(packet)
+            }
+            guard r >= 0 else { throw writeError(r, "writing a frame", path: path) }
+        }
+    }
+
+    /// Copies an NV12 or I420 frame (one buffer or one per plane) into the encoder's frame.
+    private func copy(_ sample: SampleBuffer, into frame: UnsafeMutablePointer<AVFrame>) {
+        guard let v = videoFormat else { return }
+        let h = v.height, w = v.width, chromaRows = (h + 1) / 2
+        let stride0 = sample.bytesPerRow(plane: 0)
+        // The frame's `data` and `linesize` arrays (C arrays, tuples in Swift), by their offsets.
+        let raw = UnsafeMutableRawPointer(frame)
+        let data = (raw + MemoryLayout<AVFrame>.offset(of: \AVFrame.data)!).assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+        let lines = (raw + MemoryLayout<AVFrame>.offset(of: \AVFrame.linesize)!).assumingMemoryBound(to: Int32.self)
+        // Rows of `rowBytes` from `source` plane at `offset` (stride `srcStride`) into `plane`.
+        func rows(_ plane: Int, from source: Int, offset: Int, count: Int, rowBytes: Int, srcStride: Int) {
+            guard let d = data[plane] else { return }
+            let dstStride = Int(lines[plane])
+            sample.withUnsafeBytes(plane: source) { bytes in
+                guard let base = bytes.baseAddress else { return }
+                for y in 0..<count {
+                    let at = offset + y * srcStride
+                    guard at + rowBytes <= bytes.count else { return }
+                    (d + y * dstStride).update(from: (base + at).assumingMemoryBound(to: UInt8.self), count: rowBytes)
+                }
+            }
+        }
+        rows(0, from: 0, offset: 0, count: h, rowBytes: w, srcStride: stride0)
+        if v.pixelFormat == .nv12 {
+            // One buffer (V4L2 NV12: the interleaved chroma follows the luma) or two planes.
+            if sample.planeCount >= 2 {
+                rows(1, from: 1, offset: 0, count: chromaRows, rowBytes: w, srcStride: sample.bytesPerRow(plane: 1))
+            } else {
+                rows(1, from: 0, offset: stride0 * h, count: chromaRows, rowBytes: w, srcStride: stride0)
+            }
+        } else {
+            let cw = (w + 1) / 2
+            if sample.planeCount >= 3 {
+                rows(1, from: 1, offset: 0, count: chromaRows, rowBytes: cw, srcStride: sample.bytesPerRow(plane: 1))
+                rows(2, from: 2, offset: 0, count: chromaRows, rowBytes: cw, srcStride: sample.bytesPerRow(plane: 2))
+            } else {
+                let cs = stride0 / 2
+                rows(1, from: 0, offset: stride0 * h, count: chromaRows, rowBytes: cw, srcStride: cs)
+                rows(2, from: 0, offset: stride0 * h + cs * chromaRows, count: chromaRows, rowBytes: cw, srcStride: cs)
+            }
+        }
+    }
+
+    private func drainEncoder() throws(RecordingError) {
+        guard let encoder, let packet, let stream else { return }
+        while true {
+            let r = avcodec_receive_packet(encoder, packet)
+            if r == -EAGAIN || r == averrorEOF { return }
+            guard r >= 0 else { throw RecordingError(.encoderFailed, "libx264 failed: \(ffMessage(r))") }
+            packet.pointee.stream_index = stream.pointee.index
+            av_packet_rescale_ts(packet, encoder.pointee.time_base, streamTimeBase)
+            packet.pointee.duration = frameDurationInStream
+            packetBytes += Int64(packet.pointee.size)
+            let w = mux(packet)
+            av_packet_unref(packet)
+            guard w >= 0 else { throw writeError(w, "writing a frame", path: path) }
+        }
+    }
+
+    /// A packet to the muxer: in order of time across the streams when there is audio (the
+    /// muxer then holds packets until every stream has reached their time), else at once.
+    private func mux(_ packet: UnsafeMutablePointer<AVPacket>) -> Int32 {
+        audioStream != nil ? av_interleaved_write_frame(format, packet) : av_write_frame(format, packet)
+    }
+
+    // MARK: Audio: AAC (FFmpeg's native encoder) from the session's microphone
+
+    private var audioEncoder: UnsafeMutablePointer<AVCodecContext>?
+    private var audioStream: UnsafeMutablePointer<AVStream>?
+    private var audioFrame: UnsafeMutablePointer<AVFrame>?
+    private var audioRate: Int64 = 48_000
+    private var audioChannels = 0
+    /// Samples waiting for a full encoder frame, per channel, and the time (in samples since
+    /// the first video frame) of their first.
+    private var pending: [[Float]] = []
+    private var pendingStart: Int64 = 0
+    private var audioStarted = false
+    /// Samples handed to the encoder (silence for gaps included).
+    private(set) var audioSamples: Int64 = 0
+    var hasAudio: Bool { audioStream != nil }
+    /// `audioSamples` as nanoseconds.
+    var audioSamplesNanoseconds: Int64 { audioSamples * 1_000_000_000 / max(1, audioRate) }
+
+    private func openAudioEncoder(_ audio: AudioFormat) throws(RecordingError) {
+        guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC) else { throw RecordingError(.unsupportedCodec, "this FFmpeg has no AAC encoder") }
+        guard let enc = avcodec_alloc_context3(codec) else { throw RecordingError(.encoderFailed, "out of memory for the audio encoder") }
+        audioEncoder = enc
+        audioRate = Int64(audio.sampleRate)
+        audioChannels = audio.channelCount
+        enc.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
+        enc.pointee.sample_rate = Int32(audio.sampleRate)
+        av_channel_layout_default(&enc.pointee.ch_layout, Int32(audio.channelCount))
+        enc.pointee.bit_rate = Int64(64_000 * audio.channelCount)
+        enc.pointee.time_base = AVRational(num: 1, den: Int32(audio.sampleRate))
+        if (format!.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0 {
+            enc.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
+        }
+        let r = avcodec_open2(enc, codec, nil)
+        guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder refused \(audio): \(ffMessage(r))") }
+        guard let st = avformat_new_stream(format, nil), avcodec_parameters_from_context(st.pointee.codecpar, enc) >= 0 else {
+            throw RecordingError(.encoderFailed, "cannot add an audio stream")
+        }
+        st.pointee.time_base = enc.pointee.time_base
+        audioStream = st
+        guard let f = av_frame_alloc() else { throw RecordingError(.encoderFailed, "out of memory for an audio frame") }
+        audioFrame = f
+        f.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
+        f.pointee.sample_rate = enc.pointee.sample_rate
+        f.pointee.nb_samples = enc.pointee.frame_size
+        guard av_channel_layout_copy(&f.pointee.ch_layout, &enc.pointee.ch_layout) >= 0, av_frame_get_buffer(f, 0) >= 0 else {
+            throw RecordingError(.encoderFailed, "out of memory for an audio frame")
+        }
+        pending = Array(repeating: [], count: audio.channelCount)
+        for c in pending.indices { pending[c].reserveCapacity(Int(enc.pointee.frame_size) * 4) }
+    }
+
+    /// Adds a block of audio whose first sample was captured `nanoseconds` after the first
+    /// video frame (negative: before it, and that part is left out). A gap of more than 20 ms
+    /// from the audio so far (lost buffers) is filled with silence, so that what follows keeps
+    /// its time.
+    func writeAudio(_ buffer: AudioPCMBuffer, at nanoseconds: Int64) throws(RecordingError) {
+        guard audioEncoder != nil, buffer.frameCount > 0 else { return }
+        var start = av_rescale_q(nanoseconds, AVRational(num: 1, den: 1_000_000_000), AVRational(num: 1, den: Int32(audioRate)))
+        var skip = 0
+        if !audioStarted {
+            if start + Int64(buffer.frameCount) <= 0 { return }
+            if start < 0 { skip = Int(-start); start = 0 }
+            audioStarted = true
+            pendingStart = start
+        } else {
+            let gap = start - (pendingStart + Int64(pending[0].count))
+            if gap > audioRate / 50 {
+                let silence = Int(min(gap, audioRate * 10))
+                for c in pending.indices { pending[c].append(contentsOf: repeatElement(0, count: silence)) }
+                audioSamples += Int64(silence)
+                try encodeAudio(final: false)
+            }
+        }
+        for c in pending.indices {
+            // A mono microphone fills every channel; extra channels of the device are left out.
+            let samples = buffer.floatSamples(channel: min(c, buffer.format.channelCount - 1))
+            pending[c].append(contentsOf: samples[min(skip, samples.count)...])
+        }
+        audioSamples += Int64(max(0, buffer.frameCount - skip))
+        try encodeAudio(final: false)
+    }
+
+    /// Encodes the full encoder frames waiting (and, when `final`, the rest as a short last one).
+    private func encodeAudio(final: Bool) throws(RecordingError) {
+        guard let enc = audioEncoder, let frame = audioFrame else { return }
+        let size = Int(enc.pointee.frame_size)
+        while pending[0].count >= size || (final && !pending[0].isEmpty) {
+            let n = min(size, pending[0].count)
+            guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for an audio frame") }
+            frame.pointee.nb_samples = Int32(n)
+            let planes = frame.pointee.extended_data
+            for c in pending.indices {
+                guard let plane = planes?[c] else { continue }
+                pending[c].withUnsafeBufferPointer { src in
+                    UnsafeMutableRawPointer(plane).copyMemory(from: src.baseAddress!, byteCount: n * MemoryLayout<Float>.size)
+                }
+                pending[c].removeFirst(n)
+            }
+            frame.pointee.pts = pendingStart
+            pendingStart += Int64(n)
+            let r = avcodec_send_frame(enc, frame)
+            guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder failed: \(ffMessage(r))") }
+            try drainAudio()
+        }
+    }
+
+    private func drainAudio() throws(RecordingError) {
+        guard let enc = audioEncoder, let packet, let st = audioStream else { return }
+        while true {
+            let r = avcodec_receive_packet(enc, packet)
+            if r == -EAGAIN || r == averrorEOF { return }
+            guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder failed: \(ffMessage(r))") }
+            packet.pointee.stream_index = st.pointee.index
+            av_packet_rescale_ts(packet, enc.pointee.time_base, st.pointee.time_base)
+            packetBytes += Int64(packet.pointee.size)
+            let w = mux(packet)
+            av_packet_unref(packet)
+            guard w >= 0 else { throw writeError(w, "writing audio", path: path) }
+        }
+    }
+
+    /// Ends the audio where the video ends (`videoEnd` ns after the first frame): audio past it
+    /// is left out, and up to 100 ms missing at the end (still on its way from the device) is
+    /// silence, so both streams last as long.
+    private func finishAudio(videoEnd: Int64) throws(RecordingError) {
+        guard let enc = audioEncoder else { return }
+        let end = av_rescale_q(videoEnd, AVRational(num: 1, den: 1_000_000_000), AVRational(num: 1, den: Int32(audioRate)))
+        if audioStarted {
+            let have = pendingStart + Int64(pending[0].count)
+            if have > end {
+                let keep = Int(max(0, end - pendingStart))
+                for c in pending.indices { pending[c].removeLast(pending[c].count - min(keep, pending[c].count)) }
+            } else if end - have <= audioRate / 10 {
+                for c in pending.indices { pending[c].append(contentsOf: repeatElement(0, count: Int(end - have))) }
+            }
+            try encodeAudio(final: true)
+        }
+        if avcodec_send_frame(enc, nil) >= 0 { try drainAudio() }
+    }
+
+    /// Flushes the encoder, writes the trailer (the last fragment) and closes the file. Safe to
+    /// call more than once; after a failure it still closes the file.
+    func finish(videoEnd: Int64 = 0) throws(RecordingError) {
+        defer { close() }
+        guard let format, headerWritten else { return }
+        var failure: RecordingError?
+        if let encoder {
+            if avcodec_send_frame(encoder, nil) >= 0 {
+                do { try drainEncoder() } catch { failure = error }
+            }
+        }
+        if audioEncoder != nil {
+            do { try finishAudio(videoEnd: videoEnd) } catch { if failure == nil { failure = error } }
+        }
+        let t = av_write_trailer(format)
+        headerWritten = false
+        if failure == nil, t < 0 { failure = writeError(t, "finishing", path: path) }
+        if let failure { throw failure }
+    }
+
+    /// Closes the file and frees FFmpeg's objects (without a trailer).
+    func close() {
+        if encoder != nil { avcodec_free_context(&encoder) }
+        if audioEncoder != nil { avcodec_free_context(&audioEncoder) }
+        if audioFrame != nil { av_frame_free(&audioFrame) }
+        audioStream = nil
+        if frame != nil { av_frame_free(&frame) }
+        if packet != nil { av_packet_free(&packet) }
+        if let f = format {
+            if f.pointee.pb != nil { avio_closep(&f.pointee.pb) }
+            avformat_free_context(f)
+            format = nil
+        }
+        stream = nil
+    }
+}

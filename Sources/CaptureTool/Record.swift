@@ -1,0 +1,152 @@
+// `capture record`: the camera to an H.264 or MJPEG movie file (CaptureRecording).
+import Capture
+import CaptureRecording
+import Foundation
+
+struct RecordJSON: Encodable {
+    var output: String, device: String, codec: String, encoder: String, width: Int?, height: Int?
+    var frames: Int, drops: [String: Int], duration: Double, audio_duration: Double?, bytes: Int64, ended: String
+}
+
+/// Waits for the movie output's finish.
+private final class RecordWaiter: CaptureFileOutputRecordingDelegate, @unchecked Sendable {
+    let done = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var _error: RecordingError?
+    private var _dimensions: VideoDimensions?
+    var error: RecordingError? { lock.withLock { _error } }
+    var dimensions: VideoDimensions? { lock.withLock { _dimensions } }
+    func fileOutput(_ output: CaptureMovieFileOutput, didStartRecordingTo fileURL: URL, from connections: [CaptureConnection]) {
+        let d = connections.first?.device?.activeFormat?.dimensions
+        lock.withLock { _dimensions = d }
+    }
+    func fileOutput(_ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
+                    error: RecordingError?) {
+        lock.withLock { _error = error }
+        done.signal()
+    }
+}
+
+/// Records until --seconds pass (on the capture clock) or Ctrl-C/SIGTERM, which finish the file
+/// and exit 0. OUTPUT is the one word that is not an option (or --output): a .mp4/.mkv file or an
+/// rtsp:// URL to publish to.
+func recordCommand(_ rest: ArraySlice<String>) throws {
+    let valued: Set<String> = ["device", "audio", "encoder", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
+                               "keyframe-interval", "output"]
+    var options: [String] = [], words: [String] = []
+    var it = rest.makeIterator()
+    while let a = it.next() {
+        if a.hasPrefix("--") {
+            options.append(a)
+            if valued.contains(String(a.dropFirst(2))), let v = it.next() { options.append(v) }
+        } else {
+            words.append(a)
+        }
+    }
+    var args = try Arguments(options[...], valued: valued, boolean: ["json"])
+    guard words.count + (args.values["output"] == nil ? 0 : 1) == 1, let path = words.first ?? args.values["output"] else {
+        throw ToolError(message: "record takes one OUTPUT file (.mp4 or .mkv) or rtsp:// URL: capture record [options] OUTPUT")
+    }
+    let codecName = args.values["codec"] ?? "h264"
+    guard let codec = VideoCodec(rawValue: codecName) else {
+        throw ToolError(message: "unknown codec '\(codecName)': --codec takes \(VideoCodec.allCases.map(\.rawValue).joined(separator: " or "))")
+    }
+    var seconds: Double?
+    if let s = args.values["seconds"] {
+        guard let v = Double(s), v > 0, v <= 86_400 else { throw ToolError(message: "--seconds takes a number of seconds above 0 and at most 86400, not '\(s)'") }
+        seconds = v
+    }
+    let isRTSP = path.lowercased().hasPrefix("rtsp://")
+    guard let destination = isRTSP ? URL(string: path) : URL(fileURLWithPath: path) else {
+        throw ToolError(message: "'\(path)' is not a URL: publish to rtsp://HOST:PORT/PATH")
+    }
+    guard isRTSP || ["mp4", "m4v", "mov", "mkv"].contains(destination.pathExtension.lowercased()) else {
+        throw ToolError(message: "cannot tell the container of '\(path)': name it .mp4 or .mkv")
+    }
+    var settings = MovieOutputSettings(codec: codec)
+    if args.values["quality"] != nil && args.values["bitrate"] != nil { throw ToolError(message: "give --quality or --bitrate, not both") }
+    if codec == .h264 {
+        if args.values["quality"] != nil { settings.rateControl = .quality(try args.int("quality", default: 23, range: 0...51)) }
+        if args.values["bitrate"] != nil { settings.rateControl = .bitrate(try args.int("bitrate", default: 2_000_000, range: 1000...1_000_000_000)) }
+    } else {
+        settings.jpegQuality = try args.int("quality", default: 85, range: 1...100)
+    }
+    if let e = args.values["encoder"] {
+        guard let encoder = H264Encoder(rawValue: e) else {
+            throw ToolError(message: "unknown encoder '\(e)': --encoder takes \(H264Encoder.allCases.map(\.rawValue).joined(separator: " or "))")
+        }
+        settings.h264Encoder = encoder
+    }
+    if args.values["keyframe-interval"] != nil { settings.keyframeInterval = try args.int("keyframe-interval", default: 30, range: 1...10_000) }
+
+    let device = try chooseCamera(args.values["device"])
+    // Without --format, the camera's own product where it has one: MJPEG passes through, NV12
+    // needs no conversion.
+    if args.values["format"] == nil {
+        let wish: PixelFormat = codec == .mjpeg ? .mjpeg : .nv12
+        if device.formats.contains(where: { $0.pixelFormat == wish }) { args.values["format"] = wish == .mjpeg ? "MJPG" : "NV12" }
+    }
+    let movie = CaptureMovieFileOutput()
+    movie.setOutputSettings(settings, for: nil)
+    movie.maxRecordedDuration = seconds.map { .nanoseconds(Int64($0 * 1e9)) }
+    let microphones = try args.values["audio"].map { [try CaptureDeviceInput(device: try chooseMicrophone($0))] } ?? []
+    let session = try makeSession(device, args, outputs: [], extraInputs: microphones)
+    defer { session.stopRunning() }
+    session.addOutput(movie)
+    let waiter = RecordWaiter()
+
+    // Ctrl-C and SIGTERM finish the file. (Unblocked: a parent that spawned us from a thread
+    // blocking them, as Dispatch's threads do, would otherwise leave them pending.)
+    var stopping = sigset_t()
+    sigemptyset(&stopping)
+    sigaddset(&stopping, SIGINT)
+    sigaddset(&stopping, SIGTERM)
+    pthread_sigmask(SIG_UNBLOCK, &stopping, nil)
+    let signals = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+        signal(sig, SIG_IGN)
+        let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        s.setEventHandler { movie.stopRecording() }
+        s.resume()
+        return s
+    }
+    defer { for s in signals { s.cancel() } }
+    // On a terminal, a progress line.
+    var progress: DispatchSourceTimer?
+    if isatty(STDERR_FILENO) != 0 {
+        let t = DispatchSource.makeTimerSource(queue: .global())
+        t.schedule(deadline: .now() + 1, repeating: 1)
+        t.setEventHandler {
+            let d = movie.recordedDuration.components
+            let line = String(format: "\r%.1f s, %d frames, %lld bytes ", Double(d.seconds) + Double(d.attoseconds) / 1e18,
+                              movie.recordedFrameCount, movie.recordedFileSize)
+            FileHandle.standardError.write(Data(line.utf8))
+        }
+        t.resume()
+        progress = t
+    }
+    defer { progress?.cancel() }
+
+    movie.startRecording(to: destination, recordingDelegate: waiter)
+    waiter.done.wait()
+    progress?.cancel()
+    if progress != nil { FileHandle.standardError.write(Data("\n".utf8)) }
+    if let e = waiter.error, !e.recordingSuccessfullyFinished { throw ToolError(message: e.message) }
+    guard let summary = movie.lastRecording else { throw ToolError(message: "the recording ended without a summary") }
+    let c = summary.duration.components
+    let duration = Double(c.seconds) + Double(c.attoseconds) / 1e18
+    let report = RecordJSON(output: path, device: device.uniqueID, codec: codec.rawValue, encoder: summary.encoder,
+                            width: waiter.dimensions?.width, height: waiter.dimensions?.height, frames: summary.framesWritten,
+                            drops: Dictionary(uniqueKeysWithValues: summary.framesDropped.map { ($0.key.rawValue, $0.value) }),
+                            duration: (duration * 1e6).rounded() / 1e6,
+                            audio_duration: summary.audioDuration.map { d in
+                                let c = d.components
+                                return ((Double(c.seconds) + Double(c.attoseconds) / 1e18) * 1e6).rounded() / 1e6
+                            }, bytes: summary.fileSize,
+                            ended: summary.error?.code.rawValue ?? "stopped")
+    if args.flags.contains("json") {
+        print(try jsonString(report))
+    } else {
+        let drops = summary.framesDropped.values.reduce(0, +)
+        say("wrote \(path): \(summary.framesWritten) frames, \(String(format: "%.3f", duration)) s, \(summary.fileSize) bytes, \(summary.encoder), \(drops) dropped")
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import Testing
+
+/// `capture record` as a child process on the virtual camera.
+@Suite struct RecordToolTests {
+    /// Starts `capture record ... OUTPUT`; waits until ffprobe reads at least `frames` frames
+    /// from the growing file (a deadline for hangs only). Returns the process and what it read.
+    private func startRecording(_ args: [String], until frames: Int) throws -> (Process, Pipe, Int) {
+        let p = Process()
+        p.executableURL = try captureTool()
+        p.arguments = ["record"] + args
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let output = URL(fileURLWithPath: args.last!)
+        let end = Date().addingTimeInterval(90)
+        var seen = 0
+        while Date() < end, p.isRunning {
+            if FileManager.default.fileExists(atPath: output.path), let probe = try? Probe(output) { seen = probe.frames }
+            if seen >= frames { break }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        return (p, out, seen)
+    }
+
+    /// A recording killed with SIGKILL leaves an MP4 that ffprobe reads: every fragment written
+    /// before the kill (fragments of 1 s, so at least the frames seen before it).
+    @Test func aKilledRecordingLeavesAReadableMP4() throws {
+        let folder = try TempFolder("kill")
+        defer { folder.remove() }
+        let url = folder.file("killed.mp4")
+        let (p, _, seen) = try startRecording(["--device", "virtual", "--size", "320x240", "--seconds", "120", url.path], until: 60)
+        #expect(seen >= 60, "the growing file showed \(seen) frames")
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        #expect(p.terminationReason == .uncaughtSignal && p.terminationStatus == SIGKILL)
+        let probe = try Probe(url)
+        #expect(probe.codec == "h264" && probe.width == 320 && probe.height == 240, "\(probe)")
+        #expect(probe.frames >= seen, "\(probe.frames) frames after the kill, \(seen) before")
+        let rate = probe.frameRate.split(separator: "/").compactMap { Double($0) }
+        let fps = try #require(rate.count == 2 && rate[1] > 0 ? rate[0] / rate[1] : nil, "frame rate \(probe.frameRate)")
+        #expect(probe.duration >= Double(seen - 1) / fps - 0.001, "\(probe.duration) s for \(probe.frames) frames at \(fps) fps")
+    }
+
+    /// SIGTERM finishes the file: status 0, the summary, and a file with every frame it counts.
+    @Test func sigtermFinishesTheFile() throws {
+        let folder = try TempFolder("term")
+        defer { folder.remove() }
+        let url = folder.file("stopped.mkv")
+        let (p, out, seen) = try startRecording(["--device", "virtual", "--size", "320x240", "--codec", "mjpeg", "--json", url.path],
+                                                until: 15)
+        #expect(seen >= 15)
+        kill(p.processIdentifier, SIGTERM)
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        #expect(p.terminationReason == .exit && p.terminationStatus == 0)
+        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any], "\(String(decoding: data, as: UTF8.self))")
+        #expect(json["ended"] as? String == "stopped" && json["codec"] as? String == "mjpeg", "\(json)")
+        let probe = try Probe(url)
+        #expect(probe.codec == "mjpeg" && probe.frames == json["frames"] as? Int, "\(probe) \(json)")
+        #expect(probe.frames >= seen)
+    }
+
+    /// --seconds stops on the capture clock: 2 s of 30 fps within one frame.
+    @Test func secondsStopsOnTime() throws {
+        let folder = try TempFolder("seconds")
+        defer { folder.remove() }
+        let url = folder.file("two.mp4")
+        let r = try run(try captureTool().path, ["record", "--device", "virtual", "--size", "640x480", "--seconds", "2", "--json", url.path])
+        #expect(r.status == 0, "\(r.err)")
+        let json = try #require(try JSONSerialization.jsonObject(with: r.out) as? [String: Any])
+        #expect(json["ended"] as? String == "maximumDurationReached", "\(json)")
+        let probe = try Probe(url)
+        #expect(probe.codec == "h264" && probe.width == 640 && probe.height == 480 && probe.frames == json["frames"] as? Int, "\(probe)")
+        let drops = (json["drops"] as? [String: Int])?.values.reduce(0, +) ?? -1
+        #expect(probe.duration <= 2 + 1.0 / 60 + 0.001, "\(probe.duration)")
+        if drops == 0 { #expect(probe.duration >= 2 - 1.0 / 30 - 0.001, "\(probe.duration)") }
+    }
+
+    /// Bad input: one line each, status 1, nothing recorded.
+    @Test func badArgumentsAndPathsAreOneLineErrors() throws {
+        let folder = try TempFolder("bad")
+        defer { folder.remove() }
+        let tool = try captureTool().path
+        let cases: [([String], String)] = [
+            (["record", "--device", "virtual", "--codec", "vp9", folder.file("a.mp4").path], "unknown codec 'vp9'"),
+            (["record", "--device", "virtual", folder.file("a.avi").path], "name it .mp4 or .mkv"),
+            (["record", "--device", "virtual", "--seconds", "2", folder.url.appendingPathComponent("missing/a.mp4").path],
+             "folder does not exist"),
+            (["record", "--device", "virtual"], "one OUTPUT file"),
+            (["record", "--device", "virtual", "rtsp://127.0.0.1:1/live"], "cannot publish to rtsp://127.0.0.1:1/live"),
+            (["record", "--device", "virtual", "--codec", "mjpeg", "rtsp://127.0.0.1:1/live"], "RTSP publishing carries H.264"),
+        ]
+        for (args, expected) in cases {
+            let r = try run(tool, args)
+            let lines = r.err.split(separator: "\n")
+            #expect(r.status == 1, "\(args): status \(r.status)")
+            #expect(lines.count == 1 && r.err.contains(expected), "\(args): \(r.err)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.url.path).isEmpty)
+    }
+}
