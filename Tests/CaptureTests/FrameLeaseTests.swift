@@ -72,4 +72,43 @@ import Testing
         #expect(settled, "\(source.buffersHeldByClients) buffers still out after the camera stopped sending")
         #expect(raw.statistics.delivered >= 10)
     }
+
+    /// A sample the delegate keeps only weakly is never reused for another frame: once the
+    /// callback returns the weak reference is nil (its buffer went back), never a view showing
+    /// another frame or none.
+    @Test func aWeaklyKeptSampleIsNeverReused() async throws {
+        let rig = try MisuseRig("LeaseWeak")
+        defer { rig.uninstall() }
+        final class WeakKeeper: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+            let lock = NSLock()
+            weak var previous: SampleBuffer?
+            var previousSequence: UInt64 = 0
+            var frames = 0, stillThere = 0, wrongFrame = 0
+            func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+                lock.withLock {
+                    if let p = previous {
+                        stillThere += 1
+                        if p.sequenceNumber != previousSequence || p.pixelFormat == nil { wrongFrame += 1 }
+                    }
+                    previous = sampleBuffer
+                    previousSequence = sampleBuffer.sequenceNumber
+                    frames += 1
+                }
+            }
+        }
+        let keeper = WeakKeeper()
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: rig.device))
+        let output = CaptureVideoDataOutput()
+        output.setSampleBufferDelegate(keeper, queue: DispatchQueue(label: "lease-weak"))
+        session.addOutput(output)
+        session.startRunning()
+        defer { session.stopRunning() }
+        let enough = await eventually(timeout: 20) { keeper.lock.withLock { keeper.frames >= 20 } }
+        #expect(enough)
+        keeper.lock.withLock {
+            #expect(keeper.wrongFrame == 0)
+            #expect(keeper.stillThere == 0, "a weakly kept sample outlived its callback \(keeper.stillThere) times")
+        }
+    }
 }

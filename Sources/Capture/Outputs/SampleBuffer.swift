@@ -15,13 +15,15 @@ import Synchronization
 ///
 /// Video sample buffers are reused: a sample the delegate did not keep beyond its callback is
 /// given back at once and may be handed out again for a later frame. Keep a strong reference for
-/// as long as you use a sample (a `weak` or `unowned` one may later show another frame).
+/// as long as you use a sample. A sample seen through a `weak` reference is never reused for
+/// another frame (a video frame's weak reference becomes nil once the callback returns).
 public final class SampleBuffer: @unchecked Sendable {
     enum Kind {
         case video(ImageBuffer, ActiveFormat)
         case audio(AudioPCMBuffer)
         case jpeg(Data, VideoDimensions)
-        /// A reused video sample between two frames (seen only through a weak reference).
+        /// A view kept for reuse between two frames (nobody outside the library can reach it:
+        /// views with weak or unowned references are not reused).
         case empty
     }
     private struct Contents: ~Copyable {
@@ -89,6 +91,10 @@ public final class SampleBuffer: @unchecked Sendable {
         let frame: FrameBuffer? = contents.withLock { $0.lease.take() }
         _ = consume frame
     }
+
+    /// Whether a `weak` or `unowned` reference to this sample exists (the runtime's counts
+    /// start at 1). Such a sample is never reused for another frame.
+    var hasWeakOrUnownedReferences: Bool { _getWeakRetainCount(self) > 1 || _getUnownedRetainCount(self) > 1 }
 
     /// Whether this is a frame lease whose buffer is still out (held).
     var isFrameLease: Bool { contents.withLock { $0.lease != nil } }
@@ -329,6 +335,10 @@ final class SampleViewPool {
         if isKnownUniquelyReferenced(&view!), view!.isView {
             let v = view!
             view = nil
+            // A view the app still sees through a weak or unowned reference is not reused (that
+            // reference would show another frame): dropping it here gives its hold back and
+            // turns the weak reference nil.
+            guard !v.hasWeakOrUnownedReferences else { return }
             v.endView()
             if spare.count < limit { spare.append(v) }
         } else {
@@ -367,6 +377,14 @@ package final class JPEGSampleRing: @unchecked Sendable {
                 // Referenced by the ring alone: free. (While a producer writes one, it holds a
                 // reference too, so nobody else picks it.)
                 guard isKnownUniquelyReferenced(&slots[i].sample) else { continue }
+                if slots[i].sample!.hasWeakOrUnownedReferences {
+                    // Someone still sees it weakly: it keeps its bytes, and the slot a new sample
+                    // (the storage with it, since the old sample shares it).
+                    let s = SampleBuffer(jpeg: Data(), dimensions: dimensions, metadata: metadata)
+                    slots[i].sample = s
+                    slots[i].storage = Data()
+                    return (i, s)
+                }
                 let s = slots[i].sample!
                 // The sample lets go of its old bytes, so that the storage is the slot's alone
                 // and is written in place, not copied.
