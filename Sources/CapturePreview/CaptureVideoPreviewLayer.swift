@@ -114,8 +114,10 @@ public final class CaptureVideoPreviewLayer: Layer, @unchecked Sendable {
 /// the layer's queue, `take` on the window's thread; both are short and never wait for the
 /// other's work (only for the lock). Thread-safe.
 final class PreviewFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
-    private struct State {
-        var newest: SampleBuffer?
+    private struct State: ~Copyable {
+        /// The newest frame, held by a hold of its own (not the view the output handed over,
+        /// which it then reuses: nothing is allocated per frame).
+        var newest: HeldFrame?
         var format: (PixelFormat, VideoDimensions)?
         var drawn = 0
         var replaced = 0
@@ -124,7 +126,7 @@ final class PreviewFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unche
     // NSLock: a pthread mutex, which ThreadSanitizer sees.
     private let lock = NSLock()
     private var state = State()
-    private func locked<T>(_ body: (inout State) -> T) -> T {
+    private func locked<T: ~Copyable>(_ body: (inout State) -> T) -> T {
         lock.lock()
         defer { lock.unlock() }
         return body(&state)
@@ -132,13 +134,14 @@ final class PreviewFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unche
 
     func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
         guard let f = sampleBuffer.pixelFormat, let d = sampleBuffer.dimensions else { return }
-        let old: SampleBuffer? = locked { st in
-            let old = st.newest
-            if old != nil { st.replaced += 1 }
-            st.newest = sampleBuffer
-            st.format = (f, d)
-            return old
-        }
+        let held = sampleBuffer.heldFrame()
+        // (Not through `locked`: a closure cannot take the held frame over.)
+        lock.lock()
+        let old = state.newest.take()
+        if old != nil { state.replaced += 1 }
+        state.newest = consume held
+        state.format = (f, d)
+        lock.unlock()
         // The replaced frame's buffer goes back here, outside the lock.
         _ = consume old
     }
@@ -148,7 +151,7 @@ final class PreviewFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unche
     }
 
     /// The newest frame not yet drawn, handed over (the sink no longer holds it).
-    func take() -> SampleBuffer? { locked { st in defer { st.newest = nil }; return st.newest } }
+    func take() -> HeldFrame? { locked { st in st.newest.take() } }
     func didDraw() { locked { $0.drawn += 1 } }
     /// Whether a frame waits to be drawn.
     var hasNewFrame: Bool { locked { $0.newest != nil } }

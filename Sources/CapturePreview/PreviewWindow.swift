@@ -514,12 +514,12 @@ public final class PreviewWindow {
     }
 
     private func drawVideo(_ video: VideoDrawing, _ c: DrawCommand, _ r: OpaquePointer) {
-        if let sample = video.source.take() {
+        if let held = video.source.take() {
             var g = video.geometry
             g.bounds = c.rect
-            upload(sample, for: c.layer, drawnSize: g.videoRect.size, r)
+            upload(held.sample, for: c.layer, drawnSize: g.videoRect.size, r)
             video.source.didDraw()
-            // `sample` ends here: its driver buffer goes back before anything is drawn.
+            // `held` ends here: its driver buffer goes back before anything is drawn.
         }
         guard let t = videoTextures[c.layer] else { return }
         var g = video.geometry

@@ -92,6 +92,22 @@ public final class SampleBuffer: @unchecked Sendable {
         _ = consume frame
     }
 
+    /// A hold of the caller's own on the frame this sample shows, for a consumer inside the
+    /// package that keeps the frame beyond its callback (a preview's newest frame): it keeps the
+    /// lease, not the view, so the view is reused and nothing is allocated per frame. The hold
+    /// goes back when the `HeldFrame` ends.
+    package func heldFrame() -> HeldFrame {
+        if let lease = contents.withLock({ $0.viewed }) {
+            lease.hold()
+            return HeldFrame(sample: lease, holds: true)
+        }
+        if isFrameLease {
+            hold()
+            return HeldFrame(sample: self, holds: true)
+        }
+        return HeldFrame(sample: self, holds: false)
+    }
+
     /// Whether a `weak` or `unowned` reference to this sample exists (the runtime's counts
     /// start at 1). Such a sample is never reused for another frame.
     var hasWeakOrUnownedReferences: Bool { _getWeakRetainCount(self) > 1 || _getUnownedRetainCount(self) > 1 }
@@ -272,6 +288,20 @@ public final class SampleBuffer: @unchecked Sendable {
         }
         return try body(image)
     }
+}
+
+/// One hold on a frame (see `SampleBuffer.heldFrame()`), given back exactly once, when it ends.
+package struct HeldFrame: ~Copyable, @unchecked Sendable {
+    /// The frame: a lease (or a JPEG sample, which needs no hold). Read it while this lives.
+    package let sample: SampleBuffer
+    private let holds: Bool
+
+    fileprivate init(sample: SampleBuffer, holds: Bool) {
+        self.sample = sample
+        self.holds = holds
+    }
+
+    deinit { if holds { sample.release() } }
 }
 
 /// Frame leases, one per buffer index of a pool, reused so that handing a frame out allocates
