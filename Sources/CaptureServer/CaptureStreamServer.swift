@@ -120,6 +120,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
     private let consumer = CaptureVideoDataOutput(frameConsumer: ())
     private let sink: ServerFrameSink
     private let queue = DispatchQueue(label: "swift-capture.server")
+    /// Where the web app's actions (still, toggle, control) run, one at a time.
+    private let actions = DispatchQueue(label: "swift-capture.server.actions")
     // Everything below is guarded by `lock`.
     private var daemon: OpaquePointer?
     private var boundPort = 0
@@ -415,13 +417,16 @@ public final class CaptureStreamServer: @unchecked Sendable {
             let r = jpeg.withUnsafeBytes { HTTP.response($0) }
             addCommonHeaders(r, type: "image/jpeg")
             return HTTP.queue(c, 200, r)
-        case .still: return answerLater(c) { await $0.takeStill() }
-        case .toggle: return answerLater(c) { $0.toggleCamera() }
+        case .still: return answerLater(c) { $0.takeStill($1) }
+        case .toggle: return answerLater(c) { server, answer in let (status, body) = server.toggleCamera(); answer(status, body) }
         case .control:
             let id = HTTP.value(c, MHD_ValueKind.GET_ARGUMENT_KIND, "id").flatMap { UInt32($0.hasPrefix("0x") ? String($0.dropFirst(2)) : $0, radix: $0.hasPrefix("0x") ? 16 : 10) }
             let value = HTTP.value(c, MHD_ValueKind.GET_ARGUMENT_KIND, "value").flatMap { Int64($0) }
             guard let id, let value else { return queueJSON(c, 400, Self.failure("id and value are needed, e.g. ?id=0x980900&value=10")) }
-            return answerLater(c) { $0.setControl(CaptureDevice.ControlID(rawValue: id), value) }
+            return answerLater(c) { server, answer in
+                let (status, body) = server.setControl(CaptureDevice.ControlID(rawValue: id), value)
+                answer(status, body)
+            }
         }
     }
 
@@ -572,8 +577,11 @@ public final class CaptureStreamServer: @unchecked Sendable {
 
     // MARK: Actions (answered off the daemon's thread)
 
-    /// Suspends `c`, runs `work` on another thread and queues its answer for `c`.
-    private func answerLater(_ c: HTTP.Connection, _ work: @escaping @Sendable (CaptureStreamServer) async -> (Int, [String: Any])) -> MHD_Result {
+    typealias Answer = @Sendable (Int, [String: Any]) -> Void
+
+    /// Suspends `c`, runs `work` on the action queue (Dispatch, not the cooperative pool, which a
+    /// host program may keep busy) and queues the answer it gives for `c`.
+    private func answerLater(_ c: HTTP.Connection, _ work: @escaping @Sendable (CaptureStreamServer, @escaping Answer) -> Void) -> MHD_Result {
         let accepted: Bool = lock.withLock {
             guard !stopping else { return false }
             MHD_suspend_connection(c)
@@ -582,39 +590,45 @@ public final class CaptureStreamServer: @unchecked Sendable {
         }
         guard accepted else { return queueText(c, 503, "the server is stopping\n") }
         let connection = SendableConnection(c)
-        Task.detached { [self] in
-            let (status, body) = await work(self)
-            let json = SendableJSON(body)
-            self.lock.withLock {
-                self.queueJSON(connection.pointer, status, json.object)
-                MHD_resume_connection(connection.pointer)
+        actions.async { [self] in
+            work(self) { status, body in
+                self.lock.withLock {
+                    self.queueJSON(connection.pointer, status, body)
+                    MHD_resume_connection(connection.pointer)
+                }
+                self.pendingWork.leave()
             }
-            self.pendingWork.leave()
         }
         return HTTP.yes
     }
 
-    private func takeStill() async -> (Int, [String: Any]) {
+    private func takeStill(_ answer: @escaping Answer) {
         guard let still = session.outputs.lazy.compactMap({ $0 as? CaptureStillImageOutput }).first,
               let connection = still.connection(with: .video) else {
-            return (503, Self.failure("the session has no still image output: add a CaptureStillImageOutput"))
+            return answer(503, Self.failure("the session has no still image output: add a CaptureStillImageOutput"))
         }
-        do throws(CaptureError) {
-            let sample = try await still.captureStillImage(from: connection)
-            guard let jpeg = CaptureStillImageOutput.jpegStillImageDataRepresentation(sample) else {
-                return (500, Self.failure("the still has no JPEG data"))
-            }
-            let url = try await configuration.photoLibrary.save(jpeg: jpeg, metadata: nil)
-            let name = url.lastPathComponent
-            lock.withLock {
-                stills.append((name, jpeg))
-                if stills.count > 8 { stills.removeFirst() }
+        let library = configuration.photoLibrary
+        still.captureStillImageAsynchronously(from: connection) { [self] sample, error in
+            guard let sample, let jpeg = CaptureStillImageOutput.jpegStillImageDataRepresentation(sample) else {
+                return answer(500, Self.failure("the still failed: \(error?.message ?? "it has no JPEG data")"))
             }
             let d = sample.dimensions
-            return (200, ["ok": true, "result": ["url": "/album/" + name, "path": url.path, "bytes": jpeg.count,
-                                                 "width": d?.width ?? 0, "height": d?.height ?? 0]])
-        } catch {
-            return (500, Self.failure("the still failed: \(error.message)"))
+            library.save(jpeg: jpeg, metadata: nil) { [self] result in
+                switch result {
+                case .failure(let e):
+                    answer(500, Self.failure("the still could not be saved: \(e.message)"))
+                case .success(let url):
+                    let name = url.lastPathComponent
+                    // What the album holds (with the metadata it added), for `/album/NAME`.
+                    let saved = (try? Data(contentsOf: url)) ?? jpeg
+                    lock.withLock {
+                        stills.append((name, saved))
+                        if stills.count > 8 { stills.removeFirst() }
+                    }
+                    answer(200, ["ok": true, "result": ["url": "/album/" + name, "path": url.path, "bytes": saved.count,
+                                                        "width": d?.width ?? 0, "height": d?.height ?? 0]])
+                }
+            }
         }
     }
 
@@ -622,29 +636,34 @@ public final class CaptureStreamServer: @unchecked Sendable {
         guard let current = (session.inputs.first as? CaptureDeviceInput)?.device else {
             return (503, Self.failure("the session has no camera"))
         }
-        let cameras = CaptureDevice.devices(for: .video)
-        guard let other = cameras.first(where: { $0.uniqueID != current.uniqueID && $0.position != current.position })
-            ?? cameras.first(where: { $0.uniqueID != current.uniqueID }) else {
-            return (409, Self.failure("\(current.localizedName) is the only camera"))
-        }
-        do {
-            let input = try CaptureDeviceInput(device: other)
-            session.beginConfiguration()
-            let old = session.inputs
-            for i in old { session.removeInput(i) }
-            if session.canAddInput(input) { session.addInput(input) }
-            if case .rejected(let e) = session.commitConfiguration() {
-                // Back to the camera that worked.
+        // The other side's cameras first, then any other; one that cannot be used (busy, gone) is
+        // skipped for the next.
+        let cameras = CaptureDevice.devices(for: .video).filter { $0.uniqueID != current.uniqueID }
+        let candidates = cameras.filter { $0.position != current.position } + cameras.filter { $0.position == current.position }
+        guard !candidates.isEmpty else { return (409, Self.failure("\(current.localizedName) is the only camera")) }
+        var problems: [String] = []
+        for other in candidates {
+            do {
+                let input = try CaptureDeviceInput(device: other)
                 session.beginConfiguration()
-                session.removeInput(input)
-                for i in old { session.addInput(i) }
-                _ = session.commitConfiguration()
-                return (409, Self.failure("cannot switch to \(other.localizedName): \(e.message)"))
+                let old = session.inputs
+                for i in old { session.removeInput(i) }
+                if session.canAddInput(input) { session.addInput(input) }
+                if case .rejected(let e) = session.commitConfiguration() {
+                    // Back to the camera that worked.
+                    session.beginConfiguration()
+                    session.removeInput(input)
+                    for i in old { session.addInput(i) }
+                    _ = session.commitConfiguration()
+                    problems.append("\(other.localizedName): \(e.message)")
+                    continue
+                }
+                return (200, ["ok": true, "result": ["camera": other.localizedName, "id": other.uniqueID, "position": other.position.rawValue]])
+            } catch {
+                problems.append("\(other.localizedName): \(error)")
             }
-            return (200, ["ok": true, "result": ["camera": other.localizedName, "id": other.uniqueID, "position": other.position.rawValue]])
-        } catch {
-            return (409, Self.failure("cannot switch to \(other.localizedName): \(error)"))
         }
+        return (409, Self.failure("cannot switch camera: " + problems.joined(separator: "; ")))
     }
 
     private func setControl(_ id: CaptureDevice.ControlID, _ value: Int64) -> (Int, [String: Any]) {
@@ -749,12 +768,6 @@ final class SnapshotHold: @unchecked Sendable {
 struct SendableConnection: @unchecked Sendable {
     let pointer: HTTP.Connection
     init(_ p: HTTP.Connection) { pointer = p }
-}
-
-/// A JSON object (property-list values only) handed between threads.
-struct SendableJSON: @unchecked Sendable {
-    let object: [String: Any]
-    init(_ o: [String: Any]) { object = o }
 }
 
 // MARK: libmicrohttpd's callbacks
