@@ -234,34 +234,37 @@ public final class CaptureStreamServer: @unchecked Sendable {
             daemon = d
             boundPort = socket.port
             stopping = false
+            offline = false
             retainedSelf = Unmanaged.passRetained(self)
             lastTick = .now()
         }
         session.addFrameConsumer(consumer)
-        eventToken = session.addEventHandler { [weak self] event in self?.sessionEvent(event) }
+        let token = session.addEventHandler { [weak self] event in self?.sessionEvent(event) }
         let t = DispatchSource.makeTimerSource(queue: queue)
         t.schedule(deadline: .now() + 1, repeating: 1)
         t.setEventHandler { [weak self] in self?.tick() }
         t.resume()
-        lock.withLock { timer = t }
+        lock.withLock {
+            timer = t
+            eventToken = token
+        }
     }
 
     /// Stops serving: ends every stream at a part boundary, answers waiting requests, closes every
     /// connection and the socket, and stops taking frames. Returns once the daemon's thread is
     /// gone. Does nothing when not running.
     public func stop() {
-        let t: DispatchSourceTimer? = lock.withLock {
-            guard daemon != nil else { return nil }
+        let (running, t, token): (Bool, DispatchSourceTimer?, UUID?) = lock.withLock {
+            guard daemon != nil, !stopping else { return (false, nil, nil) }
             stopping = true
             resumeWaitingLocked(now: .now(), force: true)
-            defer { timer = nil }
-            return timer
+            defer { timer = nil; eventToken = nil }
+            return (true, timer, eventToken)
         }
-        guard daemon != nil || t != nil else { return }
+        guard running else { return }
         t?.cancel()
         session.removeFrameConsumer(consumer)
-        if let token = eventToken { session.removeEventHandler(token) }
-        eventToken = nil
+        if let token { session.removeEventHandler(token) }
         // Answers made off the daemon's thread are queued before the daemon goes.
         pendingWork.wait()
         let (d, me): (OpaquePointer?, Unmanaged<CaptureStreamServer>?) = lock.withLock {
