@@ -213,15 +213,13 @@ public final class CaptureStreamServer: @unchecked Sendable {
             // Connections beyond the stream clients: snapshots, the page, state polls and idle
             // sockets, each closed after the timeout.
             let connectionLimit = configuration.maxClients + 128
-            let completed: MHD_RequestCompletedCallback = serverRequestCompleted
             var options: [MHD_OptionItem] = [
                 MHD_OptionItem(option: MHD_OPTION.LISTEN_SOCKET, value: Int(socket.descriptor), ptr_value: nil),
                 MHD_OptionItem(option: MHD_OPTION.CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
                 MHD_OptionItem(option: MHD_OPTION.CONNECTION_LIMIT, value: connectionLimit, ptr_value: nil),
-                // Request line and headers must fit in 32 KiB (a bigger request is refused with 431).
+                // Request line and headers must fit in the connection's 48 KiB (shared with the send
+                // buffer); a bigger request is refused (431) and closed.
                 MHD_OptionItem(option: MHD_OPTION.CONNECTION_MEMORY_LIMIT, value: 48 * 1024, ptr_value: nil),
-                MHD_OptionItem(option: MHD_OPTION.NOTIFY_COMPLETED, value: unsafeBitCast(completed, to: Int.self),
-                               ptr_value: Unmanaged.passUnretained(self).toOpaque()),
                 MHD_OptionItem(option: MHD_OPTION.END, value: 0, ptr_value: nil),
             ]
             let d = options.withUnsafeMutableBufferPointer { o in
@@ -788,10 +786,6 @@ private func serverAccessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: 
     let server = Unmanaged<CaptureStreamServer>.fromOpaque(cls).takeUnretainedValue()
     return server.handle(connection, url: String(cString: url), method: String(cString: method))
 }
-
-private func serverRequestCompleted(_ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
-                                    _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
-                                    _ reason: MHD_RequestTerminationCode) {}
 
 private func serverStreamReader(_ cls: UnsafeMutableRawPointer?, _ position: UInt64, _ buffer: UnsafeMutablePointer<CChar>?,
                                 _ max: Int) -> Int {

@@ -90,9 +90,6 @@ struct ServedFramePool {
         chosen!.fill(jpeg: jpeg, serial: serial, sequence: sequence, timestamp: timestamp, dimensions: dimensions)
         return chosen!
     }
-
-    /// Frames the pool owns now (for tests and `/state`).
-    var allocated: Int { frames.count }
 }
 
 /// The multipart stream's fixed strings.
