@@ -8,6 +8,8 @@ let package = Package(
         .library(name: "Capture", targets: ["Capture"]),
         // The preview window (SDL2); its own product so that `Capture` never needs SDL2.
         .library(name: "CapturePreview", targets: ["CapturePreview"]),
+        // The HTTP camera server (libmicrohttpd); its own product so that `Capture` never needs it.
+        .library(name: "CaptureServer", targets: ["CaptureServer"]),
         .executable(name: "capture", targets: ["CaptureTool"]),
         .executable(name: "capture-bench", targets: ["CaptureBench"]),
         .executable(name: "still-camera", targets: ["StillCamera"]),
@@ -18,7 +20,8 @@ let package = Package(
     ],
     targets: [
         // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
-        // libjpeg62-turbo-dev, libasound2-dev; libsdl2-dev and libpng-dev for CapturePreview only).
+        // libjpeg62-turbo-dev, libasound2-dev; libsdl2-dev and libpng-dev for CapturePreview only,
+        // libmicrohttpd-dev for CaptureServer only).
         .systemLibrary(name: "CLibV4L2", path: "Sources/CSystem/libv4l2", pkgConfig: "libv4l2",
                        providers: [.apt(["libv4l-dev"])]),
         .systemLibrary(name: "CTurboJPEG", path: "Sources/CSystem/turbojpeg", pkgConfig: "libturbojpeg",
@@ -31,6 +34,8 @@ let package = Package(
                        providers: [.apt(["libpng-dev"])]),
         .systemLibrary(name: "CALSA", path: "Sources/CSystem/alsa", pkgConfig: "alsa",
                        providers: [.apt(["libasound2-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", path: "Sources/CSystem/microhttpd", pkgConfig: "libmicrohttpd",
+                       providers: [.apt(["libmicrohttpd-dev"])]),
         // Only what Swift cannot import: ioctl request codes, variadic calls, packed structs.
         .target(name: "CV4L2Shim", dependencies: ["CLibV4L2", "CTurboJPEG", "CLibJPEG", "CALSA"],
                 cSettings: [.unsafeFlags(["-O3"])]),
@@ -63,7 +68,12 @@ let package = Package(
         .systemLibrary(name: "CFFmpeg", path: "Sources/CSystem/ffmpeg", pkgConfig: "libavformat",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
         .target(name: "CaptureRecording", dependencies: ["Capture", "CFFmpeg"]),
-        .executableTarget(name: "CaptureTool", dependencies: ["Capture", "CapturePreview", "CaptureRecording"], path: "Sources/CaptureTool"),
+        // Only what Swift cannot call in libmicrohttpd (the variadic MHD_start_daemon); the server's alone.
+        .target(name: "CCaptureServerShim", dependencies: ["CMicroHTTPD"]),
+        // Serving: MJPEG stream, snapshot, state and the camera web app over HTTP (libmicrohttpd); a
+        // product of its own, so the core needs no libmicrohttpd.
+        .target(name: "CaptureServer", dependencies: ["Capture", "CaptureSystem", "CMicroHTTPD", "CCaptureServerShim"]),
+        .executableTarget(name: "CaptureTool", dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer"], path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
         .executableTarget(name: "LiveCapture", dependencies: ["Capture", "CapturePreview"], path: "Examples/LiveCapture"),
@@ -84,6 +94,7 @@ let package = Package(
                                                          "CV4L2Shim", "CaptureTestSupport", "CaptureBenchSupport"]),
         .testTarget(name: "CapturePreviewTests", dependencies: ["CapturePreview", "Capture", "CaptureTestSupport"]),
         .testTarget(name: "CaptureRecordingTests", dependencies: ["CaptureRecording", "Capture", "CaptureTestSupport"]),
+        .testTarget(name: "CaptureServerTests", dependencies: ["CaptureServer", "Capture", "CaptureTestSupport"]),
         .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
                                                                "CaptureImaging", "CaptureBackend", "CaptureSystem",
                                                                "CV4L2Shim", "CaptureTestSupport"]),

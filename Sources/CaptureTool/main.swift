@@ -1,6 +1,7 @@
 // `capture`: list cameras, take stills, measure a stream, through the Capture library.
 import Capture
 import CapturePreview
+import CaptureServer
 import Foundation
 
 struct ToolError: Error { var message: String }
@@ -43,6 +44,10 @@ usage: capture devices [--json]
                        [--window WxH] [--gravity resizeAspect|resizeAspectFill|resize] [--fullscreen] [--mirror]
                        (keys: space takes a still into the album, t toggles cameras, i shows fps, drops and format,
                        q or Esc quits)
+       capture serve [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--quality 1-100]
+                     [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
+                     (MJPEG at /stream and /?action=stream, /snapshot, /state, the camera web app at /;
+                     Ctrl-C or SIGTERM stops it)
 """
 
 /// Finds the camera to use; with no camera at all, says so and installs the virtual pair.
@@ -482,6 +487,52 @@ func previewCommand(_ args: Arguments) throws {
     if let e = errors.get() { throw e }
 }
 
+/// Serves the camera over HTTP until SIGINT or SIGTERM; prints the URL, then a status line every
+/// few seconds.
+func serveCommand(_ args: Arguments) throws {
+    let quality = try args.int("quality", default: 80, range: 1...100)
+    let port = try args.int("port", default: 8080, range: 0...65_535)
+    let maxClients = try args.int("max-clients", default: 20, range: 1...10_000)
+    let user = args.values["user"], password = args.values["password"]
+    guard (user == nil) == (password == nil) else { throw ToolError(message: "--user and --password go together") }
+    let config = CaptureStreamServer.Configuration(
+        host: args.values["host"] ?? "127.0.0.1", port: port, quality: quality,
+        credentials: user.map { CaptureStreamServer.Credentials(user: $0, password: password ?? "") },
+        allowedOrigin: args.values["allow-origin"], maxClients: maxClients)
+    // Stop on SIGINT/SIGTERM through Dispatch (the default action would skip the clean stop).
+    let stopRequested = DispatchSemaphore(value: 0)
+    var sources: [DispatchSourceSignal] = []
+    for sig in [SIGINT, SIGTERM] {
+        signal(sig, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        source.setEventHandler { stopRequested.signal() }
+        source.resume()
+        sources.append(source)
+    }
+    var unblock = sigset_t()
+    sigemptyset(&unblock)
+    sigaddset(&unblock, SIGINT)
+    sigaddset(&unblock, SIGTERM)
+    pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
+    let device = try chooseCamera(args.values["device"])
+    let still = CaptureStillImageOutput()
+    still.outputSettings = .init(quality: max(quality, 90))
+    let session = try makeSession(device, args, outputs: [still])
+    defer { session.stopRunning() }
+    let server = try CaptureStreamServer(session: session, configuration: config)
+    try server.start()
+    defer { server.stop() }
+    let url = server.url
+    say("serving \(device.localizedName) at \(url)  (stream \(url)stream, snapshot \(url)snapshot, state \(url)state)")
+    while stopRequested.wait(timeout: .now() + 5) == .timedOut {
+        let s = server.statistics
+        let size = s.dimensions.map(\.description) ?? "no frame yet"
+        say("\(s.isOnline ? "online" : "offline"), \(size), \(String(format: "%.1f", s.capturedFPS)) fps, \(s.framesReceived) frames, \(s.framesDropped.values.reduce(0, +)) dropped, \(s.clients.count) clients, \(s.clients.map(\.framesSkipped).reduce(0, +)) skipped by clients")
+    }
+    say("stopping")
+    _ = sources
+}
+
 /// Writes a line to standard output at once (print buffers when the output is a pipe).
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 
@@ -525,12 +576,18 @@ do {
         try audioCommand(Arguments(rest, valued: ["device", "seconds", "output"], boolean: ["json"]))
     case "preview":
         try previewCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "window", "gravity"], boolean: ["fullscreen", "mirror"]))
+    case "serve":
+        try serveCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "quality", "host", "port", "user",
+                                                  "password", "allow-origin", "max-clients"], boolean: []))
     case "-h", "--help", "help":
         print(usage)
     default:
         throw ToolError(message: "unknown command '\(argv[1])'\n\(usage)")
     }
 } catch let e as ToolError {
+    FileHandle.standardError.write(Data("capture: \(e.message)\n".utf8))
+    exit(1)
+} catch let e as CaptureServerError {
     FileHandle.standardError.write(Data("capture: \(e.message)\n".utf8))
     exit(1)
 } catch let e as PreviewError {

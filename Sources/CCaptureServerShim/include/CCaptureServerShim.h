@@ -1,0 +1,17 @@
+// What Swift cannot call in libmicrohttpd: MHD_start_daemon is variadic. Symbols carry the
+// capture_server_ prefix.
+#ifndef CCAPTURE_SERVER_SHIM_H
+#define CCAPTURE_SERVER_SHIM_H
+#include <stdint.h>
+#include <stdarg.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+
+/// Starts a daemon with `flags` on `port` (ignored when the options bind an address), calling
+/// `handler(handler_cls, ...)` for each request, with the options in `options` (an array ended by
+/// an item whose option is MHD_OPTION_END). NULL when the daemon could not start (errno says why).
+struct MHD_Daemon *capture_server_start_daemon(unsigned int flags, uint16_t port,
+                                                MHD_AccessHandlerCallback handler, void *handler_cls,
+                                                struct MHD_OptionItem *options);
+#endif

@@ -1,0 +1,99 @@
+import CCaptureServerShim
+import CMicroHTTPD
+import CaptureSystem
+import Foundation
+
+/// The listening socket, bound by us so that a port in use or a bad address is a typed error
+/// with its real errno (libmicrohttpd's start only says "failed"); libmicrohttpd takes it over and
+/// closes it when the daemon stops.
+struct ListeningSocket {
+    let descriptor: Int32
+    let port: Int
+    let isIPv6: Bool
+
+    static func bind(host: String, port: Int) throws(CaptureServerError) -> ListeningSocket {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_PASSIVE
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, String(port), &hints, &list)
+        guard rc == 0, let first = list else {
+            throw CaptureServerError(.badAddress, "cannot listen on '\(host)': not an address of this machine or a known host name; use e.g. --host 127.0.0.1 or --host 0.0.0.0")
+        }
+        defer { freeaddrinfo(list) }
+        let family = first.pointee.ai_family
+        let fd: Int32
+        switch Syscall.run("socket", mock: nil, failure: Int32(-1), { socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }) {
+        case .success(let d): fd = d
+        case .failure(let e): throw CaptureServerError(.startFailed, "cannot make a socket (\(e)); check the process's descriptor limit")
+        }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound = Syscall.run("bind", mock: nil, failure: Int32(-1)) { Glibc.bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) }
+        if case .failure(let e) = bound {
+            close(fd)
+            switch e.rawValue {
+            case EADDRINUSE:
+                throw CaptureServerError(.portInUse, "port \(port) on \(host) is in use by another program: stop it or choose another port (--port)")
+            case EADDRNOTAVAIL, EAFNOSUPPORT:
+                throw CaptureServerError(.badAddress, "\(host) is not an address of this machine: use one of its addresses, 127.0.0.1 or 0.0.0.0")
+            case EACCES, EPERM:
+                throw CaptureServerError(.permissionDenied, "port \(port) needs privileges: choose a port from 1024 up (--port)")
+            default:
+                throw CaptureServerError(.startFailed, "cannot listen on \(host):\(port) (\(e)); choose another address or port")
+            }
+        }
+        if case .failure(let e) = Syscall.run("listen", mock: nil, failure: Int32(-1), { listen(fd, 128) }) {
+            close(fd)
+            throw CaptureServerError(e.rawValue == EADDRINUSE ? .portInUse : .startFailed,
+                                     "cannot listen on \(host):\(port) (\(e)): choose another port (--port)")
+        }
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let actualPort: Int = withUnsafeMutablePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                guard getsockname(fd, sa, &length) == 0 else { return port }
+                if Int32(sa.pointee.sa_family) == AF_INET6 {
+                    return sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+                }
+                return sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+            }
+        }
+        return ListeningSocket(descriptor: fd, port: actualPort, isIPv6: family == AF_INET6)
+    }
+}
+
+/// libmicrohttpd's calls, typed for Swift. Responses are made and queued only on the daemon's
+/// thread, or (for a suspended connection) under the server's lock.
+enum HTTP {
+    typealias Connection = OpaquePointer
+
+    static let yes = MHD_Result.YES
+    static let no = MHD_Result.NO
+
+    /// A response with `body` (copied by libmicrohttpd).
+    static func response(_ body: UnsafeRawBufferPointer) -> OpaquePointer? {
+        MHD_create_response_from_buffer(body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+    }
+
+    static func response(_ text: String) -> OpaquePointer? {
+        var text = text
+        return text.withUTF8 { response(UnsafeRawBufferPointer($0)) }
+    }
+
+    static func addHeader(_ r: OpaquePointer?, _ name: String, _ value: String) {
+        _ = MHD_add_response_header(r, name, value)
+    }
+
+    /// Queues `r` with `status` and lets go of our reference (libmicrohttpd keeps its own).
+    @discardableResult
+    static func queue(_ c: Connection, _ status: Int, _ r: OpaquePointer?) -> MHD_Result {
+        guard let r else { return no }
+        defer { MHD_destroy_response(r) }
+        return MHD_queue_response(c, UInt32(status), r)
+    }
+
+    static func value(_ c: Connection, _ kind: MHD_ValueKind, _ key: String) -> String? {
+        MHD_lookup_connection_value(c, kind, key).map { String(cString: $0) }
+    }
+}

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""The camera web app in a real browser: `capture serve` on the virtual camera, Debian's chromium
+driven headless by Playwright. Prints one "PASS  ..." or "FAIL  ..." line per check; exits non-zero
+if any check failed or could not run.
+
+    Tests/browser/serve_check.py BIN_DIR     (BIN_DIR holds the built `capture`)
+"""
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+failed = 0
+
+
+def check(name, ok, detail=""):
+    global failed
+    if ok:
+        print(f"PASS  browser: {name}", flush=True)
+    else:
+        failed += 1
+        print(f"FAIL  browser: {name}" + (f"  ({detail})" if detail else ""), flush=True)
+    return ok
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: serve_check.py BIN_DIR", file=sys.stderr)
+        return 2
+    tool = os.path.join(sys.argv[1], "capture")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as e:
+        check("playwright is installed (pip install playwright)", False, str(e))
+        return 1
+    if not check("chromium is installed (/usr/bin/chromium)", os.access("/usr/bin/chromium", os.X_OK)):
+        return 1
+    home = tempfile.mkdtemp(prefix="serve-check-home-")
+    env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"))
+    env.pop("XDG_PICTURES_DIR", None)
+    server = subprocess.Popen([tool, "serve", "--port", "0", "--size", "640x480"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = None
+        deadline = time.time() + 60
+        while time.time() < deadline and url is None:
+            line = server.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"at (http://\S+/) ", line)
+            if m:
+                url = m.group(1)
+        if not check("capture serve prints its URL", url is not None, server.stderr.read() if server.poll() is not None else ""):
+            return 1
+
+        def state():
+            with urllib.request.urlopen(url + "state", timeout=20) as r:
+                return json.load(r)["result"]
+
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 900, "height": 700})
+            page.goto(url)
+            page.wait_for_function("document.getElementById('live').naturalWidth > 0", timeout=30000)
+            size = page.evaluate("[document.getElementById('live').naturalWidth, document.getElementById('live').naturalHeight]")
+            check("the live picture loads at the camera size", size == [640, 480], f"{size}")
+
+            # The picture's pixels, drawn from the live <img> (same origin: not tainted).
+            grab = """() => {
+                const img = document.getElementById('live');
+                const c = document.createElement('canvas');
+                c.width = img.naturalWidth; c.height = img.naturalHeight;
+                const g = c.getContext('2d');
+                g.drawImage(img, 0, 0);
+                return Array.from(g.getImageData(0, 0, c.width, c.height).data);
+            }"""
+            w, h = size
+
+            def pixel(data, x, y):
+                i = (y * w + x) * 4
+                return data[i], data[i + 1], data[i + 2]
+
+            bars = [("white", 191, 191, 191), ("yellow", 191, 191, 0), ("cyan", 0, 191, 191), ("green", 0, 191, 0),
+                    ("magenta", 191, 0, 191), ("red", 191, 0, 0), ("blue", 0, 0, 191), ("black", 0, 0, 0)]
+            first = page.evaluate(grab)
+            wrong = []
+            for i, (name, r, g, b) in enumerate(bars):
+                px = pixel(first, (2 * i + 1) * w // 16, h * 3 // 4)
+                if max(abs(px[0] - r), abs(px[1] - g), abs(px[2] - b)) > 32:
+                    wrong.append(f"{name} {px}")
+            check("the page shows the virtual camera's colour bars", not wrong, "; ".join(wrong))
+
+            shot1 = page.locator("#live").screenshot()
+            changed = False
+            deadline = time.time() + 20
+            while time.time() < deadline and not changed:
+                time.sleep(0.5)
+                changed = page.locator("#live").screenshot() != shot1
+            check("the picture changes between two screenshots (the moving box)", changed)
+
+            # Gravity: the three videoGravity modes as object-fit.
+            fits = []
+            for value in ["cover", "fill", "contain"]:
+                page.select_option("#gravity", value)
+                fits.append(page.evaluate("getComputedStyle(document.getElementById('live')).objectFit"))
+            check("the gravity choice sets contain/cover/fill", fits == ["cover", "fill", "contain"], f"{fits}")
+
+            # Shutter: a complete JPEG in the album under the temporary HOME, shown on the page.
+            page.click("#shutter")
+            page.wait_for_function("document.body.dataset.stills === '1'", timeout=30000)
+            page.wait_for_function("document.getElementById('last').naturalWidth > 0", timeout=30000)
+            stills = glob.glob(os.path.join(home, "**", "*.jpg"), recursive=True)
+            ok = len(stills) == 1
+            detail = f"{stills}"
+            if ok:
+                r = subprocess.run(["jpeginfo", "-c", stills[0]], capture_output=True, text=True)
+                ok = r.returncode == 0 and "OK" in r.stdout
+                detail = r.stdout + r.stderr
+            check("the shutter saves a complete JPEG into the album and shows it", ok, detail)
+
+            # A control slider changes the picture.
+            def mean(data):
+                return sum(data[i] for i in range(0, len(data), 4 * 97)) / (len(data) / (4 * 97))
+            page.wait_for_selector("#controls input[type=range]", timeout=20000)
+            before = mean(page.evaluate(grab))
+            page.evaluate("""() => {
+                const s = [...document.querySelectorAll('#controls label')].find(l => l.textContent.startsWith('Brightness'));
+                const input = s.querySelector('input');
+                input.value = input.max;
+                input.dispatchEvent(new Event('change'));
+            }""")
+            brighter = False
+            deadline = time.time() + 20
+            after = before
+            while time.time() < deadline and not brighter:
+                time.sleep(0.3)
+                after = mean(page.evaluate(grab))
+                brighter = after > before + 10
+            check("the brightness slider changes the picture", brighter, f"mean {before:.0f} -> {after:.0f}")
+
+            # Toggle: the server's session switches camera; the picture goes on.
+            camera = state()["source"]["device"]
+            page.click("#toggle")
+            page.wait_for_function("document.body.dataset.camera !== undefined", timeout=30000)
+            switched = False
+            deadline = time.time() + 20
+            while time.time() < deadline and not switched:
+                time.sleep(0.3)
+                switched = state()["source"]["device"] != camera
+            check("the toggle switches camera", switched, f"still {camera}")
+            page.wait_for_function("document.getElementById('live').naturalWidth > 0", timeout=30000)
+            figures = page.text_content("#figures")
+            check("the page shows fps, drops and clients", "fps" in figures and "drops" in figures and "clients" in figures, figures)
+            browser.close()
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                status = server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                status = None
+            check("capture serve stops on SIGTERM with status 0", status == 0, f"status {status}")
+        subprocess.run(["rm", "-rf", home])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
