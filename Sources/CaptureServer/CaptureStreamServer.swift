@@ -637,31 +637,21 @@ public final class CaptureStreamServer: @unchecked Sendable {
         guard let current = (session.inputs.first as? CaptureDeviceInput)?.device else {
             return (503, Self.failure("the session has no camera"))
         }
-        // The other side's cameras first, then any other; one that cannot be used (busy, gone) is
-        // skipped for the next.
+        // The other side's cameras first (front for back and back for front, as the seeds toggle),
+        // then other positions, then the same; one that cannot be used (busy, gone) is skipped.
         let cameras = CaptureDevice.devices(for: .video).filter { $0.uniqueID != current.uniqueID }
-        let candidates = cameras.filter { $0.position != current.position } + cameras.filter { $0.position == current.position }
+        let opposite: DevicePosition? = current.position == .front ? .back : current.position == .back ? .front : nil
+        let candidates = cameras.filter { $0.position == opposite }
+            + cameras.filter { $0.position != opposite && $0.position != current.position }
+            + cameras.filter { $0.position == current.position }
         guard !candidates.isEmpty else { return (409, Self.failure("\(current.localizedName) is the only camera")) }
         var problems: [String] = []
         for other in candidates {
-            do {
-                let input = try CaptureDeviceInput(device: other)
-                session.beginConfiguration()
-                let old = session.inputs
-                for i in old { session.removeInput(i) }
-                if session.canAddInput(input) { session.addInput(input) }
-                if case .rejected(let e) = session.commitConfiguration() {
-                    // Back to the camera that worked.
-                    session.beginConfiguration()
-                    session.removeInput(input)
-                    for i in old { session.addInput(i) }
-                    _ = session.commitConfiguration()
-                    problems.append("\(other.localizedName): \(e.message)")
-                    continue
-                }
+            do throws(CaptureError) {
+                try session.replaceInputs(with: try CaptureDeviceInput(device: other))
                 return (200, ["ok": true, "result": ["camera": other.localizedName, "id": other.uniqueID, "position": other.position.rawValue]])
             } catch {
-                problems.append("\(other.localizedName): \(error)")
+                problems.append("\(other.localizedName): \(error.message)")
             }
         }
         return (409, Self.failure("cannot switch camera: " + problems.joined(separator: "; ")))

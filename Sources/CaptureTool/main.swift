@@ -436,26 +436,16 @@ func previewCommand(_ args: Arguments) throws {
 
     func toggleCamera() {
         let cameras = CaptureDevice.devices(for: .video)
-        let other = cameras.first { $0.uniqueID != current.uniqueID && $0.position != current.position }
+        let opposite: DevicePosition? = current.position == .front ? .back : current.position == .back ? .front : nil
+        let other = cameras.first { $0.uniqueID != current.uniqueID && $0.position == opposite }
+            ?? cameras.first { $0.uniqueID != current.uniqueID && $0.position != current.position }
             ?? cameras.first { $0.uniqueID != current.uniqueID }
         guard let other else {
             FileHandle.standardError.write(Data("capture: \(current.localizedName) is the only camera\n".utf8))
             return
         }
         do {
-            let input = try CaptureDeviceInput(device: other)
-            session.beginConfiguration()
-            let old = session.inputs
-            for i in old { session.removeInput(i) }
-            if session.canAddInput(input) { session.addInput(input) }
-            if case .rejected(let e) = session.commitConfiguration() {
-                // Back to the camera that worked.
-                session.beginConfiguration()
-                session.removeInput(input)
-                for i in old { session.addInput(i) }
-                _ = session.commitConfiguration()
-                throw e
-            }
+            try session.replaceInputs(with: try CaptureDeviceInput(device: other))
             current = other
             preview.connection?.isVideoMirrored = mirror
             say("camera: \(other.localizedName)")

@@ -171,6 +171,24 @@ public final class CaptureSession: @unchecked Sendable {
 
     // MARK: Frame consumers (the extension point of the preview, server and recorder products)
 
+    /// The seeds' camera toggle: inside one begin/commit, the session's inputs are replaced by
+    /// `input`; if the commit is refused (the camera cannot do the session's preset), the old
+    /// inputs come back and the refusal is thrown. For the package's tools and server.
+    package func replaceInputs(with input: CaptureDeviceInput) throws(CaptureError) {
+        beginConfiguration()
+        let old = inputs
+        for i in old { removeInput(i) }
+        if canAddInput(input) { addInput(input) }
+        if case .rejected(let e) = commitConfiguration() {
+            // Back to the camera that worked.
+            beginConfiguration()
+            removeInput(input)
+            for i in old { addInput(i) }
+            _ = commitConfiguration()
+            throw e
+        }
+    }
+
     /// Adds a frame consumer: a video data output made with `init(frameConsumer:)`. Like an
     /// output it gets a connection per camera and its frames (raw, converted or JPEG, per its
     /// `videoSettings`; a JPEG product is encoded once for every consumer and output that wants
@@ -178,7 +196,9 @@ public final class CaptureSession: @unchecked Sendable {
     /// with every lost frame reported; unlike one it is not in `outputs`, and any number may be
     /// added. Returns false (and changes nothing) if it is not a frame consumer or is in a session.
     @discardableResult
-    package func addFrameConsumer(_ consumer: CaptureVideoDataOutput) -> Bool {
+    package func addFrameConsumer(_ consumer: CaptureVideoDataOutput) -> Bool { addConsumer(consumer) }
+
+    private func addConsumer(_ consumer: CaptureOutput) -> Bool {
         guard consumer.isFrameConsumer else { return false }
         var added = false
         change {
@@ -198,17 +218,7 @@ public final class CaptureSession: @unchecked Sendable {
     /// app's outputs and not in `outputs`. Returns false (and changes nothing) if it is not a
     /// consumer or is in a session. Remove it with `removeOutput`.
     @discardableResult
-    package func addAudioConsumer(_ consumer: CaptureAudioDataOutput) -> Bool {
-        guard consumer.isFrameConsumer else { return false }
-        var added = false
-        change {
-            guard canAddOutput(consumer) else { return }
-            stagedOutputs.append(consumer)
-            consumer.attach(to: self)
-            added = true
-        }
-        return added
-    }
+    package func addAudioConsumer(_ consumer: CaptureAudioDataOutput) -> Bool { addConsumer(consumer) }
 
     /// The frame consumers, in the order they were added.
     package var frameConsumers: [CaptureVideoDataOutput] {
