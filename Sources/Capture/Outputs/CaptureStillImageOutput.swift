@@ -236,12 +236,19 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         let orientation = EXIFOrientation(videoOrientation: connection.videoOrientation, mirrored: connection.isVideoMirrored)
         let device = connection.device
         // One still per distinct request (settings, EXIF), from the same frame.
+        // (Grouped as slices of the reused batch, so a still allocates nothing here.)
         var done = 0
         while done < batch.count {
             let key = batch[done]
-            let same = { (r: Request) in r.settings == key.settings && r.alwaysEXIF == key.alwaysEXIF }
-            let group = batch[done...].filter(same)
-            done = batch[done...].partition { !same($0) }
+            let (settings, alwaysEXIF) = (key.settings, key.alwaysEXIF)
+            let start = done
+            // Usually all want the same; only mixed settings reorder the batch (which may copy it).
+            if batch[start...].allSatisfy({ $0.settings == settings && $0.alwaysEXIF == alwaysEXIF }) {
+                done = batch.count
+            } else {
+                done = batch[start...].partition { !($0.settings == settings && $0.alwaysEXIF == alwaysEXIF) }
+            }
+            let group = batch[start..<done]
             let exif: EXIFInfo? = orientation == .up && !key.alwaysEXIF ? nil
                 : EXIFInfo(orientation: orientation, make: key.alwaysEXIF ? device?.manufacturer : nil,
                            model: device?.localizedName, date: Date())
