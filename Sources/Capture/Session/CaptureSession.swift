@@ -73,6 +73,9 @@ public final class CaptureSession: @unchecked Sendable {
     /// which of theirs a commit took away.
     private var appliedConnections: [CaptureConnection] = []
     private var configurationDepth = 0
+    /// The first call refused inside the current transaction (an input or preset the session
+    /// cannot take); the outermost commit then rejects the whole transaction with it.
+    private var refusal: CaptureError?
     private var runners: [ObjectIdentifier: any InputRunner] = [:]
     /// Format and interval each video input runs (or will run) with.
     private var plans: [ObjectIdentifier: VideoPlan] = [:]
@@ -114,20 +117,40 @@ public final class CaptureSession: @unchecked Sendable {
     public var connections: [CaptureConnection] { lock.withLock { allConnections } }
 
     /// Whether `input` can be added: it is not in a session already, its device is not used by
-    /// another session, and the session has no other input of the same media type.
-    public func canAddInput(_ input: CaptureInput) -> Bool {
-        lock.withLock {
-            guard let di = input as? CaptureDeviceInput else { return false }
-            if stagedInputs.contains(where: { $0 === input }) { return false }
-            if let owner = di.device.owner, owner !== self { return false }
-            if stagedInputs.contains(where: { ($0 as? CaptureDeviceInput)?.device === di.device }) { return false }
-            return !stagedInputs.contains { $0.mediaTypes.contains(di.device.mediaType) }
+    /// another session, the session has no other input of the same media type, and a camera can
+    /// run at the session's preset (as AVFoundation, which says no to a camera that cannot).
+    public func canAddInput(_ input: CaptureInput) -> Bool { lock.withLock { whyNotAdd(input) == nil } }
+
+    /// Why `canAddInput` says no, or nil.
+    private func whyNotAdd(_ input: CaptureInput) -> CaptureError? {
+        guard let di = input as? CaptureDeviceInput else { return CaptureError(.invalidArgument, "only device inputs can be added") }
+        let name = di.device.localizedName
+        if stagedInputs.contains(where: { $0 === input }) { return CaptureError(.invalidState, "\(name)'s input is in the session already") }
+        if let owner = di.device.owner, owner !== self {
+            return CaptureError(.deviceBusy, "\(name) is used by another session; remove it there first")
         }
+        if stagedInputs.contains(where: { ($0 as? CaptureDeviceInput)?.device === di.device }) {
+            return CaptureError(.invalidState, "\(name) is in the session already (through another input)")
+        }
+        if stagedInputs.contains(where: { $0.mediaTypes.contains(di.device.mediaType) }) {
+            return CaptureError(.invalidState, "the session has a \(di.device.mediaType.rawValue) input already; remove it first (beginConfiguration, removeInput, addInput, commitConfiguration)")
+        }
+        // A camera whose formats cannot be read is left to the commit, which reports why.
+        if di.device.mediaType == .video, stagedPreset != .inputPriority, !di.device.formats.isEmpty,
+           PresetResolver.format(for: stagedPreset, in: di.device.formats, preferred: preferredPixelFormat(stagedOutputs)) == nil {
+            return CaptureError(.unsupportedFormat, "\(name) cannot run at the session's preset \(stagedPreset.rawValue) (sizes it has: \(Set(di.device.formats.map(\.dimensions.description)).sorted().joined(separator: ", "))); set a preset it can do first (canSetSessionPreset)")
+        }
+        return nil
     }
 
-    /// Adds `input`; does nothing if `canAddInput` says no.
+    /// Adds `input`. When `canAddInput` says no, nothing is added and the refusal is reported:
+    /// a `.configurationRejected` event, and inside `beginConfiguration()` the commit returns
+    /// `.rejected` with it and leaves the whole transaction undone (the session stays as it was).
     public func addInput(_ input: CaptureInput) {
-        change { guard canAddInput(input) else { return }; stagedInputs.append(input) }
+        change {
+            if let why = whyNotAdd(input) { refuse(why); return }
+            stagedInputs.append(input)
+        }
     }
 
     /// Removes `input`.
@@ -176,17 +199,10 @@ public final class CaptureSession: @unchecked Sendable {
     /// inputs come back and the refusal is thrown. For the package's tools and server.
     package func replaceInputs(with input: CaptureDeviceInput) throws(CaptureError) {
         beginConfiguration()
-        let old = inputs
-        for i in old { removeInput(i) }
-        if canAddInput(input) { addInput(input) }
-        if case .rejected(let e) = commitConfiguration() {
-            // Back to the camera that worked.
-            beginConfiguration()
-            removeInput(input)
-            for i in old { addInput(i) }
-            _ = commitConfiguration()
-            throw e
-        }
+        for i in inputs { removeInput(i) }
+        addInput(input)
+        // A refusal undoes the whole transaction: the camera that worked stays.
+        if case .rejected(let e) = commitConfiguration() { throw e }
     }
 
     /// Adds a frame consumer: a video data output made with `init(frameConsumer:)`. Like an
@@ -227,10 +243,23 @@ public final class CaptureSession: @unchecked Sendable {
 
     // MARK: Presets
 
-    /// The quality preset, applied to every video input at the next commit.
+    /// The quality preset, applied to every video input at the next commit. A preset that a
+    /// camera in the session cannot do (`canSetSessionPreset` says no) is refused, as in
+    /// AVFoundation: the preset stays, a `.configurationRejected` event says why, and inside
+    /// `beginConfiguration()` the commit returns `.rejected` and undoes the transaction.
     public var sessionPreset: Preset {
         get { lock.withLock { stagedPreset } }
-        set { change { stagedPreset = newValue } }
+        set {
+            change {
+                guard canSetSessionPreset(newValue) else {
+                    let cameras = stagedInputs.compactMap { ($0 as? CaptureDeviceInput)?.device }.filter { $0.mediaType == .video }
+                    let sizes = Set(cameras.flatMap { $0.formats.map(\.dimensions.description) }).sorted().joined(separator: ", ")
+                    refuse(CaptureError(.unsupportedFormat, "\(cameras.map(\.localizedName).joined(separator: ", ")) cannot run at preset \(newValue.rawValue) (sizes: \(sizes)); the preset stays \(stagedPreset.rawValue)"))
+                    return
+                }
+                stagedPreset = newValue
+            }
+        }
     }
 
     /// Whether every video input (or, with none, any camera) can run at `preset`.
@@ -253,9 +282,12 @@ public final class CaptureSession: @unchecked Sendable {
         lock.unlock()
     }
 
-    /// Applies the changes made since the outermost `beginConfiguration()`. If a device rejects
-    /// them, the previous configuration stays in effect (inputs, outputs, preset and formats),
-    /// a `.runtimeError` event is posted, and the result says why.
+    /// Applies the changes made since the outermost `beginConfiguration()`. If a call inside was
+    /// refused (`addInput` of an input `canAddInput` refuses, a preset `canSetSessionPreset`
+    /// refuses) or a device rejects the changes, none of them takes effect: the previous
+    /// configuration stays (inputs, outputs, preset and formats), the result is `.rejected` with
+    /// the reason, and a `.configurationRejected` event carries it too, so a caller that ignores
+    /// the result still learns of it. A running session keeps running.
     @discardableResult
     public func commitConfiguration() -> ConfigurationResult {
         lock.withLock {
@@ -333,8 +365,17 @@ public final class CaptureSession: @unchecked Sendable {
         return result
     }
 
+    /// Notes a refused call; the outermost commit rejects the transaction with the first one.
+    private func refuse(_ error: CaptureError) {
+        if refusal == nil { refusal = error }
+    }
+
     /// Applies staged → applied. Called with `lock` held.
     private func apply() -> ConfigurationResult {
+        if let refused = refusal {
+            refusal = nil
+            return reject(refused)
+        }
         let newPlans: [ObjectIdentifier: VideoPlan]
         do {
             newPlans = try makePlans()
@@ -410,7 +451,7 @@ public final class CaptureSession: @unchecked Sendable {
         for o in stagedOutputs { o.attach(to: self) }
         rebuildConnections(inputs: appliedInputs, outputs: appliedOutputs)
         appliedConnections = allConnections
-        hub.post(.runtimeError(error))
+        hub.post(.configurationRejected(error))
         return .rejected(error)
     }
 

@@ -20,6 +20,10 @@ extension CaptureSession {
         case deviceResumed(CaptureDevice)
         /// Frames were lost on a device's stream (also reported to video data outputs).
         case framesDropped(CaptureDevice, DroppedFrames)
+        /// A configuration change was refused (an input or preset the session cannot take, or a
+        /// device that rejected the new format): the previous configuration stays and a running
+        /// session keeps running. `commitConfiguration()` returns the same error as `.rejected`.
+        case configurationRejected(CaptureError)
 
         public var description: String {
             switch self {
@@ -30,6 +34,7 @@ extension CaptureSession {
             case .deviceStalled(let d, let t): "deviceStalled(\(d.localizedName), \(t))"
             case .deviceResumed(let d): "deviceResumed(\(d.localizedName))"
             case .framesDropped(let d, let f): "framesDropped(\(d.localizedName), \(f))"
+            case .configurationRejected(let e): "configurationRejected(\(e))"
             }
         }
     }
