@@ -1,6 +1,7 @@
 // `capture`: list cameras, take stills, measure a stream, through the Capture library.
 import Capture
 import CapturePreview
+import CaptureRecording
 import CaptureServer
 import Foundation
 
@@ -28,27 +29,54 @@ struct Arguments {
     }
 }
 
-let usage = """
-usage: capture devices [--json]
-       capture snap [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
-                    [--quality 1-100] [--count N] [--output FILE|DIR]
-       capture stream [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
-                      [--frames N] [--audio DEVICE] [--json]
-       capture record [--device PATH|ID|virtual] [--audio ID|ALSA-NAME|virtual] [--preset NAME | --size WxH]
-                      [--format FOURCC] [--codec h264|mjpeg] [--quality Q | --bitrate B] [--keyframe-interval N]
-                      [--encoder libx264|h264_v4l2m2m] [--seconds S] [--json]
-                      OUTPUT.mp4|OUTPUT.mkv|rtsp://HOST:PORT/PATH
-                      (Ctrl-C or SIGTERM finishes the file)
-       capture audio [--device ID|ALSA-NAME|virtual] [--seconds S] [--output FILE.wav] [--json]
-       capture preview [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
-                       [--window WxH] [--gravity resizeAspect|resizeAspectFill|resize] [--fullscreen] [--mirror]
-                       (keys: space takes a still into the album, t toggles cameras, i shows fps, drops and format,
-                       q or Esc quits)
-       capture serve [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--quality 1-100]
-                     [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
-                     (MJPEG at /stream and /?action=stream, /snapshot, /state, the camera web app at /;
-                     Ctrl-C or SIGTERM stops it)
-"""
+/// Each command's usage, in the order `capture help` lists them.
+let commandUsages: KeyValuePairs<String, String> = [
+    "devices": """
+    usage: capture devices [--json]
+           (cameras and microphones: path, media type, position, name, unique ID)
+    """,
+    "snap": """
+    usage: capture snap [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
+                        [--quality 1-100] [--count N] [--output FILE|DIR/]
+           (without --output, photos go to the album, ~/Pictures or XDG_PICTURES_DIR; FILE's folder must exist)
+    """,
+    "stream": """
+    usage: capture stream [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
+                          [--frames N] [--audio DEVICE] [--json]
+    """,
+    "record": """
+    usage: capture record [--device PATH|ID|virtual] [--audio ID|ALSA-NAME|virtual] [--preset NAME | --size WxH]
+                          [--format FOURCC] [--codec h264|mjpeg] [--quality Q | --bitrate B] [--keyframe-interval N]
+                          [--encoder libx264|h264_v4l2m2m] [--seconds S] [--json]
+                          OUTPUT.mp4|OUTPUT.mkv|rtsp://HOST:PORT/PATH
+           (Ctrl-C or SIGTERM finishes the file)
+    """,
+    "audio": """
+    usage: capture audio [--device ID|ALSA-NAME|virtual] [--seconds S] [--rate HZ] [--output FILE.wav] [--json]
+           (records exactly S seconds of samples, default 2, at the device's rate nearest HZ, default 48000)
+    """,
+    "preview": """
+    usage: capture preview [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
+                           [--window WxH] [--gravity resizeAspect|resizeAspectFill|resize] [--fullscreen] [--mirror]
+           (keys: space takes a still into the album, t toggles cameras, i shows fps, drops and format,
+           q or Esc quits)
+    """,
+    "serve": """
+    usage: capture serve [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--quality 1-100]
+                         [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
+           (MJPEG at /stream and /?action=stream, /snapshot, /state, the camera web app at /;
+           Ctrl-C or SIGTERM stops it)
+    """,
+    "help": """
+    usage: capture help [COMMAND]    (or: capture COMMAND --help, capture COMMAND -h)
+    """,
+]
+
+/// Every command's usage, for `capture help` and a call without a command.
+let usage = commandUsages.map(\.value).joined(separator: "\n")
+
+/// One command's usage; nil for an unknown command.
+func usage(of command: String) -> String? { commandUsages.first { $0.key == command }?.value }
 
 /// Finds the camera to use; with no camera at all, says so and installs the virtual pair.
 func chooseCamera(_ spec: String?) throws -> CaptureDevice {
@@ -79,6 +107,8 @@ func makeSession(_ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOu
     let session = CaptureSession()
     let input = try CaptureDeviceInput(device: device)
     session.beginConfiguration()
+    // The inputs first, at no preset; the preset asked for is checked against them below.
+    session.sessionPreset = .inputPriority
     for i in [input] + extraInputs {
         guard session.canAddInput(i) else { throw ToolError(message: "cannot add \(i.device.localizedName) to a session") }
         session.addInput(i)
@@ -159,34 +189,66 @@ func devicesCommand(_ args: Arguments) throws {
     }
 }
 
+/// Where `capture snap` puts its photos.
+enum SnapDestination {
+    case album, file(String), folder(String)
+
+    /// `--output`: a path ending in / or naming a folder is a folder (created when missing),
+    /// anything else a file whose folder must exist. Checked before the camera opens.
+    init(_ output: String?) throws {
+        guard let output else { self = .album; return }
+        var isDir: ObjCBool = false
+        if output.hasSuffix("/") || FileManager.default.fileExists(atPath: output, isDirectory: &isDir) && isDir.boolValue {
+            try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
+            try Self.checkWritable(output, naming: output)
+            self = .folder(output)
+        } else {
+            let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
+            try Self.checkWritable(folder, naming: output)
+            self = .file(output)
+        }
+    }
+
+    /// A missing, read-only or forbidden folder is found before a photo is taken.
+    private static func checkWritable(_ folder: String, naming path: String) throws {
+        if access(folder, W_OK) != 0 { throw CaptureError.file(errno: errno, path: path, operation: "access") }
+    }
+
+    /// Saves photo `index` of `count` and returns where it went.
+    func save(_ jpeg: Data, metadata: PhotoMetadata, index: Int, count: Int) throws -> URL {
+        switch self {
+        case .album:
+            let library = PhotoLibrary.shared
+            return try library.saveSynchronously(jpeg: jpeg, metadata: metadata)
+        case .file(let path):
+            let url = URL(fileURLWithPath: count == 1 ? path
+                : path.replacingOccurrences(of: ".jpg", with: "") + String(format: "-%04d.jpg", index))
+            try PhotoLibrary.write(jpeg: jpeg, metadata: metadata, to: url)
+            return url
+        case .folder(let path):
+            let url = URL(fileURLWithPath: path).appendingPathComponent(String(format: "snap-%04d.jpg", index))
+            try PhotoLibrary.write(jpeg: jpeg, metadata: metadata, to: url)
+            return url
+        }
+    }
+}
+
 func snapCommand(_ args: Arguments) throws {
-    let device = try chooseCamera(args.values["device"])
     let count = try args.int("count", default: 1, range: 1...100_000)
     let quality = try args.int("quality", default: 90, range: 1...100)
+    let destination = try SnapDestination(args.values["output"])
+    let device = try chooseCamera(args.values["device"])
     let still = CaptureStillImageOutput()
     still.outputSettings = .init(quality: quality)
     let session = try makeSession(device, args, outputs: [still])
     defer { session.stopRunning() }
     guard let connection = still.connection(with: .video) else { throw ToolError(message: "no video connection to the still output") }
-    let output = args.values["output"]
-    var isDir: ObjCBool = false
-    let toDir = output.map { FileManager.default.fileExists(atPath: $0, isDirectory: &isDir) && isDir.boolValue || $0.hasSuffix("/") } ?? false
     for i in 1...count {
         let sample = try runBlocking { () async throws(CaptureError) -> SampleBuffer in try await still.captureStillImage(from: connection) }
         guard let jpeg = CaptureStillImageOutput.jpegStillImageDataRepresentation(sample) else { throw ToolError(message: "the still has no JPEG data") }
-        let url: URL
-        if let output, !toDir {
-            url = URL(fileURLWithPath: count == 1 ? output : output.replacingOccurrences(of: ".jpg", with: "") + String(format: "-%04d.jpg", i))
-            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try jpeg.write(to: url, options: .atomic)
-        } else if let output {
-            try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
-            url = URL(fileURLWithPath: output).appendingPathComponent(String(format: "snap-%04d.jpg", i))
-            try jpeg.write(to: url, options: .atomic)
-        } else {
-            let library = PhotoLibrary.shared
-            url = try runBlocking { () async throws(CaptureError) -> URL in try await library.save(jpeg: jpeg, metadata: nil) }
-        }
+        // The camera's maker and name as EXIF Make and Model (written where the still has no EXIF).
+        let url = try destination.save(jpeg, metadata: PhotoMetadata(make: device.manufacturer, model: device.localizedName),
+                                       index: i, count: count)
         let d = sample.dimensions.map(\.description) ?? "?"
         print("\(url.path)\t\(d)\t\(jpeg.count) bytes\tsequence \(sample.sequenceNumber)")
     }
@@ -307,35 +369,53 @@ func chooseMicrophone(_ spec: String?) throws -> CaptureDevice {
     return d
 }
 
-/// Writes audio buffers to a WAV file and keeps the counts and the peak level.
+/// Writes audio buffers to a WAV file and keeps the counts and the peak level. With `seconds`,
+/// it keeps exactly that many seconds of samples (rounded to a whole frame at the device's rate,
+/// the last buffer cut), then signals `done`: a timer would lose the time the device takes to
+/// deliver its first period and cut the file short.
 final class AudioRecorder: CaptureAudioDataOutputSampleBufferDelegate, CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
     let lock = NSLock()
     var writer: WAVFileWriter?
     let path: String?
+    let seconds: Double?
     var frames = 0, buffers = 0, lostFrames = 0
+    /// Frames to keep, once the first buffer has told the rate.
+    var limit: Int?
     var peak: Float = AudioChannelLevel.silence
     var format: AudioFormat?
     var firstTime: CaptureTime?
     var error: CaptureError?
-    init(path: String?) { self.path = path }
+    let done = DispatchSemaphore(value: 0)
+    init(path: String?, seconds: Double? = nil) {
+        self.path = path
+        self.seconds = seconds
+    }
     func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
         guard let pcm = sampleBuffer.audioBuffer else { return }
         lock.withLock {
+            if limit == nil, let seconds { limit = max(1, Int((seconds * Double(pcm.format.sampleRate)).rounded())) }
+            let keep = limit.map { min(pcm.frameCount, $0 - frames) } ?? pcm.frameCount
+            guard keep > 0, error == nil else { return }
             do throws(CaptureError) {
                 if writer == nil, let path { writer = try WAVFileWriter(path: path, format: pcm.format) }
-                try writer?.write(pcm)
+                if let writer {
+                    if keep == pcm.frameCount { try writer.write(pcm) } else { try writer.write(pcm.data.prefix(keep * pcm.format.bytesPerFrame)) }
+                }
             } catch {
-                if self.error == nil { self.error = error }
+                self.error = error
+                done.signal()
+                return
             }
             if firstTime == nil { firstTime = sampleBuffer.presentationTimeStamp }
             format = pcm.format
-            frames += pcm.frameCount
+            frames += keep
             buffers += 1
             for l in pcm.channelLevels { peak = max(peak, l.peakHoldLevel) }
+            if frames == limit { done.signal() }
         }
     }
     func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
-        lock.withLock { lostFrames += drop.count }
+        lock.withLock { if limit == nil || frames < limit! { lostFrames += drop.count } }
     }
 }
 
@@ -345,21 +425,31 @@ struct AudioJSON: Encodable {
 }
 
 func audioCommand(_ args: Arguments) throws {
-    let device = try chooseMicrophone(args.values["device"])
     guard let seconds = Double(args.values["seconds"] ?? "2"), seconds > 0, seconds <= 86_400 else {
-        throw ToolError(message: "--seconds takes a number of seconds from 0 to 86400")
+        throw ToolError(message: "--seconds takes a number of seconds above 0 and at most 86400")
     }
-    let recorder = AudioRecorder(path: args.values["output"])
+    let path = args.values["output"]
+    // A folder that is missing, read-only or forbidden is found before the microphone opens.
+    if let path, access(URL(fileURLWithPath: path).deletingLastPathComponent().path, W_OK) != 0 {
+        throw CaptureError.file(errno: errno, path: path, operation: "access")
+    }
+    let device = try chooseMicrophone(args.values["device"])
+    let recorder = AudioRecorder(path: path, seconds: seconds)
+    // Nothing half-written stays behind when the recording fails.
+    var finished = false
+    defer { if !finished, let path, recorder.lock.withLock({ recorder.writer != nil }) { unlink(path) } }
     let output = CaptureAudioDataOutput()
+    if args.values["rate"] != nil { output.audioSettings.sampleRate = try args.int("rate", default: 48_000, range: 1000...768_000) }
     output.setSampleBufferDelegate(recorder, queue: DispatchQueue(label: "capture.audio"))
     let session = CaptureSession()
     let input = try CaptureDeviceInput(device: device)
     session.addInput(input)
     session.addOutput(output)
     let errors = ErrorBox()
-    session.addEventHandler { event in if case .runtimeError(let e) = event { errors.set(e) } }
+    session.addEventHandler { event in if case .runtimeError(let e) = event { errors.set(e); recorder.done.signal() } }
     try session.start()
-    Thread.sleep(forTimeInterval: seconds)
+    // The samples decide the length; the deadline only catches a device that stops delivering.
+    let delivered = recorder.done.wait(timeout: .now() + seconds + 10) == .success
     session.stopRunning()
     if let e = errors.get() { throw e }
     recorder.lock.lock()
@@ -367,10 +457,15 @@ func audioCommand(_ args: Arguments) throws {
     if let e = recorder.error { throw e }
     try recorder.writer?.close()
     let r = recorder
-    guard let fmt = r.format, r.frames > 0 else { throw ToolError(message: "\(device.localizedName) delivered no audio in \(seconds) s") }
+    guard let fmt = r.format, r.frames > 0 else { throw ToolError(message: "\(device.localizedName) delivered no audio in \(seconds + 10) s") }
+    guard delivered else {
+        throw ToolError(message: "\(device.localizedName) delivered \(r.frames) of \(r.limit ?? 0) frames and then stopped; check the device")
+    }
+    finished = true
     let report = AudioJSON(device: device.uniqueID, sample_rate: fmt.sampleRate, channels: fmt.channelCount,
                            sample_format: fmt.sampleFormat.rawValue, frames: r.frames, buffers: r.buffers, lost_frames: r.lostFrames,
-                           peak_dbfs: (Double(r.peak) * 100).rounded() / 100, seconds: seconds, output: args.values["output"])
+                           peak_dbfs: (Double(r.peak) * 100).rounded() / 100, seconds: Double(r.frames) / Double(fmt.sampleRate),
+                           output: path)
     if args.flags.contains("json") {
         print(try jsonString(report))
     } else {
@@ -422,14 +517,15 @@ func previewCommand(_ args: Arguments) throws {
 
     func takeStill() {
         guard let connection = still.connection(with: .video) else { return }
+        let metadata = PhotoMetadata(make: current.manufacturer, model: current.localizedName)
         Task.detached {
             do throws(CaptureError) {
                 let sample = try await still.captureStillImage(from: connection)
                 guard let jpeg = CaptureStillImageOutput.jpegStillImageDataRepresentation(sample) else { return }
-                let url = try await PhotoLibrary.shared.save(jpeg: jpeg, metadata: nil)
+                let url = try await PhotoLibrary.shared.save(jpeg: jpeg, metadata: metadata)
                 say("\(url.path)\t\(sample.dimensions.map(\.description) ?? "?")\t\(jpeg.count) bytes")
             } catch {
-                FileHandle.standardError.write(Data("capture: still failed: \(error.message)\n".utf8))
+                report(ToolError(message: "still failed: \(error.message)"))
             }
         }
     }
@@ -450,7 +546,7 @@ func previewCommand(_ args: Arguments) throws {
             preview.connection?.isVideoMirrored = mirror
             say("camera: \(other.localizedName)")
         } catch {
-            FileHandle.standardError.write(Data("capture: cannot switch to \(other.localizedName): \(error)\n".utf8))
+            report(ToolError(message: "cannot switch to \(other.localizedName): \(errorText(error))"))
         }
     }
 
@@ -546,14 +642,57 @@ func runBlocking<T: Sendable>(_ body: @escaping @Sendable () async throws(Captur
 }
 final class ResultBox<T: Sendable>: @unchecked Sendable { var result: Result<T, CaptureError>? }
 
+/// The one line the tool prints for any error: the library's words (`CaptureError` and the
+/// products' errors), Foundation and POSIX file errors mapped to the same words, never a raw
+/// `Error Domain=...` dump. Newlines are folded so it stays one line.
+func errorText(_ error: any Error) -> String {
+    let text: String
+    switch error {
+    case let e as ToolError: text = e.message
+    case let e as CaptureError: text = e.message
+    case let e as CaptureServerError: text = e.message
+    case let e as PreviewError: text = e.message
+    case let e as RecordingError: text = e.message
+    default:
+        if let e = CaptureError(foundation: error) {
+            text = e.message
+        } else {
+            let ns = error as NSError
+            text = ns.localizedFailureReason ?? ns.localizedDescription
+        }
+    }
+    return text.split(whereSeparator: \.isNewline).joined(separator: "; ")
+}
+
+/// Prints `error` as one line on standard error.
+func report(_ error: any Error) { FileHandle.standardError.write(Data(("capture: " + errorText(error) + "\n").utf8)) }
+
 let argv = CommandLine.arguments
 guard argv.count >= 2 else {
     FileHandle.standardError.write(Data((usage + "\n").utf8))
     exit(2)
 }
+let command = argv[1]
+let rest = argv.dropFirst(2)
+// `capture help [COMMAND]`, `capture --help`, and `capture COMMAND --help|-h`: usage, exit 0.
+if ["help", "-h", "--help"].contains(command) {
+    guard let topic = rest.first else {
+        print(usage)
+        exit(0)
+    }
+    guard let text = usage(of: topic) else {
+        report(ToolError(message: "no command '\(topic)'; commands: \(commandUsages.map(\.key).joined(separator: ", "))"))
+        exit(2)
+    }
+    print(text)
+    exit(0)
+}
+if let text = usage(of: command), rest.contains(where: { $0 == "--help" || $0 == "-h" }) {
+    print(text)
+    exit(0)
+}
 do {
-    let rest = argv.dropFirst(2)
-    switch argv[1] {
+    switch command {
     case "devices":
         try devicesCommand(Arguments(rest, valued: [], boolean: ["json"]))
     case "snap":
@@ -563,30 +702,16 @@ do {
     case "record":
         try recordCommand(rest)
     case "audio":
-        try audioCommand(Arguments(rest, valued: ["device", "seconds", "output"], boolean: ["json"]))
+        try audioCommand(Arguments(rest, valued: ["device", "seconds", "rate", "output"], boolean: ["json"]))
     case "preview":
         try previewCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "window", "gravity"], boolean: ["fullscreen", "mirror"]))
     case "serve":
         try serveCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "quality", "host", "port", "user",
                                                   "password", "allow-origin", "max-clients"], boolean: []))
-    case "-h", "--help", "help":
-        print(usage)
     default:
-        throw ToolError(message: "unknown command '\(argv[1])'\n\(usage)")
+        throw ToolError(message: "unknown command '\(command)'; commands: \(commandUsages.map(\.key).joined(separator: ", ")) (capture help COMMAND)")
     }
-} catch let e as ToolError {
-    FileHandle.standardError.write(Data("capture: \(e.message)\n".utf8))
-    exit(1)
-} catch let e as CaptureServerError {
-    FileHandle.standardError.write(Data("capture: \(e.message)\n".utf8))
-    exit(1)
-} catch let e as PreviewError {
-    FileHandle.standardError.write(Data("capture: \(e.message)\n".utf8))
-    exit(1)
-} catch let e as CaptureError {
-    FileHandle.standardError.write(Data("capture: \(e.message)\(e.operation.map { " (\($0))" } ?? "")\n".utf8))
-    exit(1)
 } catch {
-    FileHandle.standardError.write(Data("capture: \(error)\n".utf8))
+    report(error)
     exit(1)
 }

@@ -100,6 +100,33 @@ public final class PhotoLibrary: Sendable {
         return try result.get()
     }
 
+    /// Saves `jpeg` at `url` the way the album saves (whole JPEG checked, EXIF with `metadata`
+    /// added when it has none, written to a hidden temporary file in the same folder, flushed,
+    /// then renamed over `url`): a reader sees the old file or the new one, never a partial one,
+    /// and on any failure nothing is left behind. The folder must exist. For a file name the
+    /// caller chooses (`capture snap --output`); an existing file at `url` is replaced.
+    ///
+    /// Errors as for the album, plus `.invalidArgument` when the folder does not exist or `url`
+    /// is a folder.
+    public static func write(jpeg: Data, metadata: PhotoMetadata? = nil, to url: URL) throws(CaptureError) {
+        let bytes = try prepare(jpeg, metadata: metadata, date: metadata?.date ?? Date())
+        let path = url.path
+        let folder = url.deletingLastPathComponent().path
+        var st = stat()
+        if stat(folder, &st) != 0 { throw storageError(errno, operation: "stat", path: folder) }
+        guard st.st_mode & S_IFMT == S_IFDIR else { throw storageError(ENOTDIR, operation: "stat", path: folder) }
+        if stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFDIR {
+            throw CaptureError(.invalidArgument, "\(path) is a folder; name a file in it, or end the path with / to save numbered photos there")
+        }
+        let temp = try writeTemporary(bytes, in: folder)
+        guard rename(temp, path) == 0 else {
+            let e = errno
+            unlink(temp)
+            throw storageError(e, operation: "rename", path: folder)
+        }
+        syncDirectory(folder)
+    }
+
     // MARK: Folder
 
     static func currentEnvironment() -> [String: String] {
@@ -333,6 +360,12 @@ public final class PhotoLibrary: Sendable {
                                 errno: code, operation: operation)
         case EACCES, EPERM:
             return CaptureError(.permissionDenied, "no permission to write in \(path); check its owner and mode or save to another folder",
+                                errno: code, operation: operation)
+        case ENOENT:
+            return CaptureError(.invalidArgument, "no such folder: \(path); create it first or save to another folder",
+                                errno: code, operation: operation)
+        case ENOTDIR:
+            return CaptureError(.invalidArgument, "\(path) is not a folder; save to a folder that exists",
                                 errno: code, operation: operation)
         default:
             return CaptureError(.ioError, "could not save the photo in \(path): \(String(cString: strerror(code)))",

@@ -1,0 +1,185 @@
+// `capture` as a new user meets it: --help for every command, one-line typed errors for bad
+// destinations (a missing folder, a read-only file system, a full disk: real tmpfs mounts) with no
+// file left behind, EXIF Make/Model in album photos (read back with exiftool), and audio of exactly
+// the length asked for (the WAV's frame count).
+import Foundation
+import Testing
+
+@Suite struct CaptureToolTests {
+    struct Result {
+        var status: Int32, stdout: String, stderr: String
+        var errorLines: [Substring] { stderr.split(separator: "\n") }
+    }
+
+    static func tool() throws -> String {
+        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [dir.appendingPathComponent("capture"), dir.deletingLastPathComponent().appendingPathComponent("capture")]
+        where FileManager.default.isExecutableFile(atPath: candidate.path) {
+            return candidate.path
+        }
+        throw ToolTestFailure("no capture beside \(CommandLine.arguments[0]): build with 'swift build --build-tests'")
+    }
+
+    /// Runs `path args` with HOME in `home` (so album photos land there) and waits for it.
+    static func run(_ path: String, _ args: [String], home: URL? = nil) throws -> Result {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = args
+        var env = ProcessInfo.processInfo.environment
+        if let home {
+            env["HOME"] = home.path
+            env["XDG_CONFIG_HOME"] = home.appendingPathComponent(".config").path
+            env.removeValue(forKey: "XDG_PICTURES_DIR")
+        }
+        p.environment = env
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        // Read both to the end before waiting: a full pipe would block the child.
+        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    static func capture(_ args: [String], home: URL? = nil) throws -> Result { try run(try tool(), args, home: home) }
+
+    /// A fresh folder under the package's scratch area (not /tmp, which the VM hides).
+    static func folder() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("capture-tool-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// A tmpfs of `kib` KiB mounted at a new folder (as root), with `options`; unmounted by `body`'s end.
+    static func withTmpfs(kib: Int, options: String = "", _ body: (URL) throws -> Void) throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let mounted = try run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(kib)k" + (options.isEmpty ? "" : "," + options), "tmpfs", dir.path])
+        guard mounted.status == 0 else {
+            throw ToolTestFailure("cannot mount a tmpfs (these tests need root): \(mounted.stderr)")
+        }
+        defer { _ = try? run("/bin/umount", [dir.path]) }
+        try body(dir)
+    }
+
+    static let commands = ["devices", "snap", "stream", "record", "audio", "preview", "serve"]
+
+    @Test(arguments: commands)
+    func helpForEveryCommand(_ command: String) throws {
+        for args in [[command, "--help"], [command, "-h"], ["help", command], [command, "--device", "x", "--help"]] {
+            let r = try Self.capture(args)
+            #expect(r.status == 0, "\(args): \(r.stderr)")
+            #expect(r.stdout.hasPrefix("usage: capture \(command)"), "\(args): \(r.stdout)")
+            #expect(r.stderr.isEmpty, "\(args): \(r.stderr)")
+        }
+    }
+
+    @Test func helpListsEveryCommandAndUnknownOnesAreOneLine() throws {
+        let all = try Self.capture(["help"])
+        #expect(all.status == 0)
+        for c in Self.commands { #expect(all.stdout.contains("usage: capture \(c)"), "\(c) missing from help") }
+        for args in [["nonsense"], ["help", "nonsense"], ["snap", "--bogus"]] {
+            let r = try Self.capture(args)
+            #expect(r.status != 0, "\(args)")
+            #expect(r.errorLines.count == 1, "\(args): \(r.stderr)")
+        }
+    }
+
+    /// A one-line error in the library's words, a non-zero exit, and nothing at `path`.
+    func expectRefused(_ r: Result, _ words: String, nothingAt path: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(r.status != 0, sourceLocation: sourceLocation)
+        #expect(r.errorLines.count == 1, "\(r.stderr)", sourceLocation: sourceLocation)
+        #expect(r.stderr.hasPrefix("capture: ") && r.stderr.contains(words), "\(r.stderr)", sourceLocation: sourceLocation)
+        #expect(!r.stderr.contains("Error Domain") && !r.stderr.contains("UserInfo"), "\(r.stderr)", sourceLocation: sourceLocation)
+        #expect(!FileManager.default.fileExists(atPath: path), "\(path) was left behind", sourceLocation: sourceLocation)
+    }
+
+    @Test func snapIntoAMissingFolderSaysSo() throws {
+        let path = "/nonexistent-\(UUID().uuidString)/dir/x.jpg"
+        expectRefused(try Self.capture(["snap", "--device", "virtual", "--output", path]), "no such folder", nothingAt: path)
+        let wav = "/nonexistent-\(UUID().uuidString)/a.wav"
+        expectRefused(try Self.capture(["audio", "--device", "virtual", "--seconds", "0.2", "--output", wav]), "no such folder", nothingAt: wav)
+    }
+
+    @Test func snapOntoAReadOnlyFileSystemSaysSo() throws {
+        try Self.withTmpfs(kib: 256, options: "ro") { dir in
+            let path = dir.appendingPathComponent("x.jpg").path
+            expectRefused(try Self.capture(["snap", "--device", "virtual", "--output", path]), "read-only file system", nothingAt: path)
+            let folderOutput = dir.appendingPathComponent("album").path + "/"
+            expectRefused(try Self.capture(["snap", "--device", "virtual", "--output", folderOutput]), "read-only file system",
+                          nothingAt: folderOutput)
+        }
+    }
+
+    @Test func snapOntoAFullDiskLeavesNoPartialFile() throws {
+        try Self.withTmpfs(kib: 16) { dir in
+            // 4 KiB free: less than any 640x480 JPEG of the colour bars.
+            let filler = dir.appendingPathComponent("filler")
+            try Data(count: 12 * 1024).write(to: filler)
+            let path = dir.appendingPathComponent("x.jpg").path
+            expectRefused(try Self.capture(["snap", "--device", "virtual", "--size", "640x480", "--output", path]), "is full", nothingAt: path)
+            let left = try FileManager.default.contentsOfDirectory(atPath: dir.path)
+            #expect(left == ["filler"], "left behind: \(left)")
+            // The album the same way.
+            let home = dir.appendingPathComponent("home")
+            try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+            let r = try Self.capture(["snap", "--device", "virtual", "--size", "640x480"], home: home)
+            expectRefused(r, "is full", nothingAt: home.appendingPathComponent("Pictures/x.jpg").path)
+            let pictures = (try? FileManager.default.contentsOfDirectory(atPath: home.appendingPathComponent("Pictures").path)) ?? []
+            #expect(pictures.isEmpty, "left in the album: \(pictures)")
+        }
+    }
+
+    @Test func snapReplacesAFileAtomicallyAndCarriesMakeAndModel() throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("x.jpg").path
+        try Data("old".utf8).write(to: URL(fileURLWithPath: path))
+        let r = try Self.capture(["snap", "--device", "virtual", "--preset", "low", "--output", path])
+        #expect(r.status == 0, "\(r.stderr)")
+        let jpeg = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(jpeg.prefix(2) == Data([0xFF, 0xD8]))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["x.jpg"], "a temporary file was left")
+        // Into the album: EXIF Make and Model of the device, as exiftool reads them.
+        let home = dir.appendingPathComponent("home")
+        let album = try Self.capture(["snap", "--device", "virtual", "--preset", "low"], home: home)
+        #expect(album.status == 0, "\(album.stderr)")
+        let photos = try FileManager.default.contentsOfDirectory(atPath: home.appendingPathComponent("Pictures").path)
+        #expect(photos.count == 1 && photos[0].hasPrefix("IMG_") && photos[0].hasSuffix(".jpg"), "\(photos)")
+        let devices = try Self.capture(["devices", "--json"])
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(devices.stdout.utf8)) as? [[String: Any]])
+        let name = try #require(list.first { ($0["path"] as? String)?.hasPrefix("virtual:") == true }?["name"] as? String)
+        for photo in [home.appendingPathComponent("Pictures/" + photos[0]).path, path] {
+            let exif = try Self.run("/usr/bin/exiftool", ["-s3", "-Make", "-Model", photo])
+            #expect(exif.status == 0, "exiftool (apt-get install libimage-exiftool-perl): \(exif.stderr)")
+            let lines = exif.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.count == 2 && !lines[0].isEmpty, "Make/Model of \(photo): \(exif.stdout)")
+            #expect(lines.last == name, "Model of \(photo): \(exif.stdout), device \(name)")
+        }
+    }
+
+    /// `capture audio --seconds S` writes exactly round(S * rate) frames, whatever S and the rate.
+    @Test(arguments: [0.5, 1, 2.3], [44_100, 48_000])
+    func audioRecordsExactlyTheSecondsAsked(_ seconds: Double, _ rate: Int) throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let wav = dir.appendingPathComponent("a.wav").path
+        let r = try Self.capture(["audio", "--device", "virtual", "--seconds", "\(seconds)", "--rate", "\(rate)", "--output", wav, "--json"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let data = try Data(contentsOf: URL(fileURLWithPath: wav))
+        // The RIFF header: the rate at 24, block align at 32, the data chunk's size before its bytes.
+        func u32(_ at: Int) -> Int { data[at..<at + 4].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) } }
+        func u16(_ at: Int) -> Int { Int(data[at]) | Int(data[at + 1]) << 8 }
+        #expect(u32(24) == rate, "rate \(u32(24))")
+        let dataAt = try #require(data.range(of: Data("data".utf8))).lowerBound
+        let frames = u32(dataAt + 4) / u16(32)
+        #expect(frames == Int((seconds * Double(rate)).rounded()), "\(frames) frames for \(seconds) s at \(rate) Hz")
+        #expect(data.count == dataAt + 8 + u32(dataAt + 4), "the header's size and the file's disagree")
+    }
+}
+
+struct ToolTestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
