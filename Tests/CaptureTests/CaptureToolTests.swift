@@ -2,6 +2,7 @@
 // destinations (a missing folder, a read-only file system, a full disk: real tmpfs mounts) with no
 // file left behind, EXIF Make/Model in album photos (read back with exiftool), and audio of exactly
 // the length asked for (the WAV's frame count).
+import Capture
 import Foundation
 import Testing
 
@@ -176,6 +177,30 @@ import Testing
         let frames = u32(dataAt + 4) / u16(32)
         #expect(frames == Int((seconds * Double(rate)).rounded()), "\(frames) frames for \(seconds) s at \(rate) Hz")
         #expect(data.count == dataAt + 8 + u32(dataAt + 4), "the header's size and the file's disagree")
+    }
+}
+
+/// Foundation's file errors in the library's words: the mapping the tool's one error line uses.
+@Suite struct FoundationErrorWordsTests {
+    @Test func cocoaAndPOSIXFileErrorsBecomeCaptureErrors() throws {
+        let path = "/data/photos/x.jpg"
+        let cases: [(any Error, CaptureError.Code, String)] = [
+            (CocoaError(.fileWriteOutOfSpace, userInfo: [NSFilePathErrorKey: path]), .diskFull, "is full"),
+            (CocoaError(.fileWriteVolumeReadOnly, userInfo: [NSFilePathErrorKey: path]), .readOnlyFileSystem, "read-only file system"),
+            (CocoaError(.fileWriteNoPermission, userInfo: [NSURLErrorKey: URL(fileURLWithPath: path)]), .permissionDenied, "no permission"),
+            (CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: path]), .invalidArgument, "no such folder: /data/photos"),
+            // The errno underneath wins over the Cocoa code.
+            (NSError(domain: NSCocoaErrorDomain, code: CocoaError.fileWriteUnknown.rawValue,
+                     userInfo: [NSFilePathErrorKey: path, NSUnderlyingErrorKey: NSError(domain: NSPOSIXErrorDomain, code: Int(ENOSPC))]),
+             .diskFull, "is full"),
+            (POSIXError(.EROFS), .readOnlyFileSystem, "read-only file system"),
+        ]
+        for (error, code, words) in cases {
+            let e = try #require(CaptureError(foundation: error), "\(error)")
+            #expect(e.code == code && e.message.contains(words), "\(error) became \(e)")
+            #expect(!e.message.contains("Domain") && !e.message.contains("\n"), "\(e.message)")
+        }
+        #expect(CaptureError(foundation: CancellationError()) == nil)
     }
 }
 
