@@ -311,3 +311,36 @@ private func remountReadOnly(_ path: String) throws {
         }
     }
 }
+
+/// `PhotoLibrary.write(jpeg:metadata:to:)`: a file name of the caller's choosing, written the
+/// album's way.
+@Suite struct PhotoLibraryWriteToFileTests {
+    @Test func replacesTheFileWholeWithEXIFAndLeavesNothingElse() throws {
+        let scratch = ScratchFolder()
+        let url = scratch.url.appendingPathComponent("shot.jpg")
+        try Data("old".utf8).write(to: url)
+        try PhotoLibrary.write(jpeg: makeJPEG(), metadata: PhotoMetadata(make: "Maker", model: "Cam"), to: url)
+        let saved = try Data(contentsOf: url)
+        #expect(decodes(saved) != nil)
+        let exif = saved.withUnsafeBytes { EXIFInfo(jpeg: $0) }
+        #expect(exif?.make == "Maker" && exif?.model == "Cam", "\(String(describing: exif))")
+        #expect(scratch.list() == ["shot.jpg"])
+    }
+
+    @Test func aMissingFolderOrAFolderNameIsRefusedAndNothingIsWritten() throws {
+        let scratch = ScratchFolder()
+        let missing = #expect(throws: CaptureError.self) {
+            try PhotoLibrary.write(jpeg: makeJPEG(), to: scratch.url.appendingPathComponent("no/such/x.jpg"))
+        }
+        #expect(missing?.code == .invalidArgument && missing?.message.contains("no such folder") == true, "\(String(describing: missing))")
+        mkdir(scratch.path + "/sub", 0o755)
+        let folder = #expect(throws: CaptureError.self) { try PhotoLibrary.write(jpeg: makeJPEG(), to: scratch.url.appendingPathComponent("sub")) }
+        #expect(folder?.message.contains("is a folder") == true, "\(String(describing: folder))")
+        let bad = #expect(throws: CaptureError.self) {
+            try PhotoLibrary.write(jpeg: Data("not a jpeg".utf8), to: scratch.url.appendingPathComponent("bad.jpg"))
+        }
+        #expect(bad?.code == .invalidArgument)
+        #expect(scratch.list() == ["sub"])
+        #expect(scratch.list("/sub").isEmpty)
+    }
+}
