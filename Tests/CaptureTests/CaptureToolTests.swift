@@ -45,7 +45,7 @@ import Testing
 
     static func capture(_ args: [String], home: URL? = nil) throws -> Result { try run(try tool(), args, home: home) }
 
-    /// A fresh folder under the package's scratch area (not /tmp, which the VM hides).
+    /// A fresh folder in the temporary directory (these tests run on the host only).
     static func folder() throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("capture-tool-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
