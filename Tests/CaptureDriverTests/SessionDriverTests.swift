@@ -156,6 +156,7 @@ enum VM {
         defer { session.stopRunning() }
         let c = try #require(still.connection(with: .video))
         #expect(c.isVideoOrientationSupported && c.isVideoMirroringSupported)
+        still.outputSettings.orientationMode = .exifOnly
         c.videoOrientation = .portrait
         let portrait = try #require(try await still.captureStillImage(from: c).jpegData)
         #expect(TestJPEG.exifOrientation(portrait) == 6)

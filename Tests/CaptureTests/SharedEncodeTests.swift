@@ -31,9 +31,10 @@ import CaptureTestSupport
             let sample = try await still.captureStillImage(from: connection)
             let jpeg = try #require(sample.jpegData)
             let image = try #require(TestJPEG.decode(jpeg), "the still does not decode")
-            #expect(image.width == 320 && image.height == 240)
-            #expect(ColorBars.mismatches(image, row: 180) == [])
-            #expect(TestJPEG.exifOrientation(jpeg) == 6, "the still lost its orientation")
+            // Turned losslessly from the shared JPEG: no encode of its own.
+            #expect(image.width == 240 && image.height == 320)
+            #expect(ColorBars.mismatches(image, turnedBy: 6, row: 180, width: 320, height: 240) == [])
+            #expect(TestJPEG.exifOrientation(jpeg) == 1, "the still was not turned upright")
         }
         let n = collector.count
         #expect(await collector.eventually(frames: n + 5))
@@ -148,7 +149,7 @@ import CaptureTestSupport
         let sample = try await still.captureStillImage(from: connection)
         let stillJPEG = try #require(sample.jpegData)
         #expect(stillJPEG.withUnsafeBytes { MJPEG.hasHuffmanTables($0) })
-        #expect(TestJPEG.exifOrientation(stillJPEG) == 6, "the still lost its orientation")
+        #expect(TestJPEG.exifOrientation(stillJPEG) == 1, "the still was not turned upright")
         #expect(TestJPEG.decode(stillJPEG) != nil)
         let completions = session.mjpegCompletions
         let queued = Int(rig.camera.statistics.framesQueued)
