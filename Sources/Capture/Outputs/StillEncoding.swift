@@ -7,6 +7,7 @@ public enum StillOrientationMode: String, Sendable, Hashable, CaseIterable {
     /// The default: the pixels are turned and mirrored (TurboJPEG's lossless transform of the
     /// JPEG where its size is a whole number of MCUs; otherwise the YUV planes are turned and
     /// encoded once more), and the EXIF orientation says 1 (up). Every viewer shows it upright.
+    /// A turned 1280x720 still costs about 25 ms more (the transform redoes the entropy coding).
     case rotatePixels
     /// The pixels stay as the sensor made them; the EXIF orientation tag (2-8) tells viewers
     /// how to show them. Cheapest; viewers that ignore EXIF show the sensor's picture.
