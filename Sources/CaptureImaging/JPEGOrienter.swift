@@ -16,7 +16,8 @@ extension EXIFOrientation {
 /// turned 180°/270°, 1920x1080 4:2:0 turned 90°) a lossless turn would have to drop the partial
 /// MCU at that edge (`TJXOPT_TRIM`, a smaller picture); instead the image is decoded to its YUV
 /// planes, the planes turned, and encoded again at `quality`: the full size, one more encode.
-/// The result has no APP segments (the caller writes its EXIF).
+/// The result has no APP segments (the caller writes its EXIF). `encodeTurned` does the same
+/// for a raw frame before its encode, which costs no more than the encode itself.
 ///
 /// One per thread: not safe to use from two threads at once. Buffers are kept from call to call.
 package final class JPEGOrienter {
@@ -178,7 +179,7 @@ package final class JPEGOrienter {
                 for i in 0..<count0 {
                     let rw = i == 0 ? Int(width) : (Int(width) + hs - 1) / hs
                     let rh = i == 0 ? Int(height) : (Int(height) + vs - 1) / vs
-                    Self.turn(sPtr[i]!, stride: Int(srcStride[i]), width: rw, height: rh,
+                    Self.turn(UnsafePointer(sPtr[i]!), stride: Int(srcStride[i]), width: rw, height: rh,
                               into: dPtr[i]!, stride: Int(dstStride[i]), orientation)
                 }
                 var constPtr: [UnsafePointer<UInt8>?] = dPtr.map { $0.map { UnsafePointer($0) } }
@@ -200,19 +201,113 @@ package final class JPEGOrienter {
     /// Writes the `width`x`height` plane at `src` turned as `o` says into `dst`.
     package static func turn(_ src: UnsafePointer<UInt8>, stride ss: Int, width w: Int, height h: Int,
                              into dst: UnsafeMutablePointer<UInt8>, stride ds: Int, _ o: EXIFOrientation) {
+        turn(src, stride: ss, step: 1, width: w, height: h, into: dst, stride: ds, o, map: nil)
+    }
+
+    /// The same for samples `step` bytes apart (packed and semi-planar YUV), each passed through
+    /// `map` (a 256-entry table: the limited-to-full range expansion) when given.
+    static func turn(_ src: UnsafePointer<UInt8>, stride ss: Int, step: Int, width w: Int, height h: Int,
+                     into dst: UnsafeMutablePointer<UInt8>, stride ds: Int, _ o: EXIFOrientation,
+                     map: UnsafePointer<UInt8>?) {
         let (dw, dh) = o.swapsDimensions ? (h, w) : (w, h)
+        // Where dest (0, y) and the steps along a dest row and down the dest rows come from.
+        let rowStep: Int, colStep: Int, origin: Int
+        switch o {
+        case .up: (origin, colStep, rowStep) = (0, step, ss)
+        case .upMirrored: (origin, colStep, rowStep) = ((w - 1) * step, -step, ss)
+        case .down: (origin, colStep, rowStep) = ((h - 1) * ss + (w - 1) * step, -step, -ss)
+        case .downMirrored: (origin, colStep, rowStep) = ((h - 1) * ss, step, -ss)
+        case .leftMirrored: (origin, colStep, rowStep) = (0, ss, step)
+        case .right: (origin, colStep, rowStep) = ((h - 1) * ss, -ss, step)
+        case .rightMirrored: (origin, colStep, rowStep) = ((h - 1) * ss + (w - 1) * step, -ss, -step)
+        case .left: (origin, colStep, rowStep) = ((w - 1) * step, ss, -step)
+        }
         for y in 0..<dh {
             let row = dst + y * ds
-            switch o {
-            case .up: for x in 0..<dw { row[x] = src[y * ss + x] }
-            case .upMirrored: for x in 0..<dw { row[x] = src[y * ss + (w - 1 - x)] }
-            case .down: for x in 0..<dw { row[x] = src[(h - 1 - y) * ss + (w - 1 - x)] }
-            case .downMirrored: for x in 0..<dw { row[x] = src[(h - 1 - y) * ss + x] }
-            case .leftMirrored: for x in 0..<dw { row[x] = src[x * ss + y] }
-            case .right: for x in 0..<dw { row[x] = src[(h - 1 - x) * ss + y] }
-            case .rightMirrored: for x in 0..<dw { row[x] = src[(h - 1 - x) * ss + (w - 1 - y)] }
-            case .left: for x in 0..<dw { row[x] = src[x * ss + (w - 1 - y)] }
+            var at = src + origin + y * rowStep
+            if let map {
+                for x in 0..<dw { row[x] = map[Int(at.pointee)]; at += colStep }
+            } else {
+                for x in 0..<dw { row[x] = at.pointee; at += colStep }
             }
         }
+    }
+
+    // Limited (video) range to JFIF's full range, as the encoder expands it.
+    private static let lumaExpansion: [UInt8] = (0..<256).map { v in UInt8(max(0, min(255, ((Double(v) - 16) * 255 / 219).rounded()))) }
+    private static let chromaExpansion: [UInt8] = (0..<256).map { v in UInt8(max(0, min(255, ((Double(v) - 128) * 255 / 224 + 128).rounded()))) }
+
+    /// A raw YUV or grey frame encoded already turned: its planes turned (and expanded to full
+    /// range) straight into TurboJPEG's planar input, one encode in the frame's own subsampling
+    /// (4:2:2 turned a quarter is 4:4:0). Borrowed until the next call. Nil for formats it does
+    /// not read (RGB): encode, then `orient`.
+    package func encodeTurned(_ image: ImageBuffer, _ o: EXIFOrientation, quality: Int) throws(CaptureError) -> UnsafeRawBufferPointer? {
+        let layout = try ImageLayout(image)
+        let w = layout.width, h = layout.height
+        // (pointer, stride, step) of Y, Cb, Cr in the source.
+        var src: [(UnsafePointer<UInt8>, Int, Int)] = []
+        func at(_ p: UnsafeRawPointer?, _ offset: Int) -> UnsafePointer<UInt8> { (p! + offset).assumingMemoryBound(to: UInt8.self) }
+        switch layout.kind {
+        case .packed422(let y0, _, let cb, let cr):
+            src = [(at(layout.y, y0), layout.yStride, 2), (at(layout.y, cb), layout.yStride, 4), (at(layout.y, cr), layout.yStride, 4)]
+        case .semiPlanar(let cbFirst):
+            src = [(at(layout.y, 0), layout.yStride, 1), (at(layout.cb, cbFirst ? 0 : 1), layout.cbStride, 2),
+                   (at(layout.cb, cbFirst ? 1 : 0), layout.cbStride, 2)]
+        case .planar:
+            src = [(at(layout.y, 0), layout.yStride, 1), (at(layout.cb, 0), layout.cbStride, 1), (at(layout.cr, 0), layout.crStride, 1)]
+        case .grey:
+            src = [(at(layout.y, 0), layout.yStride, 1)]
+        case .rgb24, .bgr24, .bgrx32:
+            return nil
+        }
+        let sub: Int32
+        switch layout.nativeSubsampling {
+        case .s420: sub = Int32(TJSAMP_420.rawValue)
+        case .s422: sub = Int32(TJSAMP_422.rawValue)
+        case .grey: sub = Int32(TJSAMP_GRAY.rawValue)
+        default: return nil
+        }
+        let swaps = o.swapsDimensions
+        let turnedSub = swaps ? Self.transposed(sub)! : sub
+        let (tw, th) = swaps ? (Int32(h), Int32(w)) : (Int32(w), Int32(h))
+        if compressor == nil { compressor = tjInitCompress() }
+        guard let cj = compressor else { throw CaptureError(.ioError, "cannot create a TurboJPEG compressor") }
+        reserveOutput(Int(tjBufSize(tw, th, Int32(TJSAMP_444.rawValue))))
+        guard let out = output else { throw CaptureError(.ioError, "out of memory for a \(w)x\(h) JPEG") }
+        var strides: [Int32] = [0, 0, 0]
+        var sizes = [0, 0, 0]
+        for i in 0..<src.count {
+            strides[i] = tjPlaneWidth(Int32(i), tw, turnedSub)
+            sizes[i] = Int(strides[i]) * Int(tjPlaneHeight(Int32(i), th, turnedSub))
+        }
+        let total = sizes.reduce(0, +)
+        if turnedPlanes.count < total { turnedPlanes = [UInt8](repeating: 0, count: total) }
+        let expand = layout.colorRange == .limited
+        var size = UInt(outputCapacity)
+        var dst: UnsafeMutablePointer<UInt8>? = out
+        let status: Int32 = turnedPlanes.withUnsafeMutableBufferPointer { dp in
+            Self.lumaExpansion.withUnsafeBufferPointer { luma in
+                Self.chromaExpansion.withUnsafeBufferPointer { chroma in
+                    let d0 = dp.baseAddress!
+                    let planes: [UnsafeMutablePointer<UInt8>] = [d0, d0 + sizes[0], d0 + sizes[0] + sizes[1]]
+                    for i in 0..<src.count {
+                        let (p, stride, step) = src[i]
+                        Self.turn(p, stride: stride, step: step, width: i == 0 ? w : layout.chromaWidth,
+                                  height: i == 0 ? h : layout.chromaHeight, into: planes[i], stride: Int(strides[i]), o,
+                                  map: expand ? (i == 0 ? luma.baseAddress : chroma.baseAddress) : nil)
+                    }
+                    var input: [UnsafePointer<UInt8>?] = planes.map { UnsafePointer($0) }
+                    return input.withUnsafeMutableBufferPointer { ip in
+                        strides.withUnsafeMutableBufferPointer { st in
+                            tjCompressFromYUVPlanes(cj, ip.baseAddress, tw, st.baseAddress, th, turnedSub, &dst, &size,
+                                                    Int32(max(1, min(100, quality))), Int32(TJFLAG_NOREALLOC))
+                        }
+                    }
+                }
+            }
+        }
+        guard status == 0 else { throw failure(cj, "tjCompressFromYUVPlanes") }
+        lastWasLossless = false
+        return UnsafeRawBufferPointer(start: dst, count: Int(size))
     }
 }

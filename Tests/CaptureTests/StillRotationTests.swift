@@ -152,4 +152,36 @@ import Testing
             }
         }
     }
+
+    /// A raw frame is turned before its one encode (planes turned, limited range expanded):
+    /// the same picture as encoding first and then turning the JPEG.
+    @Test(arguments: [PixelFormat.yuyv, .uyvy, .nv12, .nv21, .yuv420, .yuv422p, .grey])
+    func rawFramesAreTurnedBeforeTheirOneEncode(format: PixelFormat) throws {
+        let (w, h) = (170, 96)
+        let size: Int
+        switch format {
+        case .yuyv, .uyvy, .yuv422p: size = w * h * 2
+        case .grey: size = w * h
+        default: size = w * h * 3 / 2
+        }
+        // Smooth ramps in every plane, within the limited range.
+        let bytes = (0..<size).map { i in UInt8(16 + ((i % w) + (i / w) * 3) % 200) }
+        let encoder = JPEGEncoder(quality: 90)
+        let decoder = JPEGDecoder()
+        let orienter = JPEGOrienter(), reference = JPEGOrienter()
+        try bytes.withUnsafeBytes { raw in
+            let stride = format == .yuyv || format == .uyvy ? w * 2 : w
+            let image = ImageBuffer(pixelFormat: format, width: w, height: h, colorRange: .limited,
+                                    plane0: PlaneView(base: raw.baseAddress, count: raw.count, bytesPerLine: stride))
+            let plain = try encoder.encodeData(image)
+            for o in EXIFOrientation.allCases where o != .up {
+                let turned = try #require(try orienter.encodeTurned(image, o, quality: 90), "\(format) not turned before the encode")
+                let direct = try decoder.decode(Data(turned), as: .rgb)
+                let viaJPEG = try plain.withUnsafeBytes { try decoder.decode(Data(try reference.orient($0, o, quality: 90)), as: .rgb) }
+                #expect(direct.header.width == viaJPEG.header.width && direct.header.height == viaJPEG.header.height)
+                let diff = zip(direct.pixels, viaJPEG.pixels).reduce(0) { $0 + abs(Int($1.0) - Int($1.1)) } / max(1, direct.pixels.count)
+                #expect(diff <= 3, "\(format) \(o): mean difference \(diff)")
+            }
+        }
+    }
 }

@@ -4,10 +4,11 @@ import Foundation
 
 /// How a still (or photo) honours its connection's `videoOrientation` and `isVideoMirrored`.
 public enum StillOrientationMode: String, Sendable, Hashable, CaseIterable {
-    /// The default: the pixels are turned and mirrored (TurboJPEG's lossless transform of the
-    /// JPEG where its size is a whole number of MCUs; otherwise the YUV planes are turned and
-    /// encoded once more), and the EXIF orientation says 1 (up). Every viewer shows it upright.
-    /// A turned 1280x720 still costs about 25 ms more (the transform redoes the entropy coding).
+    /// The default: the pixels are turned and mirrored, and the EXIF orientation says 1 (up), so
+    /// every viewer shows it upright. Raw YUV frames are turned before their one encode; JPEG
+    /// frames (MJPEG, a shared JPEG) get TurboJPEG's lossless transform where their size is whole
+    /// MCUs (about 25 ms at 1280x720: it redoes the entropy coding), else their planes are
+    /// turned and encoded once more.
     case rotatePixels
     /// The pixels stay as the sensor made them; the EXIF orientation tag (2-8) tells viewers
     /// how to show them. Cheapest; viewers that ignore EXIF show the sensor's picture.
@@ -30,6 +31,13 @@ package enum StillEncoding {
         if image.pixelFormat.isCompressed { return try still(jpeg: image.plane0.bytes, exif: exif, turn: turn, scratch: &scratch, take) }
         if encoder == nil { encoder = try makeEncoder(settings, for: image.pixelFormat) }
         guard let turn else { return take(try encoder!.encode(image, exif: exif)) }
+        // Raw YUV in its own subsampling: the planes turned before the one encode (cheaper than
+        // encoding and then transforming the JPEG, which redoes the entropy coding).
+        if settings.subsampling == nil || settings.subsampling == encoder!.outputSubsampling(for: image.pixelFormat),
+           let turned = try turn.orienter.encodeTurned(image, turn.orientation, quality: settings.quality) {
+            _ = try MJPEG.makeStill(turned, exif: exif, into: &scratch)
+            return scratch.withUnsafeBytes(take)
+        }
         return try still(jpeg: try encoder!.encode(image, exif: nil), exif: exif, turn: turn, scratch: &scratch, take)
     }
 
