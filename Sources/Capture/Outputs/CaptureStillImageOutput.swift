@@ -196,13 +196,22 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     override var wantsNewestFrame: Bool { state.withLock { !$0.pending.isEmpty } }
     /// While captures wait, all at the same settings: the JPEG a video data output at those
     /// settings has made of the frame anyway (the still then only gets its EXIF, no second encode).
+    /// Not while a capture turns its pixels: a raw frame turned before its one encode costs
+    /// less than transforming the shared JPEG (which redoes its entropy coding).
     override var acceptsSharedJPEG: JPEGProduct? {
-        state.withLock { st in
-            guard let first = st.pending.first?.settings,
-                  st.pending.allSatisfy({ $0.settings.quality == first.quality && $0.settings.subsampling == first.subsampling })
-            else { return nil }
-            return JPEGProduct(quality: first.quality, subsampling: first.subsampling)
+        let (product, connection, mayTurn): (JPEGProduct?, CaptureConnection?, Bool) = state.withLock { st in
+            guard let first = st.pending.first,
+                  st.pending.allSatisfy({ $0.settings.quality == first.settings.quality && $0.settings.subsampling == first.settings.subsampling })
+            else { return (nil, nil, false) }
+            return (JPEGProduct(quality: first.settings.quality, subsampling: first.settings.subsampling), first.connection,
+                    st.pending.contains { $0.settings.orientationMode == .rotatePixels })
         }
+        // The connection is read outside this output's lock (it has its own).
+        if mayTurn, let connection,
+           EXIFOrientation(videoOrientation: connection.videoOrientation, mirrored: connection.isVideoMirrored) != .up {
+            return nil
+        }
+        return product
     }
 
     /// Raw frames this output encoded itself (not counting JPEGs it took from the input's stage).
