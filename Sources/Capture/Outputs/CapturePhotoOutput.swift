@@ -46,7 +46,8 @@ public struct CapturePhotoSettings: Sendable, Hashable {
 public struct CaptureResolvedPhotoSettings: Sendable, Hashable {
     /// The `uniqueID` of the settings the capture was asked with.
     public let uniqueID: Int64
-    /// The photo's size.
+    /// The photo's size as the sensor makes it, as in AVFoundation (a photo turned a quarter is
+    /// stored with width and height swapped: see `CapturePhoto.metadata`).
     public let photoDimensions: VideoDimensions
     /// Whether the flash fires.
     public let isFlashEnabled: Bool
