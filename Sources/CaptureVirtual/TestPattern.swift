@@ -65,6 +65,8 @@ package struct PatternColor: Sendable, Hashable {
         package var brightness: Int64 = 128
         package var contrast: Int64 = 128
         package var saturation: Int64 = 128
+        /// Multiplies the light (exposure time × gain, or the exposure bias): 1 = nominal.
+        package var exposure: Double = 1
         package static let neutral = Adjustments()
     }
 
@@ -76,9 +78,11 @@ package struct PatternColor: Sendable, Hashable {
         if adjust != .neutral {
             let contrast = Double(adjust.contrast) / 128
             let saturation = Double(adjust.saturation) / 128
-            yn = min(1, max(0, yn * contrast + Double(adjust.brightness - 128) / 255))
-            cbn = min(0.5, max(-0.5, cbn * contrast * saturation))
-            crn = min(0.5, max(-0.5, crn * contrast * saturation))
+            yn = min(1, max(0, yn * adjust.exposure * contrast + Double(adjust.brightness - 128) / 255))
+            // Chroma scales with the light too, so an over-exposed colour washes out to white.
+            let light = min(adjust.exposure, 1)
+            cbn = min(0.5, max(-0.5, cbn * light * contrast * saturation))
+            crn = min(0.5, max(-0.5, crn * light * contrast * saturation))
         }
         func byte(_ v: Double) -> UInt8 { UInt8(min(255, max(0, v.rounded()))) }
         switch range {

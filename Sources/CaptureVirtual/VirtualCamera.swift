@@ -173,10 +173,8 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         package var streamOwner: ObjectIdentifier?
         package var streamSignal: StreamCondition?
         package var statistics = Statistics()
-        package var brightness: Int64 = 128
-        package var contrast: Int64 = 128
-        package var saturation: Int64 = 128
-        package var pattern = TestPatternKind.colorBars75
+        /// Every control's value, by V4L2 control ID (`VirtualControls.swift`).
+        package var controlValues = VirtualCamera.defaultControlValues
         /// Bumped whenever the picture's static part changes.
         package var patternVersion: UInt64 = 0
     }
@@ -423,8 +421,12 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     /// The picture settings and their version, for the producer.
     package func patternSettings() -> (kind: TestPatternKind, adjust: PatternColor.Adjustments, version: UInt64) {
         state.withLock { s in
-            (s.pattern, PatternColor.Adjustments(brightness: s.brightness, contrast: s.contrast, saturation: s.saturation),
-             s.patternVersion)
+            let v = s.controlValues
+            let kind = TestPatternKind(rawValue: v[ControlID.testPattern] ?? 0) ?? .colorBars75
+            let adjust = PatternColor.Adjustments(brightness: v[ControlID.brightness] ?? 128, contrast: v[ControlID.contrast] ?? 128,
+                                                  saturation: v[ControlID.saturation] ?? 128,
+                                                  exposure: VirtualCamera.exposureFactor(v))
+            return (kind, adjust, s.patternVersion)
         }
     }
 }

@@ -166,7 +166,7 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
     package func controls() throws(BackendError) -> [SourceControl] {
         try described { () throws(CaptureError) -> [SourceControl] in
             try camera.checkConnected(generation)
-            return VirtualCamera.controlList
+            return camera.controls()
         }
     }
 

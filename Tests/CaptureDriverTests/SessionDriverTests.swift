@@ -156,12 +156,19 @@ enum VM {
         defer { session.stopRunning() }
         let c = try #require(still.connection(with: .video))
         #expect(c.isVideoOrientationSupported && c.isVideoMirroringSupported)
+        still.outputSettings.orientationMode = .exifOnly
         c.videoOrientation = .portrait
         let portrait = try #require(try await still.captureStillImage(from: c).jpegData)
         #expect(TestJPEG.exifOrientation(portrait) == 6)
         c.isVideoMirrored = true
         let mirrored = try #require(try await still.captureStillImage(from: c).jpegData)
         #expect(TestJPEG.exifOrientation(mirrored) == 5)
+        // The default turns the pixels instead: width and height swap, the tag says 1.
+        still.outputSettings.orientationMode = .rotatePixels
+        let turned = try #require(try await still.captureStillImage(from: c).jpegData)
+        let (tagged, upright) = (try #require(TestJPEG.decode(mirrored)), try #require(TestJPEG.decode(turned)))
+        #expect(upright.width == tagged.height && upright.height == tagged.width)
+        #expect(TestJPEG.exifOrientation(turned) == 1)
     }
 
     /// MJPEG passthrough on v4l2loopback: frames fed with Huffman tables come out byte for byte;

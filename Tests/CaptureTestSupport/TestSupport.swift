@@ -82,6 +82,37 @@ public enum ColorBars {
         }
         return bad
     }
+
+    /// Where a pixel of the sensor's `width`x`height` picture lands in a still whose pixels were
+    /// turned as EXIF `orientation` (1-8) says.
+    public static func turned(x: Int, y: Int, width w: Int, height h: Int, orientation: Int) -> (x: Int, y: Int) {
+        switch orientation {
+        case 2: (w - 1 - x, y)
+        case 3: (w - 1 - x, h - 1 - y)
+        case 4: (x, h - 1 - y)
+        case 5: (y, x)
+        case 6: (h - 1 - y, x)
+        case 7: (h - 1 - y, w - 1 - x)
+        case 8: (y, w - 1 - x)
+        default: (x, y)
+        }
+    }
+
+    /// `mismatches(_:row:)` for a still turned as EXIF `orientation` says: each bar's centre at
+    /// `row` of the sensor's `width`x`height` picture is looked for where the turn put it.
+    public static func mismatches(_ image: RGBImage, turnedBy orientation: Int, row: Int, width: Int, height: Int,
+                                  tolerance: Int = 24) -> [String] {
+        var bad: [String] = []
+        for (i, bar) in expected.enumerated() {
+            let xs = min(width - 1, (2 * i + 1) * width / 16)
+            let (x, y) = turned(x: xs, y: row, width: width, height: height, orientation: orientation)
+            let p = image.pixel(x: x, y: y)
+            if abs(p.r - bar.r) > tolerance || abs(p.g - bar.g) > tolerance || abs(p.b - bar.b) > tolerance {
+                bad.append("\(bar.name) at (\(x),\(y)) is (\(p.r),\(p.g),\(p.b))")
+            }
+        }
+        return bad
+    }
 }
 
 public enum ProcessResources {

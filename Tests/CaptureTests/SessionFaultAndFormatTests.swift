@@ -129,11 +129,13 @@ import Testing
         }
     }
 
-    /// Orientation and mirroring of a still connection become the EXIF orientation tag.
+    /// In `.exifOnly` mode, orientation and mirroring of a still connection become the EXIF
+    /// orientation tag (pixel rotation, the default, is in StillRotationTests).
     @Test func orientationToEXIF() async throws {
         let cam = VirtualCamera(name: "Orientation", position: .back, formats: [.init(.yuyv, width: 320, height: 240)])
         let (session, still) = try Self.runningStillSession(cam)
         defer { session.stopRunning(); VirtualCamera.uninstall(cam) }
+        still.outputSettings.orientationMode = .exifOnly
         let c = try #require(still.connection(with: .video))
         let plain = try #require(try await still.captureStillImage(from: c).jpegData)
         #expect(TestJPEG.exifOrientation(plain) == nil)

@@ -26,6 +26,8 @@ import CaptureTestSupport
         try session.start()
         #expect(await collector.eventually(frames: 5))
         let connection = try #require(still.connection(with: .video))
+        // Tagged, not turned: a still that turns its pixels makes its own turned encode instead.
+        still.outputSettings.orientationMode = .exifOnly
         connection.videoOrientation = .portrait
         for _ in 0..<5 {
             let sample = try await still.captureStillImage(from: connection)
@@ -52,6 +54,25 @@ import CaptureTestSupport
         #expect(collector.count + late + 2 >= encodes, "encodes \(encodes), delivered \(collector.count), late \(late)")
         // The stream's frames are JPEGs of the camera's size.
         #expect(collector.sequences.count > 5)
+    }
+
+    /// A still that turns its pixels does not take the stream's JPEG: it encodes its raw frame
+    /// turned (one encode), cheaper than transforming the shared JPEG.
+    @Test func aTurnedStillEncodesItsOwnTurnedFrame() async throws {
+        let rig = try MisuseRig("Shared turn")
+        defer { rig.uninstall() }
+        let (session, _, still, collector) = try Self.session(rig, videoQuality: 80, stillQuality: 80)
+        try session.start()
+        defer { session.stopRunning() }
+        #expect(await collector.eventually(frames: 3))
+        let connection = try #require(still.connection(with: .video))
+        connection.videoOrientation = .portrait
+        let jpeg = try #require(try await still.captureStillImage(from: connection).jpegData)
+        let image = try #require(TestJPEG.decode(jpeg))
+        #expect(image.width == 240 && image.height == 320)
+        #expect(ColorBars.mismatches(image, turnedBy: 6, row: 180, width: 320, height: 240) == [])
+        #expect(TestJPEG.exifOrientation(jpeg) == 1)
+        #expect(still.ownEncodes == 1, "the still encoded \(still.ownEncodes) frames itself")
     }
 
     /// The app holds every JPEG the stream handed it: a still at the stream's quality still
@@ -148,7 +169,7 @@ import CaptureTestSupport
         let sample = try await still.captureStillImage(from: connection)
         let stillJPEG = try #require(sample.jpegData)
         #expect(stillJPEG.withUnsafeBytes { MJPEG.hasHuffmanTables($0) })
-        #expect(TestJPEG.exifOrientation(stillJPEG) == 6, "the still lost its orientation")
+        #expect(TestJPEG.exifOrientation(stillJPEG) == 1, "the still was not turned upright")
         #expect(TestJPEG.decode(stillJPEG) != nil)
         let completions = session.mjpegCompletions
         let queued = Int(rig.camera.statistics.framesQueued)

@@ -513,7 +513,15 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         let camera = makeCamera()
         let s = try open(camera)
         let controls = try s.controls()
-        #expect(Set(controls.map(\.name)) == ["Brightness", "Contrast", "Saturation", "Test Pattern"])
+        #expect(Set(controls.map(\.name)) == ["Brightness", "Contrast", "Saturation", "Test Pattern", "Gain", "Auto Exposure",
+                                               "Exposure Time, Absolute", "Auto Exposure, Bias", "White Balance, Automatic",
+                                               "White Balance Temperature", "Focus, Absolute", "Focus, Automatic Continuous",
+                                               "Zoom, Absolute", "LED Mode"])
+        // A manual value is inactive while its automatic mode is on, as V4L2 drivers flag it.
+        #expect(controls.first { $0.name == "Exposure Time, Absolute" }?.isInactive == true)
+        try s.setControlValue(VirtualCamera.ControlID.exposureAuto, VirtualCamera.exposureManual)
+        #expect(try s.controls().first { $0.name == "Exposure Time, Absolute" }?.isInactive == false)
+        try s.setControlValue(VirtualCamera.ControlID.exposureAuto, VirtualCamera.exposureAperturePriority)
         let pattern = try #require(controls.first { $0.name == "Test Pattern" })
         #expect(pattern.kind == .menu && pattern.menu.map(\.name).first == "75% Colorbar")
         try s.startStreaming(bufferCount: 3)

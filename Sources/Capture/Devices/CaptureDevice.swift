@@ -48,6 +48,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         var lockCount = 0
         var activeFormat: Format?
         var minFrameDuration: FrameInterval?
+        /// The exposure mode last set, to tell `.locked` from `.custom` (both are V4L2's manual).
+        var manualExposureMode: ExposureMode = .locked
         weak var owner: CaptureSession?
     }
     let state = Locked(State())
@@ -191,7 +193,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         state.withLock { $0.lockCount = max(0, $0.lockCount - 1) }
     }
 
-    private func requireLock(_ what: String) throws(CaptureError) {
+    func requireLock(_ what: String) throws(CaptureError) {
         guard state.withLock({ $0.lockCount > 0 }) else {
             throw CaptureError(.invalidState, "\(what) needs the configuration lock: call lockForConfiguration() first")
         }

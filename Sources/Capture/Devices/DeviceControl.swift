@@ -20,6 +20,10 @@ extension CaptureDevice {
         public static let hue = ControlID(rawValue: user + 3)
         /// `V4L2_CID_AUTO_WHITE_BALANCE`
         public static let whiteBalanceAutomatic = ControlID(rawValue: user + 12)
+        /// `V4L2_CID_DO_WHITE_BALANCE` (button: one white balance now)
+        public static let whiteBalanceOnce = ControlID(rawValue: user + 13)
+        /// `V4L2_CID_AUTOGAIN`
+        public static let gainAutomatic = ControlID(rawValue: user + 18)
         /// `V4L2_CID_GAIN`
         public static let gain = ControlID(rawValue: user + 19)
         /// `V4L2_CID_POWER_LINE_FREQUENCY`
@@ -38,6 +42,16 @@ extension CaptureDevice {
         public static let focusAutomatic = ControlID(rawValue: camera + 12)
         /// `V4L2_CID_ZOOM_ABSOLUTE`
         public static let zoom = ControlID(rawValue: camera + 13)
+        /// `V4L2_CID_AUTO_EXPOSURE_BIAS` (integer menu, in 0.001 EV)
+        public static let exposureBias = ControlID(rawValue: camera + 19)
+        /// `V4L2_CID_ISO_SENSITIVITY` (integer menu of ISO values)
+        public static let isoSensitivity = ControlID(rawValue: camera + 23)
+        /// `V4L2_CID_ISO_SENSITIVITY_AUTO` (menu: manual, auto)
+        public static let isoSensitivityAutomatic = ControlID(rawValue: camera + 24)
+        /// `V4L2_CID_AUTO_FOCUS_START` (button: one auto focus now)
+        public static let focusOnce = ControlID(rawValue: camera + 28)
+        /// `V4L2_CID_FLASH_LED_MODE` (menu: none, flash, torch)
+        public static let flashLEDMode = ControlID(rawValue: 0x009C_0901)
         /// `V4L2_CID_CAMERA_ORIENTATION` (read-only: front, back, external)
         public static let orientation = ControlID(rawValue: camera + 34)
 

@@ -25,6 +25,9 @@ public struct CapturePhotoSettings: Sendable, Hashable {
     public var subsampling: ChromaSubsampling?
     /// The flash; only the output's `supportedFlashModes` may be asked for.
     public var flashMode: FlashMode = .off
+    /// Turn the pixels as the connection's orientation and mirroring say (the default; EXIF
+    /// orientation 1), or only write the orientation tag (`.exifOnly`).
+    public var orientationMode: StillOrientationMode = .rotatePixels
     /// The largest photo wanted (nil: the camera's active format). Photos have the active
     /// format's size; a smaller maximum than that is refused with a message that says so.
     public var maxPhotoDimensions: VideoDimensions?
@@ -43,7 +46,8 @@ public struct CapturePhotoSettings: Sendable, Hashable {
 public struct CaptureResolvedPhotoSettings: Sendable, Hashable {
     /// The `uniqueID` of the settings the capture was asked with.
     public let uniqueID: Int64
-    /// The photo's size.
+    /// The photo's size as the sensor makes it, as in AVFoundation (a photo turned a quarter is
+    /// stored with width and height swapped: see `CapturePhoto.metadata`).
     public let photoDimensions: VideoDimensions
     /// Whether the flash fires.
     public let isFlashEnabled: Bool
@@ -61,19 +65,22 @@ public final class CapturePhoto: @unchecked Sendable {
     /// The camera's frame sequence number the photo was made of.
     public let sequenceNumber: UInt64
     /// The photo's EXIF, as `AVCapturePhoto.metadata`'s `{TIFF}`/`{Exif}` entries flattened:
-    /// `Orientation` (1-8), `Make`, `Model`, `DateTime`, `PixelXDimension`, `PixelYDimension`.
+    /// `Orientation` (1-8), `Make`, `Model`, `DateTime`, `PixelXDimension`, `PixelYDimension`
+    /// (the stored picture's size: turned a quarter, width and height swap).
     public let metadata: [String: String]
     /// Photos of this capture so far, counting this one (1).
     public var photoCount: Int { 1 }
 
-    init(jpeg: Data, timestamp: CaptureTime, sequenceNumber: UInt64, resolvedSettings: CaptureResolvedPhotoSettings) {
+    init(jpeg: Data, timestamp: CaptureTime, sequenceNumber: UInt64, resolvedSettings: CaptureResolvedPhotoSettings,
+         pixelDimensions: VideoDimensions? = nil) {
         data = jpeg
         self.timestamp = timestamp
         self.sequenceNumber = sequenceNumber
         self.resolvedSettings = resolvedSettings
+        let size = pixelDimensions ?? resolvedSettings.photoDimensions
         var m: [String: String] = [
-            "PixelXDimension": String(resolvedSettings.photoDimensions.width),
-            "PixelYDimension": String(resolvedSettings.photoDimensions.height),
+            "PixelXDimension": String(size.width),
+            "PixelYDimension": String(size.height),
         ]
         if let exif = jpeg.withUnsafeBytes({ EXIFInfo(jpeg: $0) }) {
             m["Orientation"] = String(exif.orientation.rawValue)
@@ -110,9 +117,10 @@ extension CapturePhotoCaptureDelegate {
 ///
 /// It is the still output's path with per-capture settings: the newest frame, raw frames encoded
 /// with libjpeg-turbo (shared with a JPEG video data output at the same settings), MJPEG frames
-/// passed through with their Huffman tables completed. Every photo carries EXIF: the
-/// connection's `videoOrientation` and `isVideoMirrored` as the orientation tag (the pixels are
-/// not turned), the device's manufacturer and name as Make and Model, and the date.
+/// passed through with their Huffman tables completed. The connection's `videoOrientation` and
+/// `isVideoMirrored` turn the pixels (orientation 1), or only set the EXIF orientation tag with
+/// `CapturePhotoSettings.orientationMode` `.exifOnly`. Every photo carries EXIF: the
+/// orientation, the device's manufacturer and name as Make and Model, and the date.
 public final class CapturePhotoOutput: CaptureStillImageOutput, @unchecked Sendable {
     private let callbacks = DispatchQueue(label: "swift-capture.photo-delegate")
 
@@ -145,7 +153,7 @@ public final class CapturePhotoOutput: CaptureStillImageOutput, @unchecked Senda
             }
             return
         }
-        let still = OutputSettings(quality: settings.quality, subsampling: settings.subsampling)
+        let still = OutputSettings(quality: settings.quality, subsampling: settings.subsampling, orientationMode: settings.orientationMode)
         // First on the serial queue, so before the photo whatever thread completes it.
         callbacks.async { delegate.photoOutput(self, willBeginCaptureFor: resolved) }
         guard let connection = connection(with: .video) else {
@@ -205,7 +213,8 @@ public final class CapturePhotoOutput: CaptureStillImageOutput, @unchecked Senda
         // The JPEG is copied out of the reused still sample, so the photo is the app's alone.
         let jpeg = sample?.jpegData.map { Data($0) }
         let photo = CapturePhoto(jpeg: jpeg ?? Data(), timestamp: sample?.presentationTimeStamp ?? CaptureTime(nanoseconds: 0),
-                                 sequenceNumber: sample?.sequenceNumber ?? 0, resolvedSettings: resolved)
+                                 sequenceNumber: sample?.sequenceNumber ?? 0, resolvedSettings: resolved,
+                                 pixelDimensions: sample?.dimensions)
         let failure: CaptureError? = error ?? (jpeg == nil ? CaptureError(.driverError, "the photo capture gave no JPEG") : nil)
         callbacks.async {
             delegate.photoOutput(self, didFinishProcessingPhoto: photo, error: failure)

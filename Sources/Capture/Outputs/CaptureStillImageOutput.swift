@@ -10,7 +10,8 @@ import Synchronization
 /// Each capture uses the newest frame (frames already queued in the driver are skipped). Raw
 /// frames are encoded with libjpeg-turbo; MJPEG frames pass through unchanged, with the
 /// standard Huffman tables inserted when the camera left them out. The connection's
-/// `videoOrientation` and `isVideoMirrored` are written as the EXIF orientation tag.
+/// `videoOrientation` and `isVideoMirrored` turn the pixels (EXIF orientation 1), or, with
+/// `OutputSettings.orientationMode` `.exifOnly`, are written as the EXIF orientation tag.
 public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     /// The still's encoding, as the output settings dictionary (`AVVideoCodecKey`, `AVVideoQualityKey`).
     public struct OutputSettings: Sendable, Hashable {
@@ -21,10 +22,14 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         public var quality: Int
         /// Chroma subsampling; nil keeps the camera's (4:2:2 for YUYV, 4:2:0 for NV12).
         public var subsampling: ChromaSubsampling?
-        public init(codec: Codec = .jpeg, quality: Int = 90, subsampling: ChromaSubsampling? = nil) {
+        /// Turn the pixels (the default) or only tag the orientation in EXIF.
+        public var orientationMode: StillOrientationMode
+        public init(codec: Codec = .jpeg, quality: Int = 90, subsampling: ChromaSubsampling? = nil,
+                    orientationMode: StillOrientationMode = .rotatePixels) {
             self.codec = codec
             self.quality = quality
             self.subsampling = subsampling
+            self.orientationMode = orientationMode
         }
     }
 
@@ -65,6 +70,8 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     private var encoderKey: (OutputSettings, PixelFormat)?
     private var batch: [Request] = []
     private var passThroughBytes: [UInt8] = []
+    // Made on the first still that turns its pixels.
+    private var orienter: JPEGOrienter?
     // The still handed out, reused once the app let go of it.
     private let stills = JPEGSampleRing(count: 1)
 
@@ -189,13 +196,22 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     override var wantsNewestFrame: Bool { state.withLock { !$0.pending.isEmpty } }
     /// While captures wait, all at the same settings: the JPEG a video data output at those
     /// settings has made of the frame anyway (the still then only gets its EXIF, no second encode).
+    /// Not while a capture turns its pixels: a raw frame turned before its one encode costs
+    /// less than transforming the shared JPEG (which redoes its entropy coding).
     override var acceptsSharedJPEG: JPEGProduct? {
-        state.withLock { st in
-            guard let first = st.pending.first?.settings,
-                  st.pending.allSatisfy({ $0.settings.quality == first.quality && $0.settings.subsampling == first.subsampling })
-            else { return nil }
-            return JPEGProduct(quality: first.quality, subsampling: first.subsampling)
+        let (product, connection, mayTurn): (JPEGProduct?, CaptureConnection?, Bool) = state.withLock { st in
+            guard let first = st.pending.first,
+                  st.pending.allSatisfy({ $0.settings.quality == first.settings.quality && $0.settings.subsampling == first.settings.subsampling })
+            else { return (nil, nil, false) }
+            return (JPEGProduct(quality: first.settings.quality, subsampling: first.settings.subsampling), first.connection,
+                    st.pending.contains { $0.settings.orientationMode == .rotatePixels })
         }
+        // The connection is read outside this output's lock (it has its own).
+        if mayTurn, let connection,
+           EXIFOrientation(videoOrientation: connection.videoOrientation, mirrored: connection.isVideoMirrored) != .up {
+            return nil
+        }
+        return product
     }
 
     /// Raw frames this output encoded itself (not counting JPEGs it took from the input's stage).
@@ -249,12 +265,14 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
                 done = batch[start...].partition { !($0.settings == settings && $0.alwaysEXIF == alwaysEXIF) }
             }
             let group = batch[start..<done]
+            let turns = orientation != .up && key.settings.orientationMode == .rotatePixels
+            // A turned still says "up" (1) in its EXIF, so no viewer turns it again.
             let exif: EXIFInfo? = orientation == .up && !key.alwaysEXIF ? nil
-                : EXIFInfo(orientation: orientation, make: key.alwaysEXIF ? device?.manufacturer : nil,
+                : EXIFInfo(orientation: turns ? .up : orientation, make: key.alwaysEXIF ? device?.manufacturer : nil,
                            model: device?.localizedName, date: Date())
             let result: Result<SampleBuffer, CaptureError>
             do throws(CaptureError) {
-                result = .success(try encode(frame, settings: key.settings, exif: exif))
+                result = .success(try encode(frame, settings: key.settings, exif: exif, turn: turns ? orientation : nil))
             } catch {
                 // A damaged frame (a truncated USB transfer, garbled MJPEG) is skipped: the requests
                 // wait for the next frame, within their deadline, as if this one never came.
@@ -275,8 +293,15 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
 
     /// On `encodeQueue`: the still for `frame`, in the reused sample when the app let go of the
     /// previous one, else in a new one.
-    private func encode(_ frame: SampleBuffer, settings: OutputSettings, exif: EXIFInfo?) throws(CaptureError) -> SampleBuffer {
-        let dims = frame.dimensions ?? VideoDimensions(width: 0, height: 0)
+    private func encode(_ frame: SampleBuffer, settings: OutputSettings, exif: EXIFInfo?,
+                        turn orientation: EXIFOrientation?) throws(CaptureError) -> SampleBuffer {
+        var dims = frame.dimensions ?? VideoDimensions(width: 0, height: 0)
+        var turn: StillEncoding.Turn?
+        if let orientation {
+            if orienter == nil { orienter = JPEGOrienter() }
+            turn = StillEncoding.Turn(orientation: orientation, orienter: orienter!, quality: settings.quality)
+            if orientation.swapsDimensions { dims = VideoDimensions(width: dims.height, height: dims.width) }
+        }
         let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp,
                                  bufferIndex: -1)
         // The still in the reused sample when the app let go of the previous one, else a new one.
@@ -289,7 +314,7 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             // (`withUnsafeBytes` rethrows untyped, so the typed error comes out as a result.)
             let made: Result<SampleBuffer, CaptureError> = frame.withUnsafeBytes { jpeg in
                 do throws(CaptureError) {
-                    return .success(try StillEncoding.still(jpeg: jpeg, exif: exif, scratch: &passThroughBytes, handOut))
+                    return .success(try StillEncoding.still(jpeg: jpeg, exif: exif, turn: turn, scratch: &passThroughBytes, handOut))
                 } catch { return .failure(error) }
             }
             return try made.get()
@@ -302,7 +327,8 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
                 encoder = nil
                 encoderKey = key
             }
-            return try StillEncoding.still(image, encoder: &encoder, settings: settings, exif: exif, scratch: &passThroughBytes, handOut)
+            return try StillEncoding.still(image, encoder: &encoder, settings: settings, exif: exif, turn: turn,
+                                          scratch: &passThroughBytes, handOut)
         }
     }
 

@@ -1,0 +1,446 @@
+import CaptureBackend
+
+// Typed camera controls, as AVCaptureDevice names them, over the device's V4L2 controls:
+//   focus        FOCUS_AUTO (continuous), AUTO_FOCUS_START (one shot), FOCUS_ABSOLUTE (lens position)
+//   exposure     EXPOSURE_AUTO (manual / auto / aperture priority), EXPOSURE_ABSOLUTE (100 µs),
+//                AUTOGAIN, GAIN or ISO_SENSITIVITY (+ ISO_SENSITIVITY_AUTO), AUTO_EXPOSURE_BIAS
+//   white bal.   AUTO_WHITE_BALANCE, DO_WHITE_BALANCE (one shot), WHITE_BALANCE_TEMPERATURE
+//   zoom         ZOOM_ABSOLUTE;  torch  FLASH_LED_MODE (torch item)
+// BRIGHTNESS is not used as a fallback for the exposure bias: it offsets the picture after the
+// exposure, it is not an exposure target, so it stays a generic control (`setValue(_:for:)`).
+
+extension CaptureDevice {
+    /// How the lens focuses, as `AVCaptureDevice.FocusMode`.
+    public enum FocusMode: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// The lens stays where it is (`FOCUS_AUTO` off).
+        case locked = 0
+        /// Focuses once, then locks (`AUTO_FOCUS_START`).
+        case autoFocus = 1
+        /// Keeps focusing (`FOCUS_AUTO` on).
+        case continuousAutoFocus = 2
+        public var description: String { ["locked", "autoFocus", "continuousAutoFocus"][rawValue] }
+    }
+
+    /// How exposure is chosen, as `AVCaptureDevice.ExposureMode`.
+    public enum ExposureMode: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// Exposure time and gain stay as they are (V4L2 manual exposure, automatic gain off).
+        case locked = 0
+        /// The camera adjusts exposure (V4L2 auto or aperture priority, automatic gain on).
+        case continuousAutoExposure = 2
+        /// The app's exposure time and ISO (`setExposureModeCustom(duration:iso:)`).
+        case custom = 3
+        public var description: String {
+            switch self {
+            case .locked: "locked"
+            case .continuousAutoExposure: "continuousAutoExposure"
+            case .custom: "custom"
+            }
+        }
+    }
+
+    /// How white balance is chosen, as `AVCaptureDevice.WhiteBalanceMode`.
+    public enum WhiteBalanceMode: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// The colour temperature stays as it is (`AUTO_WHITE_BALANCE` off).
+        case locked = 0
+        /// Balances once, then locks (`DO_WHITE_BALANCE`).
+        case autoWhiteBalance = 1
+        /// Keeps balancing (`AUTO_WHITE_BALANCE` on).
+        case continuousAutoWhiteBalance = 2
+        public var description: String { ["locked", "autoWhiteBalance", "continuousAutoWhiteBalance"][rawValue] }
+    }
+
+    /// The torch (a continuous light), as `AVCaptureDevice.TorchMode`.
+    public enum TorchMode: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        case off = 0
+        case on = 1
+        /// On when dark: V4L2 has no such mode, so no camera here supports it.
+        case auto = 2
+        public var description: String { ["off", "on", "auto"][rawValue] }
+    }
+
+    /// `setFocusModeLocked(lensPosition:)` keeps the lens where it is, as `AVCaptureLensPositionCurrent`.
+    public static let currentLensPosition: Float = -1
+    /// `setExposureModeCustom(duration:iso:)` keeps the exposure time, as `AVCaptureExposureDurationCurrent`.
+    public static let currentExposureDuration: Duration = .zero
+    /// `setExposureModeCustom(duration:iso:)` keeps the ISO, as `AVCaptureISOCurrent`.
+    public static let currentISO: Float = 0
+
+    // MARK: Reading the device's controls
+
+    /// The device's controls by ID, read now (empty when it cannot be opened).
+    private func controlTable() -> [ControlID: Control] {
+        var table: [ControlID: Control] = [:]
+        for c in (try? controls()) ?? [] where !c.isReadOnly { table[c.id] = c }
+        return table
+    }
+
+    private func menuHas(_ c: Control?, _ value: Int64) -> Bool {
+        c?.menuItems.contains { $0.value == value } ?? false
+    }
+
+    private func unsupported(_ what: String, check: String) -> CaptureError {
+        CaptureError(.invalidArgument, "\(localizedName) does not support \(what): check \(check) first")
+    }
+
+    /// Sets controls in order, under the configuration lock `what` names.
+    private func apply(_ what: String, _ values: [(ControlID, Int64)]) throws(CaptureError) {
+        try requireLock(what)
+        for (id, v) in values { try setValue(v, for: id) }
+    }
+
+    // V4L2_EXPOSURE_* menu values.
+    private static let exposureAuto: Int64 = 0, exposureManual: Int64 = 1, exposureAperturePriority: Int64 = 3
+    // V4L2_FLASH_LED_MODE_* menu values.
+    private static let ledNone: Int64 = 0, ledTorch: Int64 = 2
+
+    // MARK: Focus
+
+    /// Whether the device can focus in `mode`: `.continuousAutoFocus` and `.locked` need
+    /// `FOCUS_AUTO` (or, for `.locked`, a lens position control); `.autoFocus` needs `AUTO_FOCUS_START`.
+    public func isFocusModeSupported(_ mode: FocusMode) -> Bool {
+        let t = controlTable()
+        switch mode {
+        case .locked: return t[.focusAutomatic] != nil || t[.focusPosition] != nil
+        case .autoFocus: return t[.focusOnce] != nil
+        case .continuousAutoFocus: return t[.focusAutomatic] != nil
+        }
+    }
+
+    /// The focus mode now: `.continuousAutoFocus` while `FOCUS_AUTO` is on, else `.locked`.
+    public var focusMode: FocusMode {
+        guard control(.focusAutomatic) != nil, let v = try? value(of: .focusAutomatic) else { return .locked }
+        return v != 0 ? .continuousAutoFocus : .locked
+    }
+
+    /// Sets the focus mode. Needs the configuration lock; throws `.invalidArgument` for a mode
+    /// `isFocusModeSupported(_:)` denies.
+    public func setFocusMode(_ mode: FocusMode) throws(CaptureError) {
+        try requireLock("setFocusMode(_:)")
+        guard isFocusModeSupported(mode) else { throw unsupported("focus mode \(mode)", check: "isFocusModeSupported(_:)") }
+        let hasAuto = control(.focusAutomatic) != nil
+        switch mode {
+        case .locked: if hasAuto { try apply("setFocusMode(_:)", [(.focusAutomatic, 0)]) }
+        case .autoFocus: try apply("setFocusMode(_:)", (hasAuto ? [(.focusAutomatic, 0)] : []) + [(.focusOnce, 1)])
+        case .continuousAutoFocus: try apply("setFocusMode(_:)", [(.focusAutomatic, 1)])
+        }
+    }
+
+    /// Whether `setFocusModeLocked(lensPosition:)` can move the lens (`FOCUS_ABSOLUTE`).
+    public var isLockingFocusWithCustomLensPositionSupported: Bool { control(.focusPosition) != nil }
+
+    /// Where the lens is, from 0 (nearest) to 1 (farthest), over `FOCUS_ABSOLUTE`'s range.
+    /// NaN when the device has no lens position control.
+    public var lensPosition: Float {
+        guard let c = control(.focusPosition), let v = try? value(of: .focusPosition) else { return .nan }
+        return c.maximum > c.minimum ? Float(v - c.minimum) / Float(c.maximum - c.minimum) : 0
+    }
+
+    /// Locks focus with the lens at `lensPosition` (0...1, or `currentLensPosition` to keep it).
+    /// Needs the configuration lock; throws `.invalidArgument` without a lens position control
+    /// or for a position outside 0...1.
+    public func setFocusModeLocked(lensPosition: Float) throws(CaptureError) {
+        try requireLock("setFocusModeLocked(lensPosition:)")
+        guard let c = control(.focusPosition) else {
+            throw unsupported("a custom lens position", check: "isLockingFocusWithCustomLensPositionSupported")
+        }
+        var values: [(ControlID, Int64)] = control(.focusAutomatic) != nil ? [(.focusAutomatic, 0)] : []
+        if lensPosition != Self.currentLensPosition {
+            guard (0...1).contains(lensPosition) else {
+                throw CaptureError(.invalidArgument, "lens position \(lensPosition) is outside 0...1")
+            }
+            values.append((.focusPosition, c.minimum + Int64((Float(c.maximum - c.minimum) * lensPosition).rounded())))
+        }
+        try apply("setFocusModeLocked(lensPosition:)", values)
+    }
+
+    // MARK: Exposure
+
+    /// Whether the device can expose in `mode`. `.continuousAutoExposure` needs `EXPOSURE_AUTO`
+    /// with an automatic item, `AUTOGAIN` or `ISO_SENSITIVITY_AUTO`; `.locked` needs a way to
+    /// turn those off; `.custom` needs an exposure time, gain or ISO control it can set.
+    public func isExposureModeSupported(_ mode: ExposureMode) -> Bool {
+        let t = controlTable()
+        let ae = t[.exposureMode]
+        let aeAuto = menuHas(ae, Self.exposureAuto) || menuHas(ae, Self.exposureAperturePriority)
+        let aeManual = ae == nil || menuHas(ae, Self.exposureManual)
+        switch mode {
+        case .continuousAutoExposure:
+            return aeAuto || t[.gainAutomatic] != nil || t[.isoSensitivityAutomatic] != nil
+        case .locked:
+            return (ae != nil && menuHas(ae, Self.exposureManual)) || t[.gainAutomatic] != nil || t[.isoSensitivityAutomatic] != nil
+        case .custom:
+            return aeManual && (t[.exposureTime] != nil || t[.gain] != nil || t[.isoSensitivity] != nil)
+        }
+    }
+
+    /// The exposure mode now, read from the device (`.locked` and `.custom` are both V4L2's
+    /// manual mode: the one last set is reported).
+    public var exposureMode: ExposureMode {
+        let t = controlTable()
+        let manual = state.withLock { $0.manualExposureMode }
+        if t[.exposureMode] != nil, let v = try? value(of: .exposureMode) {
+            return v == Self.exposureManual ? manual : .continuousAutoExposure
+        }
+        for id in [ControlID.gainAutomatic, .isoSensitivityAutomatic] where t[id] != nil {
+            if let v = try? value(of: id) { return v != 0 ? .continuousAutoExposure : manual }
+        }
+        return manual
+    }
+
+    /// The automatic-exposure controls' values for `auto` on or off.
+    private func exposureAutomation(_ auto: Bool, _ t: [ControlID: Control]) -> [(ControlID, Int64)] {
+        var values: [(ControlID, Int64)] = []
+        if let ae = t[.exposureMode] {
+            if !auto {
+                if menuHas(ae, Self.exposureManual) { values.append((.exposureMode, Self.exposureManual)) }
+            } else if menuHas(ae, Self.exposureAuto) {
+                values.append((.exposureMode, Self.exposureAuto))
+            } else if menuHas(ae, Self.exposureAperturePriority) {
+                values.append((.exposureMode, Self.exposureAperturePriority))
+            }
+        }
+        if t[.gainAutomatic] != nil { values.append((.gainAutomatic, auto ? 1 : 0)) }
+        if t[.isoSensitivityAutomatic] != nil { values.append((.isoSensitivityAutomatic, auto ? 1 : 0)) }
+        return values
+    }
+
+    /// Sets the exposure mode (for `.custom` with values, use `setExposureModeCustom(duration:iso:)`).
+    /// Needs the configuration lock; throws `.invalidArgument` for a mode
+    /// `isExposureModeSupported(_:)` denies.
+    public func setExposureMode(_ mode: ExposureMode) throws(CaptureError) {
+        try requireLock("setExposureMode(_:)")
+        guard isExposureModeSupported(mode) else { throw unsupported("exposure mode \(mode)", check: "isExposureModeSupported(_:)") }
+        try apply("setExposureMode(_:)", exposureAutomation(mode == .continuousAutoExposure, controlTable()))
+        if mode != .continuousAutoExposure { state.withLock { $0.manualExposureMode = mode } }
+    }
+
+    /// The shortest and longest exposure time (`EXPOSURE_ABSOLUTE`'s range, 100 µs units); nil
+    /// without an exposure time control.
+    public var minExposureDuration: Duration? { control(.exposureTime).map { .microseconds(100 * $0.minimum) } }
+    /// See `minExposureDuration`.
+    public var maxExposureDuration: Duration? { control(.exposureTime).map { .microseconds(100 * $0.maximum) } }
+
+    /// The exposure time now (`EXPOSURE_ABSOLUTE`); nil without an exposure time control.
+    public var exposureDuration: Duration? {
+        guard control(.exposureTime) != nil, let v = try? value(of: .exposureTime) else { return nil }
+        return .microseconds(100 * v)
+    }
+
+    /// The ISO control: `ISO_SENSITIVITY` (an integer menu of ISO values) when the device has it,
+    /// else `GAIN` in the driver's units.
+    private func isoControl(_ t: [ControlID: Control]) -> Control? { t[.isoSensitivity] ?? t[.gain] }
+
+    /// The ISO values an integer menu offers, by menu index.
+    private func isoItems(_ c: Control) -> [(index: Int64, iso: Float)] {
+        c.menuItems.compactMap { item in Float(item.name).map { (item.value, $0) } }
+    }
+
+    /// The lowest ISO (gain) the device takes; 0 without an ISO or gain control.
+    public var minISO: Float { isoRange?.lowerBound ?? 0 }
+    /// The highest ISO (gain) the device takes; 0 without an ISO or gain control.
+    public var maxISO: Float { isoRange?.upperBound ?? 0 }
+
+    private var isoRange: ClosedRange<Float>? {
+        guard let c = isoControl(controlTable()) else { return nil }
+        if c.kind == .integerMenu {
+            let isos = isoItems(c).map(\.iso)
+            guard let lo = isos.min(), let hi = isos.max() else { return nil }
+            return lo...hi
+        }
+        return Float(c.minimum)...Float(c.maximum)
+    }
+
+    /// The ISO now: `ISO_SENSITIVITY`'s value, or `GAIN` in the driver's units (vivid, UVC); 0
+    /// without either. A gain the driver updates itself (automatic gain) is read fresh.
+    public var iso: Float {
+        guard let c = isoControl(controlTable()), let v = try? value(of: c.id) else { return 0 }
+        if c.kind == .integerMenu { return isoItems(c).first { $0.index == v }?.iso ?? 0 }
+        return Float(v)
+    }
+
+    /// Sets `.custom` exposure: `duration` (`currentExposureDuration` keeps it) and `iso`
+    /// (`currentISO` keeps it), which must lie within `minExposureDuration...maxExposureDuration`
+    /// and `minISO...maxISO`. Needs the configuration lock; throws `.invalidArgument` when the
+    /// device cannot do `.custom`, has no control for a value given, or a value is out of range.
+    public func setExposureModeCustom(duration: Duration, iso: Float) throws(CaptureError) {
+        let what = "setExposureModeCustom(duration:iso:)"
+        try requireLock(what)
+        guard isExposureModeSupported(.custom) else { throw unsupported("exposure mode custom", check: "isExposureModeSupported(_:)") }
+        let t = controlTable()
+        var values = exposureAutomation(false, t)
+        if duration != Self.currentExposureDuration {
+            guard let c = t[.exposureTime] else {
+                throw unsupported("a custom exposure duration (no exposure time control)", check: "exposureDuration != nil")
+            }
+            let units = Int64((Double(duration.components.seconds) * 1e4 + Double(duration.components.attoseconds) * 1e-14).rounded())
+            guard (c.minimum...c.maximum).contains(units) else {
+                throw CaptureError(.invalidArgument, "exposure duration \(duration) is outside \(localizedName)'s \(Duration.microseconds(100 * c.minimum))...\(Duration.microseconds(100 * c.maximum))")
+            }
+            values.append((.exposureTime, units))
+        }
+        if iso != Self.currentISO {
+            guard let c = isoControl(t), let range = isoRange else {
+                throw unsupported("a custom ISO (no ISO or gain control)", check: "maxISO > 0")
+            }
+            guard range.contains(iso) else {
+                throw CaptureError(.invalidArgument, "ISO \(iso) is outside \(localizedName)'s \(range.lowerBound)...\(range.upperBound)")
+            }
+            if c.kind == .integerMenu {
+                let nearest = isoItems(c).min { abs($0.iso - iso) < abs($1.iso - iso) }!
+                values.append((c.id, nearest.index))
+            } else {
+                values.append((c.id, Int64(iso.rounded())))
+            }
+        }
+        try apply(what, values)
+        state.withLock { $0.manualExposureMode = .custom }
+    }
+
+    /// The exposure bias items (`AUTO_EXPOSURE_BIAS`, in EV) by menu index (or value for a
+    /// driver that makes it a plain integer in 0.001 EV).
+    private func biasItems(_ c: Control) -> [(value: Int64, ev: Float)] {
+        if c.kind == .integerMenu { return c.menuItems.compactMap { i in Int64(i.name).map { (i.value, Float($0) / 1000) } } }
+        return [(c.minimum, Float(c.minimum) / 1000), (c.maximum, Float(c.maximum) / 1000)]
+    }
+
+    /// The lowest exposure bias in EV (`AUTO_EXPOSURE_BIAS`); 0 without that control.
+    public var minExposureTargetBias: Float { control(.exposureBias).flatMap { biasItems($0).map(\.ev).min() } ?? 0 }
+    /// The highest exposure bias in EV; 0 without that control.
+    public var maxExposureTargetBias: Float { control(.exposureBias).flatMap { biasItems($0).map(\.ev).max() } ?? 0 }
+
+    /// The exposure bias now, in EV (0 without an `AUTO_EXPOSURE_BIAS` control).
+    public var exposureTargetBias: Float {
+        guard let c = control(.exposureBias), let v = try? value(of: .exposureBias) else { return 0 }
+        if c.kind == .integerMenu { return biasItems(c).first { $0.value == v }?.ev ?? 0 }
+        return Float(v) / 1000
+    }
+
+    /// Sets the exposure bias (EV) that automatic exposure aims at, to the nearest step the
+    /// device has. Needs the configuration lock; throws `.invalidArgument` without an
+    /// `AUTO_EXPOSURE_BIAS` control or outside `minExposureTargetBias...maxExposureTargetBias`.
+    public func setExposureTargetBias(_ bias: Float) throws(CaptureError) {
+        try requireLock("setExposureTargetBias(_:)")
+        guard let c = control(.exposureBias) else {
+            throw unsupported("an exposure target bias (no AUTO_EXPOSURE_BIAS control)", check: "maxExposureTargetBias > minExposureTargetBias")
+        }
+        guard (minExposureTargetBias...maxExposureTargetBias).contains(bias) else {
+            throw CaptureError(.invalidArgument, "exposure bias \(bias) EV is outside \(localizedName)'s \(minExposureTargetBias)...\(maxExposureTargetBias)")
+        }
+        let value = c.kind == .integerMenu ? biasItems(c).min { abs($0.ev - bias) < abs($1.ev - bias) }!.value
+            : Int64((bias * 1000).rounded())
+        try apply("setExposureTargetBias(_:)", [(.exposureBias, value)])
+    }
+
+    // MARK: White balance
+
+    /// Whether the device can balance white in `mode` (`AUTO_WHITE_BALANCE` for continuous and
+    /// locked, `DO_WHITE_BALANCE` for one shot).
+    public func isWhiteBalanceModeSupported(_ mode: WhiteBalanceMode) -> Bool {
+        let t = controlTable()
+        switch mode {
+        case .locked: return t[.whiteBalanceAutomatic] != nil || t[.whiteBalanceTemperature] != nil
+        case .autoWhiteBalance: return t[.whiteBalanceOnce] != nil
+        case .continuousAutoWhiteBalance: return t[.whiteBalanceAutomatic] != nil
+        }
+    }
+
+    /// The white balance mode now: continuous while `AUTO_WHITE_BALANCE` is on, else locked.
+    public var whiteBalanceMode: WhiteBalanceMode {
+        guard control(.whiteBalanceAutomatic) != nil, let v = try? value(of: .whiteBalanceAutomatic) else { return .locked }
+        return v != 0 ? .continuousAutoWhiteBalance : .locked
+    }
+
+    /// Sets the white balance mode. Needs the configuration lock; throws `.invalidArgument` for
+    /// a mode `isWhiteBalanceModeSupported(_:)` denies.
+    public func setWhiteBalanceMode(_ mode: WhiteBalanceMode) throws(CaptureError) {
+        try requireLock("setWhiteBalanceMode(_:)")
+        guard isWhiteBalanceModeSupported(mode) else {
+            throw unsupported("white balance mode \(mode)", check: "isWhiteBalanceModeSupported(_:)")
+        }
+        let hasAuto = control(.whiteBalanceAutomatic) != nil
+        switch mode {
+        case .locked: if hasAuto { try apply("setWhiteBalanceMode(_:)", [(.whiteBalanceAutomatic, 0)]) }
+        case .autoWhiteBalance: try apply("setWhiteBalanceMode(_:)", (hasAuto ? [(.whiteBalanceAutomatic, 0)] : []) + [(.whiteBalanceOnce, 1)])
+        case .continuousAutoWhiteBalance: try apply("setWhiteBalanceMode(_:)", [(.whiteBalanceAutomatic, 1)])
+        }
+    }
+
+    /// The colour temperature in kelvin (`WHITE_BALANCE_TEMPERATURE`); nil without that control.
+    public var whiteBalanceTemperature: Float? {
+        guard control(.whiteBalanceTemperature) != nil, let v = try? value(of: .whiteBalanceTemperature) else { return nil }
+        return Float(v)
+    }
+    /// The range `setWhiteBalanceModeLocked(temperature:)` takes; nil without the control.
+    public var whiteBalanceTemperatureRange: ClosedRange<Float>? {
+        control(.whiteBalanceTemperature).map { Float($0.minimum)...Float($0.maximum) }
+    }
+
+    /// Locks white balance at `temperature` kelvin. Needs the configuration lock; throws
+    /// `.invalidArgument` without a temperature control or outside `whiteBalanceTemperatureRange`.
+    public func setWhiteBalanceModeLocked(temperature: Float) throws(CaptureError) {
+        try requireLock("setWhiteBalanceModeLocked(temperature:)")
+        guard control(.whiteBalanceTemperature) != nil, let range = whiteBalanceTemperatureRange else {
+            throw unsupported("a white balance temperature (no WHITE_BALANCE_TEMPERATURE control)", check: "whiteBalanceTemperature != nil")
+        }
+        guard range.contains(temperature) else {
+            throw CaptureError(.invalidArgument, "white balance temperature \(temperature) K is outside \(localizedName)'s \(range.lowerBound)...\(range.upperBound) K")
+        }
+        let auto: [(ControlID, Int64)] = control(.whiteBalanceAutomatic) != nil ? [(.whiteBalanceAutomatic, 0)] : []
+        try apply("setWhiteBalanceModeLocked(temperature:)", auto + [(.whiteBalanceTemperature, Int64(temperature.rounded()))])
+    }
+
+    // MARK: Zoom
+
+    // `ZOOM_ABSOLUTE` has no standard unit. Most UVC cameras count from 100 (= 1×), so a range
+    // that starts above 0 is read as "minimum = 1×"; a range from 0 counts hundredths above 1×.
+    private func zoomUnit(_ c: Control) -> Double { c.minimum > 0 ? Double(c.minimum) : 100 }
+    private func zoomFactor(_ v: Int64, _ c: Control) -> Double { (Double(v - c.minimum) + zoomUnit(c)) / zoomUnit(c) }
+
+    /// The smallest zoom factor (1, also without a zoom control).
+    public var minAvailableVideoZoomFactor: Double { 1 }
+    /// The largest zoom factor `ZOOM_ABSOLUTE` reaches (1 without a zoom control).
+    public var maxAvailableVideoZoomFactor: Double { control(.zoom).map { zoomFactor($0.maximum, $0) } ?? 1 }
+
+    /// The zoom factor now (1 without a zoom control).
+    public var videoZoomFactor: Double {
+        guard let c = control(.zoom), let v = try? value(of: .zoom) else { return 1 }
+        return zoomFactor(v, c)
+    }
+
+    /// Zooms to `factor` (the nearest step the device has). Needs the configuration lock;
+    /// throws `.invalidArgument` outside `minAvailableVideoZoomFactor...maxAvailableVideoZoomFactor`.
+    public func setVideoZoomFactor(_ factor: Double) throws(CaptureError) {
+        try requireLock("setVideoZoomFactor(_:)")
+        guard (minAvailableVideoZoomFactor...maxAvailableVideoZoomFactor).contains(factor) else {
+            throw CaptureError(.invalidArgument, "zoom factor \(factor) is outside \(localizedName)'s \(minAvailableVideoZoomFactor)...\(maxAvailableVideoZoomFactor)")
+        }
+        guard let c = control(.zoom) else { return }  // 1× on a camera without zoom: nothing to do
+        try apply("setVideoZoomFactor(_:)", [(.zoom, c.minimum + Int64(((factor - 1) * zoomUnit(c)).rounded()))])
+    }
+
+    // MARK: Torch
+
+    /// Whether the device has a torch (`FLASH_LED_MODE` with its torch item).
+    public var hasTorch: Bool { menuHas(control(.flashLEDMode), Self.ledTorch) }
+
+    /// Whether the torch can be in `mode` (`.off` and `.on` with a torch; `.auto` never: V4L2 has
+    /// no automatic torch).
+    public func isTorchModeSupported(_ mode: TorchMode) -> Bool { hasTorch && mode != .auto }
+
+    /// The torch mode now (`.off` without a torch).
+    public var torchMode: TorchMode {
+        guard hasTorch, let v = try? value(of: .flashLEDMode) else { return .off }
+        return v == Self.ledTorch ? .on : .off
+    }
+
+    /// Whether the torch is on.
+    public var isTorchActive: Bool { torchMode == .on }
+
+    /// Turns the torch on or off. Needs the configuration lock; throws `.invalidArgument` for a
+    /// mode `isTorchModeSupported(_:)` denies.
+    public func setTorchMode(_ mode: TorchMode) throws(CaptureError) {
+        try requireLock("setTorchMode(_:)")
+        guard isTorchModeSupported(mode) else { throw unsupported("torch mode \(mode)", check: "isTorchModeSupported(_:)") }
+        try apply("setTorchMode(_:)", [(.flashLEDMode, mode == .on ? Self.ledTorch : Self.ledNone)])
+    }
+}
