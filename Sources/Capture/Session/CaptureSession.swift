@@ -78,6 +78,9 @@ public final class CaptureSession: @unchecked Sendable {
     private var plans: [ObjectIdentifier: VideoPlan] = [:]
 
     private let running = Atomic<Bool>(false)
+    /// The inputs interrupted now and why; capture threads change it (a stall) without the
+    /// session's lock.
+    private let interruptions = Locked<[ObjectIdentifier: (device: CaptureDevice, reason: InterruptionReason)]>([:])
     let hub = EventHub()
     /// Serialises reactions to failures reported from capture threads.
     private let controlQueue = DispatchQueue(label: "swift-capture.session-control")
@@ -363,8 +366,8 @@ public final class CaptureSession: @unchecked Sendable {
             var started: [CaptureInput] = []
             do {
                 for i in added + changed {
-                    guard let di = i as? CaptureDeviceInput else { continue }
-                    let r = try startRunner(di, plan: newPlans[ObjectIdentifier(i)], notes: &notes)
+                    guard let di = i as? CaptureDeviceInput,
+                          let r = try startOrWait(di, plan: newPlans[ObjectIdentifier(i)], notes: &notes) else { continue }
                     runners[ObjectIdentifier(i)] = r
                     started.append(i)
                 }
@@ -379,7 +382,10 @@ public final class CaptureSession: @unchecked Sendable {
                 return reject(error)
             }
         }
-        for case let di as CaptureDeviceInput in removed { di.device.setOwner(nil) }
+        for case let di as CaptureDeviceInput in removed {
+            di.device.setOwner(nil)
+            interruptions.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(di)) }
+        }
         for case let di as CaptureDeviceInput in stagedInputs { di.device.setOwner(self) }
         let gone = appliedOutputs.filter { o in !stagedOutputs.contains { $0 === o } }
         let before = appliedConnections
@@ -463,13 +469,20 @@ public final class CaptureSession: @unchecked Sendable {
     public var isRunning: Bool { running.load(ordering: .acquiring) }
 
     /// Starts the flow of data, as `startRunning`. Errors go to `.runtimeError` events; use
-    /// `start()` to get them thrown.
+    /// `start()` to get them thrown. A camera another process streams from does not fail the
+    /// start: as in AVFoundation the session runs interrupted (`wasInterrupted` with
+    /// `.videoDeviceInUseByAnotherClient`, `isInterrupted`) and starts the camera by itself once
+    /// the other process lets go (`interruptionEnded`).
     public func startRunning() {
-        do { try start() } catch { hub.post(.runtimeError(error)) }
+        do { try start(waitingForBusyDevices: true) } catch { hub.post(.runtimeError(error)) }
     }
 
-    /// Starts the flow of data; throws if any input cannot start (then nothing runs).
-    public func start() throws(CaptureError) {
+    /// Starts the flow of data; throws if any input cannot start (then nothing runs), also
+    /// `.deviceBusy` when another process streams from a camera (`startRunning()` waits for it
+    /// instead). Once running, a camera taken or stalled is an interruption, not an error.
+    public func start() throws(CaptureError) { try start(waitingForBusyDevices: false) }
+
+    private func start(waitingForBusyDevices: Bool) throws(CaptureError) {
         lock.lock()
         defer { lock.unlock() }
         if running.load(ordering: .acquiring) { return }
@@ -480,17 +493,113 @@ public final class CaptureSession: @unchecked Sendable {
             do { plans = try makePlans() } catch { throw error }
         }
         var notes: [String] = []
+        var waiting: [CaptureDeviceInput] = []
         do {
             for case let di as CaptureDeviceInput in appliedInputs {
-                runners[ObjectIdentifier(di)] = try startRunner(di, plan: plans[ObjectIdentifier(di)], notes: &notes)
+                if !waitingForBusyDevices {
+                    runners[ObjectIdentifier(di)] = try startRunner(di, plan: plans[ObjectIdentifier(di)], notes: &notes)
+                } else if let r = try startOrWait(di, plan: plans[ObjectIdentifier(di)], notes: &notes, announce: false) {
+                    runners[ObjectIdentifier(di)] = r
+                } else {
+                    waiting.append(di)
+                }
             }
         } catch {
             for r in runners.values { r.stop() }
             runners = [:]
+            interruptions.withLock { $0 = [:] }
             throw error
         }
         running.store(true, ordering: .releasing)
         hub.post(.didStartRunning)
+        // As AVFoundation: the session runs, interrupted, and resumes the camera on its own.
+        for di in waiting {
+            hub.post(.wasInterrupted(di.device, reason: .videoDeviceInUseByAnotherClient))
+            scheduleResume(di)
+        }
+    }
+
+    // MARK: Interruptions
+
+    /// Whether a device of the running session cannot deliver for now (another process holds
+    /// it, or it stalled), as `AVCaptureSession.isInterrupted`. The session stays running and
+    /// resumes the device by itself; `wasInterrupted` and `interruptionEnded` events say when.
+    /// False once the session stops.
+    public var isInterrupted: Bool { interruptions.withLock { !$0.isEmpty } }
+
+    /// Marks `input` interrupted and posts `wasInterrupted` (once per interruption). Any thread.
+    func beginInterruption(_ input: CaptureDeviceInput, reason: InterruptionReason, announce: Bool = true) {
+        let new = interruptions.withLock { i -> Bool in
+            guard i[ObjectIdentifier(input)] == nil else { return false }
+            i[ObjectIdentifier(input)] = (input.device, reason)
+            return true
+        }
+        if new, announce { hub.post(.wasInterrupted(input.device, reason: reason)) }
+    }
+
+    /// Ends `input`'s interruption and posts `interruptionEnded`, if it was interrupted. Any thread.
+    func endInterruption(_ input: CaptureDeviceInput) {
+        let ended = interruptions.withLock { $0.removeValue(forKey: ObjectIdentifier(input)) != nil }
+        if ended { hub.post(.interruptionEnded(input.device)) }
+    }
+
+    /// Starts `input`'s runner; when another client holds the device, marks the input
+    /// interrupted instead, schedules a retry and returns nil. Called with `lock` held.
+    private func startOrWait(_ input: CaptureDeviceInput, plan: VideoPlan?, notes: inout [String],
+                             announce: Bool = true) throws(CaptureError) -> (any InputRunner)? {
+        do {
+            return try startRunner(input, plan: plan, notes: &notes)
+        } catch {
+            guard takenByAnotherClient(input, error) else { throw error }
+            beginInterruption(input, reason: .videoDeviceInUseByAnotherClient, announce: announce)
+            if announce { scheduleResume(input) }
+            return nil
+        }
+    }
+
+    /// Whether `error` means another process (or session) streams from the camera: `EBUSY`
+    /// (not `ENOSPC`, the bus's bandwidth) and the device confirms that its stream is taken.
+    private func takenByAnotherClient(_ input: CaptureDeviceInput, _ error: CaptureError) -> Bool {
+        guard error.code == .deviceBusy, error.errno != ENOSPC, input.device.mediaType == .video,
+              let source = try? input.device.source() else { return false }
+        do {
+            try source.checkAvailable()
+            return false
+        } catch {
+            return true
+        }
+    }
+
+    /// How often an input held by another client is tried again.
+    static let resumeRetryInterval: DispatchTimeInterval = .milliseconds(250)
+
+    private func scheduleResume(_ input: CaptureDeviceInput) {
+        controlQueue.asyncAfter(deadline: .now() + Self.resumeRetryInterval) { [weak self] in self?.tryResume(input) }
+    }
+
+    /// Tries to start an input another client held; ends the interruption when it runs.
+    private func tryResume(_ input: CaptureDeviceInput) {
+        lock.lock()
+        defer { lock.unlock() }
+        let id = ObjectIdentifier(input)
+        guard running.load(ordering: .acquiring), runners[id] == nil,
+              interruptions.withLock({ $0[id]?.reason }) == .videoDeviceInUseByAnotherClient,
+              appliedInputs.contains(where: { $0 === input }) else { return }
+        var notes: [String] = []
+        do {
+            // Still taken: `startOrWait` schedules the next try.
+            guard let r = try startOrWait(input, plan: plans[id], notes: &notes) else { return }
+            runners[id] = r
+            endInterruption(input)
+        } catch {
+            // Something else went wrong: a runtime error, as for a running input.
+            interruptions.withLock { _ = $0.removeValue(forKey: id) }
+            hub.post(.runtimeError(error))
+            if runners.isEmpty, !isInterrupted, running.load(ordering: .acquiring) {
+                running.store(false, ordering: .releasing)
+                hub.post(.didStopRunning)
+            }
+        }
     }
 
     /// Stops the flow of data and waits until every capture thread has ended. Frames the app
@@ -502,6 +611,7 @@ public final class CaptureSession: @unchecked Sendable {
         let all = runners
         runners = [:]
         for r in all.values { r.stop() }
+        interruptions.withLock { $0 = [:] }
         // Not running before the outputs cancel their work: a still requested meanwhile sees it
         // (CaptureStillImageOutput re-checks after queueing) instead of waiting for its time-out.
         running.store(false, ordering: .releasing)
@@ -518,7 +628,16 @@ public final class CaptureSession: @unchecked Sendable {
             guard let current = self.runners[ObjectIdentifier(runner.input)], current === runner else { return }
             self.runners.removeValue(forKey: ObjectIdentifier(runner.input))
             runner.stop()
+            // A stall the failure ended is over; the failure is what counts now.
+            self.interruptions.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(runner.input)) }
+            if self.takenByAnotherClient(runner.input, error) {
+                // The stream was taken from under us: an interruption, not an error.
+                self.beginInterruption(runner.input, reason: .videoDeviceInUseByAnotherClient)
+                self.scheduleResume(runner.input)
+                return
+            }
             if error.code == .disconnected {
+                runner.input.device.markDisconnected()
                 self.hub.post(.deviceDisconnected(runner.input.device))
                 runner.input.device.dropSource()
             }
@@ -528,7 +647,7 @@ public final class CaptureSession: @unchecked Sendable {
                 for r in self.runners.values { r.stop() }
                 self.runners = [:]
             }
-            if self.runners.isEmpty, self.running.load(ordering: .acquiring) {
+            if self.runners.isEmpty, !self.isInterrupted, self.running.load(ordering: .acquiring) {
                 self.running.store(false, ordering: .releasing)
                 self.hub.post(.didStopRunning)
             }
