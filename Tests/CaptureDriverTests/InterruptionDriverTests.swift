@@ -1,6 +1,7 @@
-// Interruptions against vivid in the VM: another process (v4l2-ctl) streaming from the camera
-// interrupts a session started with startRunning(), and the session resumes by itself once that
-// process lets go.
+// Interruptions against vivid in the VM: another process (v4l2-ctl) that takes the camera after
+// the app made its input interrupts a session started with startRunning(), and the session
+// resumes by itself once that process lets go. (Making an input of a camera already taken fails
+// with .deviceBusy at once.)
 import CaptureBackend
 import Capture
 import CaptureTestSupport
@@ -10,6 +11,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(3))) struct InterruptionDriverTests {
     @Test func anotherProcessStreamingInterruptsUntilItExits() throws {
         let cam = try VM.vividCameras()[0]
+        let rig = try FaultRig(cam)
         let child = Process()
         child.executableURL = URL(fileURLWithPath: "/usr/bin/v4l2-ctl")
         child.arguments = ["-d", cam.path, "--set-fmt-video=width=320,height=180", "--stream-mmap",
@@ -24,7 +26,6 @@ import Testing
         // v4l2-ctl starts streaming within a second or two even in the emulated VM.
         Thread.sleep(forTimeInterval: 3)
         try #require(child.isRunning, "v4l2-ctl did not stream")
-        let rig = try FaultRig(cam)
         rig.session.startRunning()
         defer { rig.session.stopRunning() }
         #expect(rig.session.isRunning)
