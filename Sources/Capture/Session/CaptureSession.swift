@@ -58,8 +58,9 @@ final class RouteTable: Sendable {
 /// Add inputs and outputs (inside `beginConfiguration()`/`commitConfiguration()` to change
 /// several at once), then `startRunning()`. Thread-safe: configuration, start and stop may be
 /// called from any thread (they block while the devices change); they must not be called from
-/// inside a delegate callback that the same call would wait for.
-public final class CaptureSession: @unchecked Sendable {
+/// inside a delegate callback that the same call would wait for. One camera at a time; for
+/// several at once use `CaptureMultiCamSession`.
+public class CaptureSession: @unchecked Sendable {
     private let lock = NSRecursiveLock()
     // Guarded by `lock`:
     private var stagedInputs: [CaptureInput] = []
@@ -90,7 +91,17 @@ public final class CaptureSession: @unchecked Sendable {
         var interval: FrameInterval?
     }
 
-    public init() {}
+    /// A multi-camera session: several video inputs, connections made one by one.
+    let isMultiCam: Bool
+    // Multi-camera sessions only, guarded by `lock`: the connections (staged, and as last
+    // applied), the outputs connected automatically, and the inputs added without connections.
+    private var stagedLinks: [CaptureConnection] = []
+    private var appliedLinks: [CaptureConnection] = []
+    private var automaticOutputs: Set<ObjectIdentifier> = []
+    private var unlinkedInputs: Set<ObjectIdentifier> = []
+
+    public init() { isMultiCam = false }
+    init(multiCam: Bool) { isMultiCam = multiCam }
 
     deinit {
         for r in runners.values { r.stop() }
@@ -124,6 +135,8 @@ public final class CaptureSession: @unchecked Sendable {
             if stagedInputs.contains(where: { $0 === input }) { return false }
             if let owner = di.device.owner, owner !== self { return false }
             if stagedInputs.contains(where: { ($0 as? CaptureDeviceInput)?.device === di.device }) { return false }
+            // A multi-camera session takes any number of cameras (one microphone).
+            if isMultiCam, di.device.mediaType == .video { return true }
             return !stagedInputs.contains { $0.mediaTypes.contains(di.device.mediaType) }
         }
     }
@@ -142,6 +155,8 @@ public final class CaptureSession: @unchecked Sendable {
     public func canAddOutput(_ output: CaptureOutput) -> Bool {
         lock.withLock {
             if output.session != nil && output.session !== self { return false }
+            // A multi-camera session takes an output of each kind per camera.
+            if isMultiCam { return !stagedOutputs.contains { $0 === output } }
             // Frame consumers (preview, server, recorder) may be many, beside the outputs.
             return !stagedOutputs.contains {
                 $0 === output || (!output.isFrameConsumer && !$0.isFrameConsumer && type(of: $0) == type(of: output))
@@ -154,6 +169,7 @@ public final class CaptureSession: @unchecked Sendable {
         change {
             guard canAddOutput(output) else { return }
             stagedOutputs.append(output)
+            automaticOutputs.insert(ObjectIdentifier(output))
             output.attach(to: self)
         }
     }
@@ -207,6 +223,7 @@ public final class CaptureSession: @unchecked Sendable {
         change {
             guard canAddOutput(consumer) else { return }
             stagedOutputs.append(consumer)
+            automaticOutputs.insert(ObjectIdentifier(consumer))
             consumer.attach(to: self)
             added = true
         }
@@ -279,6 +296,7 @@ public final class CaptureSession: @unchecked Sendable {
     }
 
     private func rebuildConnections(inputs: [CaptureInput], outputs: [CaptureOutput]) {
+        if isMultiCam { return rebuildLinks(inputs: inputs, outputs: outputs) }
         var list: [CaptureConnection] = []
         for o in outputs {
             var mine: [CaptureConnection] = []
@@ -395,6 +413,7 @@ public final class CaptureSession: @unchecked Sendable {
         plans = newPlans
         rebuildConnections(inputs: appliedInputs, outputs: appliedOutputs)
         appliedConnections = allConnections
+        appliedLinks = stagedLinks
         for r in runners.values { r.setConnections(connections(of: r.input)) }
         // Outputs that stay but lost a connection (its input went): pending work on it ends.
         for c in before where !allConnections.contains(where: { $0 === c }) {
@@ -410,6 +429,7 @@ public final class CaptureSession: @unchecked Sendable {
     }
 
     private func reject(_ error: CaptureError) -> ConfigurationResult {
+        stagedLinks = appliedLinks
         stagedInputs = appliedInputs
         stagedOutputs = appliedOutputs
         stagedPreset = appliedPreset
@@ -439,8 +459,25 @@ public final class CaptureSession: @unchecked Sendable {
         } else {
             runner = try makeAudioRunner(for: input, connections: connections(of: input))
         }
-        try runner.start()
+        do {
+            try runner.start()
+        } catch {
+            throw bandwidthError(error, starting: input)
+        }
         return runner
+    }
+
+    /// `ENOSPC` from `STREAMON` while other cameras of a multi-camera session stream: the USB bus
+    /// cannot carry them all; says so, naming them. Other errors unchanged.
+    private func bandwidthError(_ error: CaptureError, starting input: CaptureDeviceInput) -> CaptureError {
+        guard isMultiCam, error.isInsufficientBandwidth else { return error }
+        let others = stagedInputs.compactMap { ($0 as? CaptureDeviceInput)?.device }.filter { $0 !== input.device && $0.mediaType == .video }
+        guard !others.isEmpty else { return error }
+        let names = (others + [input.device]).map(\.localizedName).joined(separator: " and ")
+        let size = plans[ObjectIdentifier(input)].map { " at \($0.format.dimensions)" } ?? ""
+        return CaptureError(.deviceBusy,
+                            "The USB bus cannot carry \(names) together\(size): choose a smaller session preset, a lower frame rate or a compressed format (MJPEG), or plug the cameras into different USB controllers.",
+                            errno: error.errno, operation: error.operation)
     }
 
     /// Called by `CaptureDevice.setActiveFormat` and friends while the device is in this session.
@@ -573,7 +610,12 @@ public final class CaptureSession: @unchecked Sendable {
     /// How often an input held by another client is tried again.
     static let resumeRetryInterval: DispatchTimeInterval = .milliseconds(250)
 
+    /// Inputs with a retry pending (guarded by `lock`), so one interruption has one retry chain.
+    private var resumeScheduled: Set<ObjectIdentifier> = []
+
+    /// Called with `lock` held.
     private func scheduleResume(_ input: CaptureDeviceInput) {
+        guard resumeScheduled.insert(ObjectIdentifier(input)).inserted else { return }
         controlQueue.asyncAfter(deadline: .now() + Self.resumeRetryInterval) { [weak self] in self?.tryResume(input) }
     }
 
@@ -582,6 +624,7 @@ public final class CaptureSession: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         let id = ObjectIdentifier(input)
+        resumeScheduled.remove(id)
         guard running.load(ordering: .acquiring), runners[id] == nil,
               interruptions.withLock({ $0[id]?.reason }) == .videoDeviceInUseByAnotherClient,
               appliedInputs.contains(where: { $0 === input }) else { return }
@@ -663,6 +706,79 @@ public final class CaptureSession: @unchecked Sendable {
     /// encodes per frame with it).
     package var stageJPEGEncodes: Int {
         lock.withLock { runners.values.reduce(0) { $0 + (($1 as? VideoPipeline)?.jpegEncodes.count.load(ordering: .relaxed) ?? 0) } }
+    }
+
+    // MARK: Multi-camera connections
+
+    /// Multi-camera: each output's connections are the links made for it. An output added with
+    /// `addOutput` (or a frame consumer) is linked, per media type, to the first input added with
+    /// `addInput` that feeds no output of its kind yet (a second video data output goes to the
+    /// second camera); outputs and inputs added without connections only get the links the app
+    /// adds. Called with `lock` held.
+    private func rebuildLinks(inputs: [CaptureInput], outputs: [CaptureOutput]) {
+        stagedLinks.removeAll { l in
+            !inputs.contains { $0 === l.input } || !outputs.contains { $0 === l.output }
+        }
+        for o in outputs where automaticOutputs.contains(ObjectIdentifier(o)) {
+            for m in o.acceptedMediaTypes where !stagedLinks.contains(where: { $0.output === o && $0.mediaType == m }) {
+                let free = inputs.first { i in
+                    i.mediaTypes.contains(m) && !unlinkedInputs.contains(ObjectIdentifier(i)) && !stagedLinks.contains { l in
+                        guard l.input === i, l.mediaType == m, let other = l.output else { return false }
+                        return type(of: other) == type(of: o) && other.isFrameConsumer == o.isFrameConsumer
+                    }
+                }
+                if let free { stagedLinks.append(CaptureConnection(input: free, output: o, mediaType: m)) }
+            }
+        }
+        var list: [CaptureConnection] = []
+        for o in outputs {
+            let mine = stagedLinks.filter { $0.output === o }
+            o.setConnections(mine)
+            list += mine
+        }
+        allConnections = list
+    }
+
+    func addInputWithoutLinks(_ input: CaptureInput) {
+        change {
+            guard canAddInput(input) else { return }
+            stagedInputs.append(input)
+            unlinkedInputs.insert(ObjectIdentifier(input))
+        }
+    }
+
+    func addOutputWithoutLinks(_ output: CaptureOutput) {
+        change {
+            guard canAddOutput(output) else { return }
+            stagedOutputs.append(output)
+            automaticOutputs.remove(ObjectIdentifier(output))
+            output.attach(to: self)
+        }
+    }
+
+    func canAddLink(_ c: CaptureConnection) -> Bool {
+        lock.withLock {
+            guard isMultiCam, let o = c.output, stagedInputs.contains(where: { $0 === c.input }),
+                  stagedOutputs.contains(where: { $0 === o }),
+                  c.input.mediaTypes.contains(c.mediaType), o.acceptedMediaTypes.contains(c.mediaType) else { return false }
+            // An output takes one connection per media type, as in AVFoundation.
+            return !stagedLinks.contains { $0 === c || ($0.output === o && $0.mediaType == c.mediaType) }
+        }
+    }
+
+    func addLink(_ c: CaptureConnection) {
+        change {
+            guard canAddLink(c) else { return }
+            stagedLinks.append(c)
+        }
+    }
+
+    func removeLink(_ c: CaptureConnection) {
+        change {
+            stagedLinks.removeAll { $0 === c }
+            // Removed by hand: the output is not linked again automatically.
+            if let o = c.output { automaticOutputs.remove(ObjectIdentifier(o)) }
+        }
     }
 
     // MARK: Events
