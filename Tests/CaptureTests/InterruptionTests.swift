@@ -12,7 +12,7 @@ import Testing
 
 @Suite(.serialized, .timeLimit(.minutes(2))) struct InterruptionTests {
     private func rig(_ name: String) throws -> (VirtualCamera, CaptureDevice, CaptureSession, EventLog, FrameCollector) {
-        let cam = VirtualCamera(name: name, position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        let cam = VirtualCamera(name: name, position: .external, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
         VirtualCamera.install(cam)
         let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
         let session = CaptureSession()
@@ -105,7 +105,7 @@ import Testing
         let (cam, device, session, events, collector) = try rig("Interrupt Unplug")
         defer { VirtualCamera.uninstall(cam) }
         let posted = Locked<[ObjectIdentifier]>([])
-        let token = NotificationCenter.default.addObserver(forName: CaptureDevice.wasDisconnectedNotification, object: nil, queue: nil) { n in
+        let token = NotificationCenter.default.addObserver(forName: CaptureDevice.wasDisconnectedNotification, object: device, queue: nil) { n in
             if let d = n.object as? CaptureDevice { posted.withLock { $0.append(ObjectIdentifier(d)) } }
         }
         defer { NotificationCenter.default.removeObserver(token) }
@@ -119,6 +119,7 @@ import Testing
         #expect(!device.isConnected)
         #expect(!session.isInterrupted)
         #expect(!events.events.contains { if case .wasInterrupted = $0 { true } else { false } })
+        // Once, however the unplug is noticed (other tests' devices are not observed).
         #expect(posted.withLock { $0 } == [ObjectIdentifier(device)])
         cam.reconnect()
         #expect(device.isConnected)
@@ -129,7 +130,7 @@ import Testing
         let monitor = DeviceMonitor()
         try? monitor.start()
         defer { monitor.stop() }
-        let cam = VirtualCamera(name: "Interrupt Hotplug", position: .front)
+        let cam = VirtualCamera(name: "Interrupt Hotplug", position: .external)
         let seen = Locked<[String]>([])
         let names: [(Notification.Name, String)] = [(CaptureDevice.wasConnectedNotification, "+"), (CaptureDevice.wasDisconnectedNotification, "-")]
         let tokens = names.map { name, sign in

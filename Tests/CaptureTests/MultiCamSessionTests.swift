@@ -10,8 +10,8 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2))) struct MultiCamSessionTests {
     private func pair(_ tag: String) throws -> (VirtualCamera, VirtualCamera, CaptureDevice, CaptureDevice) {
         let mode = VirtualCamera.Mode(.yuyv, width: 320, height: 240, frameRates: [30])
-        let a = VirtualCamera(name: "MultiCam \(tag) A", position: .front, formats: [mode])
-        let b = VirtualCamera(name: "MultiCam \(tag) B", position: .back, formats: [mode])
+        let a = VirtualCamera(name: "MultiCam \(tag) A", position: .external, formats: [mode])
+        let b = VirtualCamera(name: "MultiCam \(tag) B", position: .external, formats: [mode])
         VirtualCamera.install(a)
         VirtualCamera.install(b)
         let all = CaptureDevice.devices(for: .video)

@@ -148,7 +148,10 @@ public class CaptureSession: @unchecked Sendable {
 
     /// Removes `input`.
     public func removeInput(_ input: CaptureInput) {
-        change { stagedInputs.removeAll { $0 === input } }
+        change {
+            stagedInputs.removeAll { $0 === input }
+            unlinkedInputs.remove(ObjectIdentifier(input))
+        }
     }
 
     /// Whether `output` can be added: not in a session yet, and no output of its kind present.
@@ -169,7 +172,7 @@ public class CaptureSession: @unchecked Sendable {
         change {
             guard canAddOutput(output) else { return }
             stagedOutputs.append(output)
-            automaticOutputs.insert(ObjectIdentifier(output))
+            if isMultiCam { automaticOutputs.insert(ObjectIdentifier(output)) }
             output.attach(to: self)
         }
     }
@@ -180,6 +183,7 @@ public class CaptureSession: @unchecked Sendable {
     public func removeOutput(_ output: CaptureOutput) {
         change {
             stagedOutputs.removeAll { $0 === output }
+            automaticOutputs.remove(ObjectIdentifier(output))
             if !appliedOutputs.contains(where: { $0 === output }) {
                 // Added and removed inside one configuration: it never ran, so let it go now.
                 output.setConnections([])
@@ -223,7 +227,7 @@ public class CaptureSession: @unchecked Sendable {
         change {
             guard canAddOutput(consumer) else { return }
             stagedOutputs.append(consumer)
-            automaticOutputs.insert(ObjectIdentifier(consumer))
+            if isMultiCam { automaticOutputs.insert(ObjectIdentifier(consumer)) }
             consumer.attach(to: self)
             added = true
         }
@@ -462,19 +466,19 @@ public class CaptureSession: @unchecked Sendable {
         do {
             try runner.start()
         } catch {
-            throw bandwidthError(error, starting: input)
+            throw bandwidthError(error, starting: input, plan: plan)
         }
         return runner
     }
 
     /// `ENOSPC` from `STREAMON` while other cameras of a multi-camera session stream: the USB bus
     /// cannot carry them all; says so, naming them. Other errors unchanged.
-    private func bandwidthError(_ error: CaptureError, starting input: CaptureDeviceInput) -> CaptureError {
+    private func bandwidthError(_ error: CaptureError, starting input: CaptureDeviceInput, plan: VideoPlan?) -> CaptureError {
         guard isMultiCam, error.isInsufficientBandwidth else { return error }
         let others = stagedInputs.compactMap { ($0 as? CaptureDeviceInput)?.device }.filter { $0 !== input.device && $0.mediaType == .video }
         guard !others.isEmpty else { return error }
         let names = (others + [input.device]).map(\.localizedName).joined(separator: " and ")
-        let size = plans[ObjectIdentifier(input)].map { " at \($0.format.dimensions)" } ?? ""
+        let size = plan.map { " at \($0.format.dimensions)" } ?? ""
         return CaptureError(.deviceBusy,
                             "The USB bus cannot carry \(names) together\(size): choose a smaller session preset, a lower frame rate or a compressed format (MJPEG), or plug the cameras into different USB controllers.",
                             errno: error.errno, operation: error.operation)
