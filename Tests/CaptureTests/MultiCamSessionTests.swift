@@ -97,4 +97,34 @@ import Testing
         try session.start()
         session.stopRunning()
     }
+
+    /// One camera of two stalls: only it is interrupted, the other keeps delivering, and its
+    /// interruption ends when its frames come back.
+    @Test func oneCameraStallsTheOtherGoesOn() throws {
+        let (a, b, da, db) = try pair("Stall")
+        defer { VirtualCamera.uninstall(a); VirtualCamera.uninstall(b) }
+        let session = CaptureMultiCamSession()
+        let events = EventLog(session)
+        session.addInput(try CaptureDeviceInput(device: da))
+        session.addInput(try CaptureDeviceInput(device: db))
+        let oa = CaptureVideoDataOutput(), ob = CaptureVideoDataOutput()
+        let la = CameraFrameLog(), lb = CameraFrameLog()
+        oa.setSampleBufferDelegate(la, queue: la.queue)
+        ob.setSampleBufferDelegate(lb, queue: lb.queue)
+        session.addOutput(oa)
+        session.addOutput(ob)
+        try session.start()
+        defer { session.stopRunning() }
+        #expect(la.wait(for: 3, timeout: 5) && lb.wait(for: 3, timeout: 5))
+        b.stall(for: .seconds(3))
+        #expect(events.wait(timeout: 6) { if case .wasInterrupted(let d, .videoDeviceStalled) = $0 { d === db } else { false } })
+        #expect(session.isInterrupted)
+        #expect(!events.events.contains { if case .wasInterrupted(let d, _) = $0 { d === da } else { false } })
+        let n = la.count
+        #expect(la.wait(for: n + 10, timeout: 3), "camera A stopped while B stalled")
+        #expect(events.wait(timeout: 6) { if case .interruptionEnded(let d) = $0 { d === db } else { false } })
+        #expect(!session.isInterrupted)
+        let m = lb.count
+        #expect(lb.wait(for: m + 3, timeout: 3))
+    }
 }
