@@ -21,6 +21,7 @@ public final class CaptureMultiCamSession: CaptureSession, @unchecked Sendable {
     /// streams on its own; whether the bus can carry them is known only when they start.
     public static var isMultiCamSupported: Bool { true }
 
+    /// An empty multi-camera session.
     public override init() { super.init(multiCam: true) }
 
     /// Adds `input` without connecting it to any output (`addInputWithNoConnections`).

@@ -100,6 +100,7 @@ public class CaptureSession: @unchecked Sendable {
     private var automaticOutputs: Set<ObjectIdentifier> = []
     private var unlinkedInputs: Set<ObjectIdentifier> = []
 
+    /// An empty session for one camera (and one microphone).
     public init() { isMultiCam = false }
     init(multiCam: Bool) { isMultiCam = multiCam }
 
