@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CaptureImaging
 import CaptureBackend
 import CaptureSystem
@@ -170,6 +173,7 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         package var pendingCorrupt = 0
         package var pendingDamage: [FrameDamage] = []
         package var stall = Stall.none
+        package var pendingBandwidthFailures = 0
         package var streamOwner: ObjectIdentifier?
         package var streamSignal: StreamCondition?
         package var statistics = Statistics()
@@ -261,6 +265,12 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         state.withLock { $0.pendingDamage.append(damage) }
     }
 
+    /// Makes the next stream start fail as a USB camera's does when its bus has no bandwidth
+    /// left for it (`STREAMON` answers `ENOSPC`). Calls add up.
+    public func injectInsufficientBandwidth() {
+        state.withLock { $0.pendingBandwidthFailures += 1 }
+    }
+
     /// Unplugs the camera: a running stream ends with `.disconnected` at once, and every call
     /// on a source opened before now, and every new open, fails with `.disconnected` until
     /// `reconnect()`. Frames already delivered stay readable.
@@ -349,6 +359,11 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         try state.withLock { s throws(CaptureError) in
             guard s.connected, s.generation == generation else { throw Self.disconnectedError(name) }
             if let o = s.streamOwner, o != owner { throw Self.busyError(name) }
+            if s.pendingBandwidthFailures > 0 {
+                s.pendingBandwidthFailures -= 1
+                throw CaptureError(.deviceBusy, "Not enough USB bandwidth to stream from the virtual camera \"\(name)\" (injected).",
+                                   errno: ENOSPC, operation: "VIDIOC_STREAMON")
+            }
             s.streamOwner = owner
             s.streamSignal = signal
         }

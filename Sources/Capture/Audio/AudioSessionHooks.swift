@@ -108,12 +108,14 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
                 if !stalled, ContinuousClock.now - lastBuffer > stallTimeout {
                     stalled = true
                     session?.hub.post(.deviceStalled(device, duration: ContinuousClock.now - lastBuffer))
+                    session?.beginInterruption(input, reason: .audioDeviceStalled)
                 }
             case .buffer(let captured):
                 lastBuffer = .now
                 if stalled {
                     stalled = false
                     session?.hub.post(.deviceResumed(device))
+                    session?.endInterruption(input)
                 }
                 deliver(captured, device: device)
             }

@@ -51,6 +51,11 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         /// The exposure mode last set, to tell `.locked` from `.custom` (both are V4L2's manual).
         var manualExposureMode: ExposureMode = .locked
         weak var owner: CaptureSession?
+        /// A session saw the device go away (its node may stay, as after a vivid `disconnect`).
+        var disconnected = false
+        /// What the last connection notification said (nil: none posted; devices listed at
+        /// start count as connected without one).
+        var announcedConnected: Bool?
     }
     let state = Locked(State())
 
@@ -409,6 +414,49 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension CaptureDevice {
+    /// Posted (on the thread that noticed, `object` the device) when a camera appears, as
+    /// `AVCaptureDeviceWasConnected`: by every started `DeviceMonitor`, once per device object.
+    public static let wasConnectedNotification = Notification.Name("CaptureDeviceWasConnectedNotification")
+    /// Posted (`object` the device) when a device goes away, as `AVCaptureDeviceWasDisconnected`:
+    /// when a running session's input finds it unplugged, or a started `DeviceMonitor` sees it
+    /// leave the list; once per device object.
+    public static let wasDisconnectedNotification = Notification.Name("CaptureDeviceWasDisconnectedNotification")
+
+    /// Whether the device is present and usable, as `AVCaptureDevice.isConnected`: false once a
+    /// session found it unplugged (also when its V4L2 node stays, as after vivid's `disconnect`),
+    /// when its node is gone, or when a virtual camera is disconnected or uninstalled. A camera
+    /// plugged in again is a new device object (a virtual camera keeps its object).
+    public var isConnected: Bool {
+        if let cam = virtualCamera {
+            return cam.isConnected && VirtualCamera.installed.contains { $0 === cam }
+        }
+        if state.withLock({ $0.disconnected }) { return false }
+        guard mediaType == .video, path.hasPrefix("/") else { return true }
+        return FileManager.default.fileExists(atPath: path)
+    }
+
+    /// A session found the device unplugged: `isConnected` turns false and the notification goes out.
+    func markDisconnected() {
+        if virtualCamera == nil { state.withLock { $0.disconnected = true } }
+        announce(connected: false)
+    }
+
+    /// Posts `wasConnectedNotification` or `wasDisconnectedNotification` unless the last one
+    /// posted for this device said the same.
+    func announce(connected: Bool) {
+        let post = state.withLock { st -> Bool in
+            guard st.announcedConnected != connected else { return false }
+            // A device never announced counts as connected: no disconnect posted twice,
+            // no connect for a device listed from the start.
+            if st.announcedConnected == nil && connected { st.announcedConnected = true; return true }
+            st.announcedConnected = connected
+            return true
+        }
+        guard post else { return }
+        NotificationCenter.default.post(name: connected ? Self.wasConnectedNotification : Self.wasDisconnectedNotification,
+                                        object: self)
+    }
+
     /// Forgets the opened source (after a disconnect), so the descriptor closes once the last
     /// frame is released and a reconnected device is opened afresh.
     func dropSource() {

@@ -31,7 +31,9 @@ internal import CV4L2Shim
 /// yet; virtual cameras when they are installed or uninstalled. A vivid `disconnect` or an unplug
 /// whose node stays in `/dev` is not a list change: the session reports that one
 /// (`CaptureSession.Event.deviceDisconnected`). Thread-safe; handlers run on a private serial
-/// queue, in the order the events happened.
+/// queue, in the order the events happened. A started monitor also posts
+/// `CaptureDevice.wasConnectedNotification` / `wasDisconnectedNotification` (once per device
+/// object, however many monitors run).
 public final class DeviceMonitor: Sendable {
     /// A change to the camera list.
     public enum Event: Sendable, Equatable, CustomStringConvertible {
@@ -130,10 +132,12 @@ public final class DeviceMonitor: Sendable {
         scanLock.withLock { _ in
             guard state.withLock({ $0.started }) else { return }
             let now = Dictionary(CaptureDevice.devices(for: .video).map { ($0.uniqueID, $0) }, uniquingKeysWith: { a, _ in a })
+            var gone: [String: CaptureDevice] = [:]
             let (events, handlers, streams) = state.withLock { st -> ([Event], [@Sendable (Event) -> Void], [AsyncStream<Event>.Continuation]) in
                 var events: [Event] = []
                 for (id, old) in st.known.sorted(by: { $0.key < $1.key }) where now[id] !== old {
                     events.append(.disconnected(id))
+                    gone[id] = old
                 }
                 for (id, new) in now.sorted(by: { $0.value.path < $1.value.path }) where st.known[id] !== new {
                     events.append(.connected(new))
@@ -142,6 +146,10 @@ public final class DeviceMonitor: Sendable {
                 return (events, Array(st.handlers.values), Array(st.streams.values))
             }
             for e in events {
+                switch e {
+                case .connected(let d): d.announce(connected: true)
+                case .disconnected(let id): gone[id]?.announce(connected: false)
+                }
                 for s in streams { s.yield(e) }
                 if !handlers.isEmpty { handlerQueue.async { for h in handlers { h(e) } } }
             }

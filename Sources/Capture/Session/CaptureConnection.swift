@@ -28,7 +28,10 @@ public final class CaptureConnection: @unchecked Sendable, CustomStringConvertib
     }
     let state = Locked(State())
 
-    init(input: CaptureInput, output: CaptureOutput, mediaType: MediaType) {
+    /// A connection from `input` to `output` for `mediaType`, as
+    /// `AVCaptureConnection(inputPorts:output:)`; it carries data once added to a
+    /// `CaptureMultiCamSession` with `addConnection(_:)` (a `CaptureSession` connects by itself).
+    public init(input: CaptureInput, output: CaptureOutput, mediaType: MediaType = .video) {
         self.input = input
         self.weakOutput = output
         self.mediaType = mediaType

@@ -11,7 +11,8 @@ public class CaptureInput: @unchecked Sendable {
 /// Feeds a session from a camera or microphone, as `AVCaptureDeviceInput`.
 ///
 /// Creating it opens the device, so errors show up here: no such device, not a capture device,
-/// busy (another process streams it), permission denied, disconnected.
+/// busy (another process streams it), permission denied, disconnected. A camera another process
+/// takes later interrupts the running session instead (`CaptureSession.isInterrupted`).
 public final class CaptureDeviceInput: CaptureInput, @unchecked Sendable, CustomStringConvertible {
     /// The device this input reads.
     public let device: CaptureDevice

@@ -58,8 +58,9 @@ final class RouteTable: Sendable {
 /// Add inputs and outputs (inside `beginConfiguration()`/`commitConfiguration()` to change
 /// several at once), then `startRunning()`. Thread-safe: configuration, start and stop may be
 /// called from any thread (they block while the devices change); they must not be called from
-/// inside a delegate callback that the same call would wait for.
-public final class CaptureSession: @unchecked Sendable {
+/// inside a delegate callback that the same call would wait for. One camera at a time; for
+/// several at once use `CaptureMultiCamSession`.
+public class CaptureSession: @unchecked Sendable {
     private let lock = NSRecursiveLock()
     // Guarded by `lock`:
     private var stagedInputs: [CaptureInput] = []
@@ -81,6 +82,9 @@ public final class CaptureSession: @unchecked Sendable {
     private var plans: [ObjectIdentifier: VideoPlan] = [:]
 
     private let running = Atomic<Bool>(false)
+    /// The inputs interrupted now and why; capture threads change it (a stall) without the
+    /// session's lock.
+    private let interruptions = Locked<[ObjectIdentifier: (device: CaptureDevice, reason: InterruptionReason)]>([:])
     let hub = EventHub()
     /// Serialises reactions to failures reported from capture threads.
     private let controlQueue = DispatchQueue(label: "swift-capture.session-control")
@@ -90,7 +94,18 @@ public final class CaptureSession: @unchecked Sendable {
         var interval: FrameInterval?
     }
 
-    public init() {}
+    /// A multi-camera session: several video inputs, connections made one by one.
+    let isMultiCam: Bool
+    // Multi-camera sessions only, guarded by `lock`: the connections (staged, and as last
+    // applied), the outputs connected automatically, and the inputs added without connections.
+    private var stagedLinks: [CaptureConnection] = []
+    private var appliedLinks: [CaptureConnection] = []
+    private var automaticOutputs: Set<ObjectIdentifier> = []
+    private var unlinkedInputs: Set<ObjectIdentifier> = []
+
+    /// An empty session for one camera (and one microphone).
+    public init() { isMultiCam = false }
+    init(multiCam: Bool) { isMultiCam = multiCam }
 
     deinit {
         for r in runners.values { r.stop() }
@@ -117,7 +132,7 @@ public final class CaptureSession: @unchecked Sendable {
     public var connections: [CaptureConnection] { lock.withLock { allConnections } }
 
     /// Whether `input` can be added: it is not in a session already, its device is not used by
-    /// another session, the session has no other input of the same media type, and a camera can
+    /// another session, the session has no other input of the same media type (a multi-camera session: no other microphone), and a camera can
     /// run at the session's preset (as AVFoundation, which says no to a camera that cannot).
     public func canAddInput(_ input: CaptureInput) -> Bool { lock.withLock { whyNotAdd(input) == nil } }
 
@@ -132,7 +147,8 @@ public final class CaptureSession: @unchecked Sendable {
         if stagedInputs.contains(where: { ($0 as? CaptureDeviceInput)?.device === di.device }) {
             return CaptureError(.invalidState, "\(name) is in the session already (through another input)")
         }
-        if stagedInputs.contains(where: { $0.mediaTypes.contains(di.device.mediaType) }) {
+        // A multi-camera session takes any number of cameras (one microphone).
+        if !(isMultiCam && di.device.mediaType == .video), stagedInputs.contains(where: { $0.mediaTypes.contains(di.device.mediaType) }) {
             return CaptureError(.invalidState, "the session has a \(di.device.mediaType.rawValue) input already; remove it first (beginConfiguration, removeInput, addInput, commitConfiguration)")
         }
         // A camera whose formats cannot be read is left to the commit, which reports why.
@@ -155,13 +171,18 @@ public final class CaptureSession: @unchecked Sendable {
 
     /// Removes `input`.
     public func removeInput(_ input: CaptureInput) {
-        change { stagedInputs.removeAll { $0 === input } }
+        change {
+            stagedInputs.removeAll { $0 === input }
+            unlinkedInputs.remove(ObjectIdentifier(input))
+        }
     }
 
     /// Whether `output` can be added: not in a session yet, and no output of its kind present.
     public func canAddOutput(_ output: CaptureOutput) -> Bool {
         lock.withLock {
             if output.session != nil && output.session !== self { return false }
+            // A multi-camera session takes an output of each kind per camera.
+            if isMultiCam { return !stagedOutputs.contains { $0 === output } }
             // Frame consumers (preview, server, recorder) may be many, beside the outputs.
             return !stagedOutputs.contains {
                 $0 === output || (!output.isFrameConsumer && !$0.isFrameConsumer && type(of: $0) == type(of: output))
@@ -174,6 +195,7 @@ public final class CaptureSession: @unchecked Sendable {
         change {
             guard canAddOutput(output) else { return }
             stagedOutputs.append(output)
+            if isMultiCam { automaticOutputs.insert(ObjectIdentifier(output)) }
             output.attach(to: self)
         }
     }
@@ -184,6 +206,7 @@ public final class CaptureSession: @unchecked Sendable {
     public func removeOutput(_ output: CaptureOutput) {
         change {
             stagedOutputs.removeAll { $0 === output }
+            automaticOutputs.remove(ObjectIdentifier(output))
             if !appliedOutputs.contains(where: { $0 === output }) {
                 // Added and removed inside one configuration: it never ran, so let it go now.
                 output.setConnections([])
@@ -220,6 +243,7 @@ public final class CaptureSession: @unchecked Sendable {
         change {
             guard canAddOutput(consumer) else { return }
             stagedOutputs.append(consumer)
+            if isMultiCam { automaticOutputs.insert(ObjectIdentifier(consumer)) }
             consumer.attach(to: self)
             added = true
         }
@@ -308,6 +332,7 @@ public final class CaptureSession: @unchecked Sendable {
     }
 
     private func rebuildConnections(inputs: [CaptureInput], outputs: [CaptureOutput]) {
+        if isMultiCam { return rebuildLinks(inputs: inputs, outputs: outputs) }
         var list: [CaptureConnection] = []
         for o in outputs {
             var mine: [CaptureConnection] = []
@@ -404,8 +429,8 @@ public final class CaptureSession: @unchecked Sendable {
             var started: [CaptureInput] = []
             do {
                 for i in added + changed {
-                    guard let di = i as? CaptureDeviceInput else { continue }
-                    let r = try startRunner(di, plan: newPlans[ObjectIdentifier(i)], notes: &notes)
+                    guard let di = i as? CaptureDeviceInput,
+                          let r = try startOrWait(di, plan: newPlans[ObjectIdentifier(i)], notes: &notes) else { continue }
                     runners[ObjectIdentifier(i)] = r
                     started.append(i)
                 }
@@ -420,7 +445,10 @@ public final class CaptureSession: @unchecked Sendable {
                 return reject(error)
             }
         }
-        for case let di as CaptureDeviceInput in removed { di.device.setOwner(nil) }
+        for case let di as CaptureDeviceInput in removed {
+            di.device.setOwner(nil)
+            interruptions.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(di)) }
+        }
         for case let di as CaptureDeviceInput in stagedInputs { di.device.setOwner(self) }
         let gone = appliedOutputs.filter { o in !stagedOutputs.contains { $0 === o } }
         let before = appliedConnections
@@ -430,6 +458,7 @@ public final class CaptureSession: @unchecked Sendable {
         plans = newPlans
         rebuildConnections(inputs: appliedInputs, outputs: appliedOutputs)
         appliedConnections = allConnections
+        appliedLinks = stagedLinks
         for r in runners.values { r.setConnections(connections(of: r.input)) }
         // Outputs that stay but lost a connection (its input went): pending work on it ends.
         for c in before where !allConnections.contains(where: { $0 === c }) {
@@ -445,6 +474,7 @@ public final class CaptureSession: @unchecked Sendable {
     }
 
     private func reject(_ error: CaptureError) -> ConfigurationResult {
+        stagedLinks = appliedLinks
         stagedInputs = appliedInputs
         stagedOutputs = appliedOutputs
         stagedPreset = appliedPreset
@@ -474,8 +504,25 @@ public final class CaptureSession: @unchecked Sendable {
         } else {
             runner = try makeAudioRunner(for: input, connections: connections(of: input))
         }
-        try runner.start()
+        do {
+            try runner.start()
+        } catch {
+            throw bandwidthError(error, starting: input, plan: plan)
+        }
         return runner
+    }
+
+    /// `ENOSPC` from `STREAMON` while other cameras of a multi-camera session stream: the USB bus
+    /// cannot carry them all; says so, naming them. Other errors unchanged.
+    private func bandwidthError(_ error: CaptureError, starting input: CaptureDeviceInput, plan: VideoPlan?) -> CaptureError {
+        guard isMultiCam, error.isInsufficientBandwidth else { return error }
+        let others = stagedInputs.compactMap { ($0 as? CaptureDeviceInput)?.device }.filter { $0 !== input.device && $0.mediaType == .video }
+        guard !others.isEmpty else { return error }
+        let names = (others + [input.device]).map(\.localizedName).joined(separator: " and ")
+        let size = plan.map { " at \($0.format.dimensions)" } ?? ""
+        return CaptureError(.deviceBusy,
+                            "The USB bus cannot carry \(names) together\(size): choose a smaller session preset, a lower frame rate or a compressed format (MJPEG), or plug the cameras into different USB controllers.",
+                            errno: error.errno, operation: error.operation)
     }
 
     /// Called by `CaptureDevice.setActiveFormat` and friends while the device is in this session.
@@ -504,13 +551,20 @@ public final class CaptureSession: @unchecked Sendable {
     public var isRunning: Bool { running.load(ordering: .acquiring) }
 
     /// Starts the flow of data, as `startRunning`. Errors go to `.runtimeError` events; use
-    /// `start()` to get them thrown.
+    /// `start()` to get them thrown. A camera another process streams from does not fail the
+    /// start: as in AVFoundation the session runs interrupted (`wasInterrupted` with
+    /// `.videoDeviceInUseByAnotherClient`, `isInterrupted`) and starts the camera by itself once
+    /// the other process lets go (`interruptionEnded`).
     public func startRunning() {
-        do { try start() } catch { hub.post(.runtimeError(error)) }
+        do { try start(waitingForBusyDevices: true) } catch { hub.post(.runtimeError(error)) }
     }
 
-    /// Starts the flow of data; throws if any input cannot start (then nothing runs).
-    public func start() throws(CaptureError) {
+    /// Starts the flow of data; throws if any input cannot start (then nothing runs), also
+    /// `.deviceBusy` when another process streams from a camera (`startRunning()` waits for it
+    /// instead). Once running, a camera taken or stalled is an interruption, not an error.
+    public func start() throws(CaptureError) { try start(waitingForBusyDevices: false) }
+
+    private func start(waitingForBusyDevices: Bool) throws(CaptureError) {
         lock.lock()
         defer { lock.unlock() }
         if running.load(ordering: .acquiring) { return }
@@ -521,17 +575,119 @@ public final class CaptureSession: @unchecked Sendable {
             do { plans = try makePlans() } catch { throw error }
         }
         var notes: [String] = []
+        var waiting: [CaptureDeviceInput] = []
         do {
             for case let di as CaptureDeviceInput in appliedInputs {
-                runners[ObjectIdentifier(di)] = try startRunner(di, plan: plans[ObjectIdentifier(di)], notes: &notes)
+                if !waitingForBusyDevices {
+                    runners[ObjectIdentifier(di)] = try startRunner(di, plan: plans[ObjectIdentifier(di)], notes: &notes)
+                } else if let r = try startOrWait(di, plan: plans[ObjectIdentifier(di)], notes: &notes, announce: false) {
+                    runners[ObjectIdentifier(di)] = r
+                } else {
+                    waiting.append(di)
+                }
             }
         } catch {
             for r in runners.values { r.stop() }
             runners = [:]
+            interruptions.withLock { $0 = [:] }
             throw error
         }
         running.store(true, ordering: .releasing)
         hub.post(.didStartRunning)
+        // As AVFoundation: the session runs, interrupted, and resumes the camera on its own.
+        for di in waiting {
+            hub.post(.wasInterrupted(di.device, reason: .videoDeviceInUseByAnotherClient))
+            scheduleResume(di)
+        }
+    }
+
+    // MARK: Interruptions
+
+    /// Whether a device of the running session cannot deliver for now (another process holds
+    /// it, or it stalled), as `AVCaptureSession.isInterrupted`. The session stays running and
+    /// resumes the device by itself; `wasInterrupted` and `interruptionEnded` events say when.
+    /// False once the session stops.
+    public var isInterrupted: Bool { interruptions.withLock { !$0.isEmpty } }
+
+    /// Marks `input` interrupted and posts `wasInterrupted` (once per interruption). Any thread.
+    func beginInterruption(_ input: CaptureDeviceInput, reason: InterruptionReason, announce: Bool = true) {
+        let new = interruptions.withLock { i -> Bool in
+            guard i[ObjectIdentifier(input)] == nil else { return false }
+            i[ObjectIdentifier(input)] = (input.device, reason)
+            return true
+        }
+        if new, announce { hub.post(.wasInterrupted(input.device, reason: reason)) }
+    }
+
+    /// Ends `input`'s interruption and posts `interruptionEnded`, if it was interrupted. Any thread.
+    func endInterruption(_ input: CaptureDeviceInput) {
+        let ended = interruptions.withLock { $0.removeValue(forKey: ObjectIdentifier(input)) != nil }
+        if ended { hub.post(.interruptionEnded(input.device)) }
+    }
+
+    /// Starts `input`'s runner; when another client holds the device, marks the input
+    /// interrupted instead, schedules a retry and returns nil. Called with `lock` held.
+    private func startOrWait(_ input: CaptureDeviceInput, plan: VideoPlan?, notes: inout [String],
+                             announce: Bool = true) throws(CaptureError) -> (any InputRunner)? {
+        do {
+            return try startRunner(input, plan: plan, notes: &notes)
+        } catch {
+            guard takenByAnotherClient(input, error) else { throw error }
+            beginInterruption(input, reason: .videoDeviceInUseByAnotherClient, announce: announce)
+            if announce { scheduleResume(input) }
+            return nil
+        }
+    }
+
+    /// Whether `error` means another process (or session) streams from the camera: `EBUSY`
+    /// (not `ENOSPC`, the bus's bandwidth) and the device confirms that its stream is taken.
+    private func takenByAnotherClient(_ input: CaptureDeviceInput, _ error: CaptureError) -> Bool {
+        guard error.code == .deviceBusy, error.errno != ENOSPC, input.device.mediaType == .video,
+              let source = try? input.device.source() else { return false }
+        do {
+            try source.checkAvailable()
+            return false
+        } catch {
+            return true
+        }
+    }
+
+    /// How often an input held by another client is tried again.
+    static let resumeRetryInterval: DispatchTimeInterval = .milliseconds(250)
+
+    /// Inputs with a retry pending (guarded by `lock`), so one interruption has one retry chain.
+    private var resumeScheduled: Set<ObjectIdentifier> = []
+
+    /// Called with `lock` held.
+    private func scheduleResume(_ input: CaptureDeviceInput) {
+        guard resumeScheduled.insert(ObjectIdentifier(input)).inserted else { return }
+        controlQueue.asyncAfter(deadline: .now() + Self.resumeRetryInterval) { [weak self] in self?.tryResume(input) }
+    }
+
+    /// Tries to start an input another client held; ends the interruption when it runs.
+    private func tryResume(_ input: CaptureDeviceInput) {
+        lock.lock()
+        defer { lock.unlock() }
+        let id = ObjectIdentifier(input)
+        resumeScheduled.remove(id)
+        guard running.load(ordering: .acquiring), runners[id] == nil,
+              interruptions.withLock({ $0[id]?.reason }) == .videoDeviceInUseByAnotherClient,
+              appliedInputs.contains(where: { $0 === input }) else { return }
+        var notes: [String] = []
+        do {
+            // Still taken: `startOrWait` schedules the next try.
+            guard let r = try startOrWait(input, plan: plans[id], notes: &notes) else { return }
+            runners[id] = r
+            endInterruption(input)
+        } catch {
+            // Something else went wrong: a runtime error, as for a running input.
+            interruptions.withLock { _ = $0.removeValue(forKey: id) }
+            hub.post(.runtimeError(error))
+            if runners.isEmpty, !isInterrupted, running.load(ordering: .acquiring) {
+                running.store(false, ordering: .releasing)
+                hub.post(.didStopRunning)
+            }
+        }
     }
 
     /// Stops the flow of data and waits until every capture thread has ended. Frames the app
@@ -543,6 +699,7 @@ public final class CaptureSession: @unchecked Sendable {
         let all = runners
         runners = [:]
         for r in all.values { r.stop() }
+        interruptions.withLock { $0 = [:] }
         // Not running before the outputs cancel their work: a still requested meanwhile sees it
         // (CaptureStillImageOutput re-checks after queueing) instead of waiting for its time-out.
         running.store(false, ordering: .releasing)
@@ -559,7 +716,16 @@ public final class CaptureSession: @unchecked Sendable {
             guard let current = self.runners[ObjectIdentifier(runner.input)], current === runner else { return }
             self.runners.removeValue(forKey: ObjectIdentifier(runner.input))
             runner.stop()
+            // A stall the failure ended is over; the failure is what counts now.
+            self.interruptions.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(runner.input)) }
+            if self.takenByAnotherClient(runner.input, error) {
+                // The stream was taken from under us: an interruption, not an error.
+                self.beginInterruption(runner.input, reason: .videoDeviceInUseByAnotherClient)
+                self.scheduleResume(runner.input)
+                return
+            }
             if error.code == .disconnected {
+                runner.input.device.markDisconnected()
                 self.hub.post(.deviceDisconnected(runner.input.device))
                 runner.input.device.dropSource()
             }
@@ -569,7 +735,7 @@ public final class CaptureSession: @unchecked Sendable {
                 for r in self.runners.values { r.stop() }
                 self.runners = [:]
             }
-            if self.runners.isEmpty, self.running.load(ordering: .acquiring) {
+            if self.runners.isEmpty, !self.isInterrupted, self.running.load(ordering: .acquiring) {
                 self.running.store(false, ordering: .releasing)
                 self.hub.post(.didStopRunning)
             }
@@ -585,6 +751,79 @@ public final class CaptureSession: @unchecked Sendable {
     /// encodes per frame with it).
     package var stageJPEGEncodes: Int {
         lock.withLock { runners.values.reduce(0) { $0 + (($1 as? VideoPipeline)?.jpegEncodes.count.load(ordering: .relaxed) ?? 0) } }
+    }
+
+    // MARK: Multi-camera connections
+
+    /// Multi-camera: each output's connections are the links made for it. An output added with
+    /// `addOutput` (or a frame consumer) is linked, per media type, to the first input added with
+    /// `addInput` that feeds no output of its kind yet (a second video data output goes to the
+    /// second camera); outputs and inputs added without connections only get the links the app
+    /// adds. Called with `lock` held.
+    private func rebuildLinks(inputs: [CaptureInput], outputs: [CaptureOutput]) {
+        stagedLinks.removeAll { l in
+            !inputs.contains { $0 === l.input } || !outputs.contains { $0 === l.output }
+        }
+        for o in outputs where automaticOutputs.contains(ObjectIdentifier(o)) {
+            for m in o.acceptedMediaTypes where !stagedLinks.contains(where: { $0.output === o && $0.mediaType == m }) {
+                let free = inputs.first { i in
+                    i.mediaTypes.contains(m) && !unlinkedInputs.contains(ObjectIdentifier(i)) && !stagedLinks.contains { l in
+                        guard l.input === i, l.mediaType == m, let other = l.output else { return false }
+                        return type(of: other) == type(of: o) && other.isFrameConsumer == o.isFrameConsumer
+                    }
+                }
+                if let free { stagedLinks.append(CaptureConnection(input: free, output: o, mediaType: m)) }
+            }
+        }
+        var list: [CaptureConnection] = []
+        for o in outputs {
+            let mine = stagedLinks.filter { $0.output === o }
+            o.setConnections(mine)
+            list += mine
+        }
+        allConnections = list
+    }
+
+    func addInputWithoutLinks(_ input: CaptureInput) {
+        change {
+            guard canAddInput(input) else { return }
+            stagedInputs.append(input)
+            unlinkedInputs.insert(ObjectIdentifier(input))
+        }
+    }
+
+    func addOutputWithoutLinks(_ output: CaptureOutput) {
+        change {
+            guard canAddOutput(output) else { return }
+            stagedOutputs.append(output)
+            automaticOutputs.remove(ObjectIdentifier(output))
+            output.attach(to: self)
+        }
+    }
+
+    func canAddLink(_ c: CaptureConnection) -> Bool {
+        lock.withLock {
+            guard isMultiCam, let o = c.output, stagedInputs.contains(where: { $0 === c.input }),
+                  stagedOutputs.contains(where: { $0 === o }),
+                  c.input.mediaTypes.contains(c.mediaType), o.acceptedMediaTypes.contains(c.mediaType) else { return false }
+            // An output takes one connection per media type, as in AVFoundation.
+            return !stagedLinks.contains { $0 === c || ($0.output === o && $0.mediaType == c.mediaType) }
+        }
+    }
+
+    func addLink(_ c: CaptureConnection) {
+        change {
+            guard canAddLink(c) else { return }
+            stagedLinks.append(c)
+        }
+    }
+
+    func removeLink(_ c: CaptureConnection) {
+        change {
+            stagedLinks.removeAll { $0 === c }
+            // Removed by hand: the output is not linked again automatically.
+            if let o = c.output { automaticOutputs.remove(ObjectIdentifier(o)) }
+        }
     }
 
     // MARK: Events

@@ -24,6 +24,12 @@ extension CaptureSession {
         /// device that rejected the new format): the previous configuration stays and a running
         /// session keeps running. `commitConfiguration()` returns the same error as `.rejected`.
         case configurationRejected(CaptureError)
+        /// A device of the running session cannot deliver for now, for `reason`
+        /// (`AVCaptureSessionWasInterrupted`); `isInterrupted` is true until every device's
+        /// `interruptionEnded`. Not an error: the session resumes the device by itself.
+        case wasInterrupted(CaptureDevice, reason: InterruptionReason)
+        /// The device delivers again (`AVCaptureSessionInterruptionEnded`).
+        case interruptionEnded(CaptureDevice)
 
         public var description: String {
             switch self {
@@ -35,8 +41,24 @@ extension CaptureSession {
             case .deviceResumed(let d): "deviceResumed(\(d.localizedName))"
             case .framesDropped(let d, let f): "framesDropped(\(d.localizedName), \(f))"
             case .configurationRejected(let e): "configurationRejected(\(e))"
+            case .wasInterrupted(let d, let r): "wasInterrupted(\(d.localizedName), \(r.rawValue))"
+            case .interruptionEnded(let d): "interruptionEnded(\(d.localizedName))"
             }
         }
+    }
+
+    /// Why a device was interrupted, as `AVCaptureSession.InterruptionReason`.
+    public enum InterruptionReason: String, Sendable, Hashable, CaseIterable {
+        /// Another process (or another session) streams from the camera, so it cannot start
+        /// (`EBUSY`). The session tries again every quarter second and resumes the camera when
+        /// the other client lets go (as AVFoundation resumes when the interruption ends).
+        case videoDeviceInUseByAnotherClient
+        /// The camera stopped delivering frames for much longer than its frame interval (a hung
+        /// camera or driver); it ends with the next frame. Linux only: AVFoundation has no such
+        /// reason.
+        case videoDeviceStalled
+        /// The same for a microphone that delivers nothing.
+        case audioDeviceStalled
     }
 
     /// What `commitConfiguration()` did, in the spirit of libcamera's Valid/Adjusted/Invalid.

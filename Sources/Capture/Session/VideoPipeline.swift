@@ -122,6 +122,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                 } else if !stalled, ContinuousClock.now - lastFrame > stallTimeout {
                     stalled = true
                     session?.hub.post(.deviceStalled(device, duration: ContinuousClock.now - lastFrame))
+                    session?.beginInterruption(input, reason: .videoDeviceStalled)
                 }
             case .corrupt(let seq, _):
                 lastFrame = .now
@@ -130,6 +131,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                 if stalled {
                     stalled = false
                     session?.hub.post(.deviceResumed(device))
+                    session?.endInterruption(input)
                 }
                 var corruptAfter: UInt32?
                 var sample = samples.wrap(first, format: format)

@@ -1,0 +1,47 @@
+// Interruptions against vivid in the VM: another process (v4l2-ctl) that takes the camera after
+// the app made its input interrupts a session started with startRunning(), and the session
+// resumes by itself once that process lets go. (Making an input of a camera already taken fails
+// with .deviceBusy at once.)
+import CaptureBackend
+import Capture
+import CaptureTestSupport
+import Foundation
+import Testing
+
+@Suite(.serialized, .timeLimit(.minutes(3))) struct InterruptionDriverTests {
+    @Test func anotherProcessStreamingInterruptsUntilItExits() throws {
+        let cam = try VM.vividCameras()[0]
+        let rig = try FaultRig(cam)
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/usr/bin/v4l2-ctl")
+        child.arguments = ["-d", cam.path, "--set-fmt-video=width=320,height=180", "--stream-mmap",
+                           "--stream-count=100000", "--stream-to=/dev/null"]
+        child.standardOutput = FileHandle.nullDevice
+        child.standardError = FileHandle.nullDevice
+        try child.run()
+        defer {
+            if child.isRunning { kill(child.processIdentifier, SIGKILL) }
+            child.waitUntilExit()
+        }
+        // v4l2-ctl starts streaming within a second or two even in the emulated VM.
+        Thread.sleep(forTimeInterval: 3)
+        try #require(child.isRunning, "v4l2-ctl did not stream")
+        rig.session.startRunning()
+        defer { rig.session.stopRunning() }
+        #expect(rig.session.isRunning)
+        let began = rig.events.wait(timeout: 15) {
+            if case .wasInterrupted(let d, let reason) = $0 { d === cam && reason == .videoDeviceInUseByAnotherClient } else { false }
+        }
+        #expect(began, "events: \(rig.events.events)")
+        #expect(rig.session.isInterrupted)
+        #expect(rig.collector.count == 0)
+        #expect(!rig.events.events.contains { if case .runtimeError = $0 { true } else { false } }, "\(rig.events.events)")
+        kill(child.processIdentifier, SIGKILL)
+        child.waitUntilExit()
+        let ended = rig.events.wait(timeout: 30) { if case .interruptionEnded(let d) = $0 { d === cam } else { false } }
+        #expect(ended, "events: \(rig.events.events)")
+        #expect(!rig.session.isInterrupted)
+        #expect(rig.collector.wait(for: 3, timeout: 30), "no frames after the interruption ended: \(rig.events.events)")
+        print("interruption: \(rig.events.events.map(\.description))")
+    }
+}

@@ -1,0 +1,151 @@
+// Interruptions and connection state on the virtual camera: a stall and a stream held by another
+// client each give wasInterrupted then interruptionEnded (the session resumes by itself); an
+// unplug is a runtime error, not an interruption, and turns isConnected false with the
+// AVFoundation-style notification.
+import CaptureVirtual
+import CaptureBackend
+import Capture
+import CaptureSystem
+import CaptureTestSupport
+import Foundation
+import Testing
+
+@Suite(.serialized, .timeLimit(.minutes(2))) struct InterruptionTests {
+    private func rig(_ name: String) throws -> (VirtualCamera, CaptureDevice, CaptureSession, EventLog, FrameCollector) {
+        let cam = VirtualCamera(name: name, position: .external, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        VirtualCamera.install(cam)
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let session = CaptureSession()
+        let events = EventLog(session)
+        session.addInput(try CaptureDeviceInput(device: device))
+        let video = CaptureVideoDataOutput()
+        let collector = FrameCollector()
+        video.setSampleBufferDelegate(collector, queue: collector.queue)
+        session.addOutput(video)
+        return (cam, device, session, events, collector)
+    }
+
+    private static func isBegan(_ e: CaptureSession.Event, _ reason: CaptureSession.InterruptionReason) -> Bool {
+        if case .wasInterrupted(_, let r) = e { r == reason } else { false }
+    }
+    private static func isEnded(_ e: CaptureSession.Event) -> Bool {
+        if case .interruptionEnded = e { true } else { false }
+    }
+
+    /// A stall: began (reason videoDeviceStalled), isInterrupted while it lasts, ended with the
+    /// next frame; the session keeps running and no runtime error is posted.
+    @Test func stallInterruptsThenEnds() throws {
+        let (cam, _, session, events, collector) = try rig("Interrupt Stall")
+        defer { VirtualCamera.uninstall(cam) }
+        try session.start()
+        defer { session.stopRunning() }
+        #expect(collector.wait(for: 3, timeout: 5))
+        #expect(!session.isInterrupted)
+        cam.stall(for: .seconds(4))
+        #expect(events.wait(timeout: 8) { Self.isBegan($0, .videoDeviceStalled) }, "events: \(events.events)")
+        #expect(session.isInterrupted && session.isRunning)
+        #expect(events.wait(timeout: 8) { Self.isEnded($0) }, "events: \(events.events)")
+        #expect(!session.isInterrupted)
+        let n = collector.count
+        #expect(collector.wait(for: n + 3, timeout: 5))
+        let list = events.events
+        let began = try #require(list.firstIndex { Self.isBegan($0, .videoDeviceStalled) })
+        let ended = try #require(list.firstIndex { Self.isEnded($0) })
+        #expect(began < ended)
+        #expect(!list.contains { if case .runtimeError = $0 { true } else { false } })
+    }
+
+    /// Another client streams from the camera when the session starts: the session runs
+    /// interrupted (videoDeviceInUseByAnotherClient, no runtime error), and once the other
+    /// client lets go the interruption ends and frames flow.
+    @Test func streamHeldByAnotherClientInterruptsUntilReleased() throws {
+        let (cam, _, session, events, collector) = try rig("Interrupt Busy")
+        defer { VirtualCamera.uninstall(cam) }
+        let other = try cam.makeSource()
+        try other.startStreaming(bufferCount: 2)
+        // The throwing start says so at once.
+        #expect(throws: CaptureError.self) { try session.start() }
+        #expect(!session.isRunning && !session.isInterrupted)
+        session.startRunning()
+        defer { session.stopRunning() }
+        #expect(session.isRunning)
+        #expect(events.wait(timeout: 3) { Self.isBegan($0, .videoDeviceInUseByAnotherClient) }, "events: \(events.events)")
+        #expect(session.isInterrupted)
+        Thread.sleep(forTimeInterval: 0.6)
+        #expect(collector.count == 0)
+        #expect(!events.events.contains { Self.isEnded($0) })
+        other.stopStreaming()
+        #expect(events.wait(timeout: 5) { Self.isEnded($0) }, "events: \(events.events)")
+        #expect(!session.isInterrupted)
+        #expect(collector.wait(for: 3, timeout: 5))
+        #expect(!events.events.contains { if case .runtimeError = $0 { true } else { false } })
+        // Began exactly once however many retries it took.
+        #expect(events.events.filter { Self.isBegan($0, .videoDeviceInUseByAnotherClient) }.count == 1)
+    }
+
+    /// Stopping while interrupted ends the retries; isInterrupted is false after the stop.
+    @Test func stopWhileInterrupted() throws {
+        let (cam, _, session, events, collector) = try rig("Interrupt Stop")
+        defer { VirtualCamera.uninstall(cam) }
+        let other = try cam.makeSource()
+        try other.startStreaming(bufferCount: 2)
+        session.startRunning()
+        #expect(events.wait(timeout: 3) { Self.isBegan($0, .videoDeviceInUseByAnotherClient) })
+        session.stopRunning()
+        #expect(!session.isInterrupted && !session.isRunning)
+        other.stopStreaming()
+        Thread.sleep(forTimeInterval: 0.6)
+        #expect(collector.count == 0, "a stopped session resumed its camera")
+        #expect(!cam.isStreaming)
+    }
+
+    /// An unplug: a runtime error and deviceDisconnected, not an interruption; isConnected
+    /// turns false and wasDisconnectedNotification names the device.
+    @Test func disconnectIsARuntimeErrorNotAnInterruption() throws {
+        let (cam, device, session, events, collector) = try rig("Interrupt Unplug")
+        defer { VirtualCamera.uninstall(cam) }
+        let posted = Locked<[ObjectIdentifier]>([])
+        let token = NotificationCenter.default.addObserver(forName: CaptureDevice.wasDisconnectedNotification, object: device, queue: nil) { n in
+            if let d = n.object as? CaptureDevice { posted.withLock { $0.append(ObjectIdentifier(d)) } }
+        }
+        defer { NotificationCenter.default.removeObserver(token) }
+        try session.start()
+        defer { session.stopRunning() }
+        #expect(collector.wait(for: 3, timeout: 5))
+        #expect(device.isConnected)
+        cam.disconnect()
+        #expect(events.wait(timeout: 5) { if case .runtimeError(let e) = $0 { e.code == .disconnected } else { false } })
+        #expect(events.wait(timeout: 2) { if case .deviceDisconnected = $0 { true } else { false } })
+        #expect(!device.isConnected)
+        #expect(!session.isInterrupted)
+        #expect(!events.events.contains { if case .wasInterrupted = $0 { true } else { false } })
+        // Once, however the unplug is noticed (other tests' devices are not observed).
+        #expect(posted.withLock { $0 } == [ObjectIdentifier(device)])
+        cam.reconnect()
+        #expect(device.isConnected)
+    }
+
+    /// A started device monitor posts the connection notifications as cameras come and go.
+    @Test func monitorPostsConnectionNotifications() throws {
+        let monitor = DeviceMonitor()
+        try? monitor.start()
+        defer { monitor.stop() }
+        let cam = VirtualCamera(name: "Interrupt Hotplug", position: .external)
+        let seen = Locked<[String]>([])
+        let names: [(Notification.Name, String)] = [(CaptureDevice.wasConnectedNotification, "+"), (CaptureDevice.wasDisconnectedNotification, "-")]
+        let tokens = names.map { name, sign in
+            NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { n in
+                if let d = n.object as? CaptureDevice, d.uniqueID == cam.uniqueID { seen.withLock { $0.append(sign) } }
+            }
+        }
+        defer { tokens.forEach(NotificationCenter.default.removeObserver) }
+        VirtualCamera.install(cam)
+        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        #expect(device.isConnected)
+        VirtualCamera.uninstall(cam)
+        #expect(!device.isConnected)
+        let end = Date() + 3
+        while seen.withLock({ $0.count }) < 2, Date() < end { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(seen.withLock { $0 } == ["+", "-"])
+    }
+}
