@@ -352,7 +352,8 @@ import Testing
                 "curl: \(String(decoding: curlErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")
         let body = try MultipartBody.parse(Array(try Data(contentsOf: saved)))
         #expect(body.parts.count >= 2 && body.parts.allSatisfy { $0.isCompleteJPEG }, "\(body.parts.count) parts")
-        #expect(body.isClosed, "curl's copy does not end with the close delimiter (\(body.trailing) bytes after the last part)")
+        let closed = body.isClosed
+        #expect(closed, "curl's copy does not end with the close delimiter (\(body.trailing) bytes after the last part)")
         #expect(await eventually(timeout: 20) { !served.server.statistics.isOnline })
         // The server keeps answering: the state says offline; a snapshot or a stream is refused.
         let (_, state, _) = try curl(served.base + "/state")
