@@ -310,10 +310,14 @@ public final class CaptureStreamServer: @unchecked Sendable {
     private func sessionEvent(_ event: CaptureSession.Event) {
         switch event {
         case .deviceDisconnected:
-            lock.withLock {
-                offline = true
-                // Streams end at their next part boundary.
-                resumeWaitingLocked(now: .now(), force: true)
+            // On the frame queue, after the frames the device gave before it went (a late one
+            // must not bring the server back online).
+            queue.async { [self] in
+                lock.withLock {
+                    offline = true
+                    // Streams end at their next part boundary.
+                    resumeWaitingLocked(now: .now(), force: true)
+                }
             }
         default:
             break
@@ -522,7 +526,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
         lock.withLock {
             if client.frame == nil || client.offset >= client.frame!.count {
                 client.frame = nil
-                if stopping || offline { return -1 }
+                if stopping || offline { return closeStream(client, into: buffer) }
                 guard let f = newest, f.serial > client.lastSerial else {
                     client.isSuspended = true
                     MHD_suspend_connection(client.connection)
@@ -540,6 +544,19 @@ public final class CaptureStreamServer: @unchecked Sendable {
             client.offset += n
             return n
         }
+    }
+
+    /// Ends `client`'s stream after a whole part: the multipart close delimiter, then the end of
+    /// the response (a final chunk, or the close for HTTP/1.0). Under `lock`.
+    private func closeStream(_ client: StreamClient, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        let rest = MultipartStream.closeDelimiter.count - client.closeOffset
+        guard rest > 0 else { return -1 } // MHD_CONTENT_READER_END_OF_STREAM
+        let n = min(rest, buffer.count)
+        MultipartStream.closeDelimiter.withUnsafeBytes {
+            buffer.baseAddress!.copyMemory(from: $0.baseAddress! + client.closeOffset, byteCount: n)
+        }
+        client.closeOffset += n
+        return n
     }
 
     func streamEnded(_ client: StreamClient) {
@@ -720,6 +737,8 @@ final class StreamClient: @unchecked Sendable {
     let server: CaptureStreamServer
     var frame: ServedFrame?
     var offset = 0
+    /// Bytes of the close delimiter sent (the stream is ending).
+    var closeOffset = 0
     var lastSerial: UInt64 = 0
     var sent = 0
     var sentAtTick = 0

@@ -96,4 +96,6 @@ struct ServedFramePool {
 enum MultipartStream {
     static let boundary = "boundarydonotcross"
     static let contentType = "multipart/x-mixed-replace;boundary=\(boundary)"
+    /// Ends the multipart body (RFC 2046) after the last part's CRLF.
+    static let closeDelimiter: [UInt8] = Array("--\(boundary)--\r\n".utf8)
 }

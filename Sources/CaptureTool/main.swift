@@ -62,7 +62,7 @@ let commandUsages: KeyValuePairs<String, String> = [
            q or Esc quits)
     """,
     "serve": """
-    usage: capture serve [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--quality 1-100]
+    usage: capture serve [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
                          [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
            (MJPEG at /stream and /?action=stream, /snapshot, /state, the camera web app at /;
            Ctrl-C or SIGTERM stops it)
@@ -154,6 +154,18 @@ func makeSession(_ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOu
         session.sessionPreset = preset
     }
     if case .rejected(let e) = session.commitConfiguration() { throw e }
+    if let text = args.values["fps"] {
+        guard let fps = Double(text), fps > 0, fps <= 1000 else { throw ToolError(message: "--fps takes frames per second, e.g. 30, not '\(text)'") }
+        let format = device.activeFormat
+        do throws(CaptureError) {
+            try device.lockForConfiguration()
+            defer { device.unlockForConfiguration() }
+            try device.setActiveVideoMinFrameDuration(FrameInterval(framesPerSecond: fps))
+        } catch {
+            let rates = format?.videoSupportedFrameRateRanges.map(\.description).joined(separator: ", ") ?? "none"
+            throw ToolError(message: "\(device.localizedName) cannot capture \(format.map { "\($0.dimensions) " } ?? "")at \(text) fps; it has \(rates)")
+        }
+    }
     try session.start()
     return session
 }
@@ -706,7 +718,7 @@ do {
     case "preview":
         try previewCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "window", "gravity"], boolean: ["fullscreen", "mirror"]))
     case "serve":
-        try serveCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "quality", "host", "port", "user",
+        try serveCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "fps", "quality", "host", "port", "user",
                                                   "password", "allow-origin", "max-clients"], boolean: []))
     default:
         throw ToolError(message: "unknown command '\(command)'; commands: \(commandUsages.map(\.key).joined(separator: ", ")) (capture help COMMAND)")

@@ -99,6 +99,22 @@ import Testing
         #expect(serving.exitStatus() == 0)
     }
 
+    @Test func fpsSetsTheCameraRateOrIsAOneLineError() throws {
+        let serving = try Serving(["--port", "0", "--size", "640x480", "--fps", "15"])
+        let url = try #require(serving.url(), "\(serving.output.stderr)")
+        let state = try curl(url + "state")
+        let source = ((try JSONSerialization.jsonObject(with: state.body) as? [String: Any])?["result"] as? [String: Any])?["source"] as? [String: Any]
+        #expect(source?["desired_fps"] as? Double == 15, "\(String(describing: source))")
+        kill(serving.process.processIdentifier, SIGTERM)
+        #expect(serving.exitStatus() == 0)
+        for bad in ["7", "0", "fast"] {
+            let s = try Serving(["--port", "0", "--size", "640x480", "--fps", bad])
+            #expect(s.exitStatus() == 1, "--fps \(bad)")
+            let l = s.output.stderr.split(separator: "\n").filter { !$0.contains("using the virtual camera") }
+            #expect(l.count == 1 && l[0].hasPrefix("capture: ") && l[0].contains("fps"), "--fps \(bad): \(s.output.stderr)")
+        }
+    }
+
     @Test func credentialsAndOriginFromTheCommandLine() throws {
         let serving = try Serving(["--port", "0", "--user", "u", "--password", "p", "--allow-origin", "*", "--max-clients", "1"])
         let url = try #require(serving.url())

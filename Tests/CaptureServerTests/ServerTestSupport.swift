@@ -219,6 +219,9 @@ final class StreamReader: @unchecked Sendable {
     let status: Int
     let headers: [String: String]
 
+    /// Whether the stream ended with the multipart close delimiter.
+    private(set) var sawCloseDelimiter = false
+
     init(port: Int, path: String = "/stream", extraHeaders: String = "") throws {
         client = try RawClient(port: port)
         client.send("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\(extraHeaders)\r\n")
@@ -232,6 +235,10 @@ final class StreamReader: @unchecked Sendable {
         var boundary = client.line()
         while boundary == "" { boundary = client.line() }
         guard let boundary else { return nil }
+        if boundary == "--boundarydonotcross--" {
+            sawCloseDelimiter = true
+            return nil
+        }
         guard boundary == "--boundarydonotcross" else { throw TestFailure("expected the boundary, got '\(boundary.prefix(80))'") }
         var headers: [String: String] = [:]
         while let l = client.line(), !l.isEmpty {

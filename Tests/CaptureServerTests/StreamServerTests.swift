@@ -320,20 +320,48 @@ import Testing
         #expect(sizes.count > 1 || !sizes.contains("320x240"), "sizes after the toggle: \(sizes)")
     }
 
-    @Test func aDisconnectEndsTheStreamAndStateSaysOffline() async throws {
+    @Test func aDisconnectEndsTheStreamCleanlyAndStateSaysOffline() async throws {
         let served = try ServedCamera()
         defer { served.close() }
+        // An HTTP/1.0 reader (the end is the close) and curl over HTTP/1.1 (the end is the final
+        // chunk: curl exits 0 only when the response really ended).
         let reader = try StreamReader(port: served.port)
         #expect(try reader.next()?.isCompleteJPEG == true)
+        let saved = FileManager.default.temporaryDirectory.appendingPathComponent("stream-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: saved) }
+        let curlClient = Process()
+        curlClient.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        curlClient.arguments = ["-s", "-S", "-N", "--max-time", "60", "-o", saved.path, served.base + "/stream"]
+        let curlErrors = Pipe()
+        curlClient.standardError = curlErrors
+        try curlClient.run()
+        #expect(await eventually(timeout: 20) { ((try? Data(contentsOf: saved))?.count ?? 0) > 20_000 }, "curl got no parts")
         served.camera.disconnect()
         var parts = 0
-        while try reader.next() != nil { parts += 1; if parts > 200 { break } }
+        while let p = try reader.next() {
+            #expect(p.isCompleteJPEG)
+            parts += 1
+            if parts > 200 { break }
+        }
         #expect(parts <= 200, "the stream ended")
+        #expect(reader.sawCloseDelimiter, "the stream ended without the multipart close delimiter")
+        #expect(reader.client.readToEnd().isEmpty, "bytes after the close delimiter, or the connection stayed open")
+        #expect(await eventually(timeout: 20) { !curlClient.isRunning }, "curl's response did not end")
+        curlClient.waitUntilExit()
+        #expect(curlClient.terminationStatus == 0,
+                "curl: \(String(decoding: curlErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")
+        let body = try MultipartBody.parse(Array(try Data(contentsOf: saved)))
+        #expect(body.parts.count >= 2 && body.parts.allSatisfy { $0.isCompleteJPEG }, "\(body.parts.count) parts")
+        let closed = body.isClosed
+        #expect(closed, "curl's copy does not end with the close delimiter (\(body.trailing) bytes after the last part)")
         #expect(await eventually(timeout: 20) { !served.server.statistics.isOnline })
-        let (_, body, _) = try curl(served.base + "/state")
-        let source = ((try JSONSerialization.jsonObject(with: body) as? [String: Any])?["result"] as? [String: Any])?["source"] as? [String: Any]
+        // The server keeps answering: the state says offline; a snapshot or a stream is refused.
+        let (_, state, _) = try curl(served.base + "/state")
+        let source = ((try JSONSerialization.jsonObject(with: state) as? [String: Any])?["result"] as? [String: Any])?["source"] as? [String: Any]
         #expect(source?["online"] as? Bool == false)
         #expect(try curl(served.base + "/snapshot").status == 503)
+        #expect(try curl(served.base + "/stream").status == 503)
+        #expect(try curl(served.base + "/").status == 200)
     }
 
     @Test func stopEndsStreamsAndTheServerCanStartAgain() throws {
