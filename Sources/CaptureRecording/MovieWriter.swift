@@ -48,15 +48,15 @@ final class MovieWriter {
         var frameInterval: FrameInterval
     }
 
-    let path: String
+    private(set) var path: String
     private(set) var encoderName = ""
     private var format: UnsafeMutablePointer<AVFormatContext>?
     private var stream: UnsafeMutablePointer<AVStream>?
     private var encoder: UnsafeMutablePointer<AVCodecContext>?
     private var frame: UnsafeMutablePointer<AVFrame>?
     private var packet: UnsafeMutablePointer<AVPacket>?
-    private let container: MovieContainer
-    private let fragmentMicroseconds: Int64
+    private var container: MovieContainer
+    private var fragmentMicroseconds: Int64
     private var videoFormat: VideoFormat?
     /// Time bases: the encoder's (and the one asked of the stream), and the one the muxer chose.
     private let inputTimeBase = AVRational(num: 1, den: 90_000)
@@ -67,14 +67,41 @@ final class MovieWriter {
 
     /// Creates the file (nothing is written to it until `begin`).
     init(url: URL, container: MovieContainer, fragmentInterval: Duration) throws(RecordingError) {
+        path = ""
+        self.container = container
+        fragmentMicroseconds = Self.microseconds(fragmentInterval)
+        try open(url: url, container: container, fragmentInterval: fragmentInterval)
+    }
+
+    /// A writer with no file yet, for pre-record: `begin(standby:settings:)` opens the encoder,
+    /// and frames written go into a ring that keeps the last `preRecord` of packets from a
+    /// keyframe on (with H.264 the kept part must start at an IDR frame), until `open` and
+    /// `attach` put them at the start of a file.
+    init(preRecord: Duration, fragmentInterval: Duration) {
+        path = ""
+        container = .matroska
+        fragmentMicroseconds = Self.microseconds(fragmentInterval)
+        ring = PacketRing(window: Self.microseconds(preRecord) * 9 / 100)
+    }
+
+    private static func microseconds(_ d: Duration) -> Int64 {
+        let c = d.components
+        return max(1000, c.seconds * 1_000_000 + c.attoseconds / 1_000_000_000_000)
+    }
+
+    /// Creates the file (or, for RTSP, the context that connects in `begin`/`attach`).
+    func open(url: URL, container: MovieContainer, fragmentInterval: Duration) throws(RecordingError) {
         // FFmpeg and x264 report to stderr at `info` by default. Their errors reach the caller
         // as typed errors carrying FFmpeg's message, so the library keeps stderr quiet (an app
         // that chose another level keeps it).
         if av_log_get_level() == AV_LOG_INFO { av_log_set_level(AV_LOG_FATAL) }
         path = container == .rtsp ? url.absoluteString : url.path
         self.container = container
-        let c = fragmentInterval.components
-        fragmentMicroseconds = max(1000, c.seconds * 1_000_000 + c.attoseconds / 1_000_000_000_000)
+        // A standby writer's frames keep going to the ring (and its placeholder stream) until `attach`.
+        if ring != nil, placeholder == nil {
+            placeholder = format
+            format = nil
+        }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         let r = avformat_alloc_output_context2(&ctx, nil, container.muxer, path)
         guard r >= 0, let ctx else { throw RecordingError(.encoderFailed, "FFmpeg has no \(container.muxer) muxer: \(ffMessage(r))") }
@@ -93,28 +120,125 @@ final class MovieWriter {
 
     deinit { close() }
 
+    /// Pre-record: frames kept while no file is open; nil once attached (or never).
+    private var ring: PacketRing?
+    /// A standby writer's stand-in muxer context (never written), holding the video stream
+    /// frames are written against until `attach`.
+    private var placeholder: UnsafeMutablePointer<AVFormatContext>?
+    /// Subtracted from video packet times (stream time base): the file starts at the first
+    /// kept packet, not at the standby encoder's first frame.
+    private var videoOffset: Int64 = 0
+
     /// Sets up the stream (and encoder) for frames of `video` and writes the header.
     func begin(_ video: VideoFormat, audio: AudioFormat?, settings: MovieOutputSettings) throws(RecordingError) {
         guard let format else { throw RecordingError(.invalidState, "the file is closed") }
-        guard let st = avformat_new_stream(format, nil) else { throw RecordingError(.encoderFailed, "cannot add a video stream") }
-        stream = st
+        try prepareVideo(video, settings: settings, globalHeader: (format.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0)
+        try addVideoStream()
+        try writeHeader(audio: audio, settings: settings)
+    }
+
+    /// Pre-record: opens the encoder for frames of `video`, whose packets go into the ring.
+    func begin(standby video: VideoFormat, settings: MovieOutputSettings) throws(RecordingError) {
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        guard avformat_alloc_output_context2(&ctx, nil, "matroska", nil) >= 0, let ctx else {
+            throw RecordingError(.encoderFailed, "FFmpeg has no matroska muxer")
+        }
+        format = ctx
+        // Every container written (MP4, Matroska, RTSP's SDP) takes the H.264 headers out of band.
+        try prepareVideo(video, settings: settings, globalHeader: true)
+        try addVideoStream()
+        streamTimeBase = inputTimeBase
+        frameDurationInStream = max(1, av_rescale_q(1, AVRational(num: fps.den, den: fps.num), streamTimeBase))
+    }
+
+    /// Whether pre-record packets are kept (a standby writer not yet attached to a file).
+    var isStandby: Bool { ring != nil }
+
+    /// Pre-record: the newest kept packet's time and the oldest kept, in ns on the writer's timeline.
+    var keptRange: ClosedRange<Int64>? {
+        guard let r = ring, let first = r.kept.first, let last = r.kept.last else { return nil }
+        return pts(first.pointee.pts, from: inputTimeBase)...pts(last.pointee.pts, from: inputTimeBase)
+    }
+
+    private func pts(_ ticks: Int64, from tb: AVRational) -> Int64 {
+        av_rescale_q(ticks, tb, AVRational(num: 1, den: 1_000_000_000))
+    }
+
+    /// Pre-record: writes the header of the file `open` created and the kept packets from the
+    /// newest keyframe at or before `start` (ns on the writer's timeline; the oldest kept
+    /// keyframe when none is that old), which becomes the file's time 0; frames written from
+    /// here on go to the file. Returns that keyframe's time on the writer's timeline and the
+    /// frames written.
+    func attach(audio: AudioFormat?, settings: MovieOutputSettings, from start: Int64) throws(RecordingError) -> (origin: Int64, frames: Int) {
+        guard let r = ring, format != nil, let first = r.startIndex(atOrBefore: av_rescale_q(start, AVRational(num: 1, den: 1_000_000_000), inputTimeBase)) else {
+            throw RecordingError(.invalidState, "no pre-recorded keyframe to start from")
+        }
+        ring = nil
+        let kept = r.kept[first...]
+        let originTicks = kept.first!.pointee.pts
+        defer {
+            r.free()
+            if placeholder != nil { avformat_free_context(placeholder); placeholder = nil }
+        }
+        try addVideoStream()
+        try writeHeader(audio: audio, settings: settings)
+        videoOffset = av_rescale_q(originTicks, inputTimeBase, streamTimeBase)
+        // JPEG packets are timed in the stream's time base, which the muxer chose now.
+        if encoder == nil { lastPTS = av_rescale_q(lastPTS, inputTimeBase, streamTimeBase) }
+        packetBytes = 0
+        for p in kept {
+            p.pointee.stream_index = stream!.pointee.index
+            av_packet_rescale_ts(p, inputTimeBase, streamTimeBase)
+            p.pointee.duration = frameDurationInStream
+            packetBytes += Int64(p.pointee.size)
+            let w = mux(p)
+            guard w >= 0 else { throw writeError(w, "writing a pre-recorded frame", path: path) }
+        }
+        return (pts(originTicks, from: inputTimeBase), kept.count)
+    }
+
+    private var fps = AVRational(num: 30, den: 1)
+
+    /// The encoder (H.264) or nothing (JPEG passes through) for frames of `video`.
+    private func prepareVideo(_ video: VideoFormat, settings: MovieOutputSettings, globalHeader: Bool) throws(RecordingError) {
         videoFormat = video
-        let fps = AVRational(num: Int32(video.frameInterval.denominator), den: Int32(max(1, video.frameInterval.numerator)))
-        var opts: OpaquePointer?
-        defer { av_dict_free(&opts) }
+        fps = AVRational(num: Int32(video.frameInterval.denominator), den: Int32(max(1, video.frameInterval.numerator)))
         if video.pixelFormat == .jpeg {
             encoderName = "passthrough"
+        } else {
+            try openEncoder(video, fps: fps, settings: settings, globalHeader: globalHeader)
+        }
+        if packet == nil { packet = av_packet_alloc() }
+        guard packet != nil else { throw RecordingError(.encoderFailed, "out of memory for a packet") }
+    }
+
+    /// The video stream of `format`, described by the encoder (or as MJPEG).
+    private func addVideoStream() throws(RecordingError) {
+        guard let format, let video = videoFormat, let st = avformat_new_stream(format, nil) else {
+            throw RecordingError(.encoderFailed, "cannot add a video stream")
+        }
+        stream = st
+        if let encoder {
+            guard avcodec_parameters_from_context(st.pointee.codecpar, encoder) >= 0 else {
+                throw RecordingError(.encoderFailed, "cannot describe the H.264 stream")
+            }
+        } else {
             let par = st.pointee.codecpar!
             par.pointee.codec_type = AVMEDIA_TYPE_VIDEO
             par.pointee.codec_id = AV_CODEC_ID_MJPEG
             par.pointee.width = Int32(video.width)
             par.pointee.height = Int32(video.height)
-        } else {
-            try openEncoder(video, fps: fps, settings: settings, stream: st)
         }
         st.pointee.time_base = inputTimeBase
         st.pointee.avg_frame_rate = fps
         st.pointee.r_frame_rate = fps
+    }
+
+    /// Adds the audio stream and writes the header.
+    private func writeHeader(audio: AudioFormat?, settings: MovieOutputSettings) throws(RecordingError) {
+        guard let format, let st = stream, let video = videoFormat else { throw RecordingError(.invalidState, "the file is closed") }
+        var opts: OpaquePointer?
+        defer { av_dict_free(&opts) }
         if let audio { try openAudioEncoder(audio) }
         if container == .mp4 {
             // Fragmented: a moov up front, then self-contained fragments. H.264 cuts at keyframes
@@ -150,12 +274,9 @@ final class MovieWriter {
         headerWritten = true
         streamTimeBase = st.pointee.time_base
         frameDurationInStream = max(1, av_rescale_q(1, AVRational(num: fps.den, den: fps.num), streamTimeBase))
-        packet = av_packet_alloc()
-        guard packet != nil else { throw RecordingError(.encoderFailed, "out of memory for a packet") }
     }
 
-    private func openEncoder(_ video: VideoFormat, fps: AVRational, settings: MovieOutputSettings,
-                             stream st: UnsafeMutablePointer<AVStream>) throws(RecordingError) {
+    private func openEncoder(_ video: VideoFormat, fps: AVRational, settings: MovieOutputSettings, globalHeader: Bool) throws(RecordingError) {
         let name = settings.h264Encoder.rawValue
         let software = settings.h264Encoder == .libx264
         guard let codec = avcodec_find_encoder_by_name(name) else {
@@ -173,9 +294,7 @@ final class MovieWriter {
         enc.pointee.gop_size = Int32(settings.keyframeInterval ?? max(1, perInterval))
         // No B-frames: packets come in presentation order, at once (a live recording).
         enc.pointee.max_b_frames = 0
-        if (format!.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0 {
-            enc.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
-        }
+        if globalHeader { enc.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
         var opts: OpaquePointer?
         defer { av_dict_free(&opts) }
         if software {
@@ -198,9 +317,6 @@ final class MovieWriter {
                 throw RecordingError(.unsupportedCodec, "no V4L2 memory-to-memory H.264 encoder could be opened here (\(ffMessage(r))): use the libx264 encoder")
             }
             throw RecordingError(.encoderFailed, "libx264 refused \(video.width)x\(video.height): \(ffMessage(r))")
-        }
-        guard avcodec_parameters_from_context(st.pointee.codecpar, enc) >= 0 else {
-            throw RecordingError(.encoderFailed, "cannot describe the H.264 stream")
         }
         guard let f = av_frame_alloc() else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
         frame = f
@@ -324,7 +440,15 @@ final class MovieWriter {
     /// A packet to the muxer: in order of time across the streams when there is audio (the
     /// muxer then holds packets until every stream has reached their time), else at once.
     private func mux(_ packet: UnsafeMutablePointer<AVPacket>) -> Int32 {
-        audioStream != nil ? av_interleaved_write_frame(format, packet) : av_write_frame(format, packet)
+        if let ring {
+            ring.keep(packet)
+            return 0
+        }
+        if videoOffset != 0, packet.pointee.stream_index == stream?.pointee.index {
+            packet.pointee.pts -= videoOffset
+            packet.pointee.dts -= videoOffset
+        }
+        return audioStream != nil ? av_interleaved_write_frame(format, packet) : av_write_frame(format, packet)
     }
 
     // MARK: Audio: AAC (FFmpeg's native encoder) from the session's microphone
@@ -500,6 +624,75 @@ final class MovieWriter {
             avformat_free_context(f)
             format = nil
         }
+        if placeholder != nil { avformat_free_context(placeholder); placeholder = nil }
+        ring?.free()
+        ring = nil
         stream = nil
+    }
+}
+
+/// Pre-record's packets: the newest `window` (90 kHz ticks) and back to the keyframe before it,
+/// so that what is kept can start a file. H.264 packets are kept by reference (no copy); JPEG
+/// packets, which point into the camera's buffer, are copied into slots reused as the window
+/// moves, so steady state allocates nothing here.
+private final class PacketRing {
+    let window: Int64
+    private(set) var kept: [UnsafeMutablePointer<AVPacket>] = []
+    private var spare: [UnsafeMutablePointer<AVPacket>] = []
+
+    init(window: Int64) {
+        self.window = window
+        kept.reserveCapacity(256)
+        spare.reserveCapacity(256)
+    }
+
+    func keep(_ p: UnsafeMutablePointer<AVPacket>) {
+        guard let slot = spare.popLast() ?? av_packet_alloc() else { return }
+        if p.pointee.buf != nil {
+            av_packet_unref(slot)
+            av_packet_move_ref(slot, p)
+        } else {
+            let n = Int(p.pointee.size)
+            let padding = Int(AV_INPUT_BUFFER_PADDING_SIZE)
+            if slot.pointee.buf == nil || av_buffer_is_writable(slot.pointee.buf) == 0 || slot.pointee.buf.pointee.size < n + padding {
+                av_packet_unref(slot)
+                // A quarter more than asked, so that slightly larger frames reuse the slot.
+                guard av_new_packet(slot, Int32(n + n / 4)) >= 0 else {
+                    spare.append(slot)
+                    return
+                }
+            }
+            slot.pointee.data = slot.pointee.buf.pointee.data
+            slot.pointee.size = Int32(n)
+            if n > 0, let src = p.pointee.data { slot.pointee.data.update(from: src, count: n) }
+            slot.pointee.pts = p.pointee.pts
+            slot.pointee.dts = p.pointee.dts
+            slot.pointee.duration = p.pointee.duration
+            slot.pointee.flags = p.pointee.flags
+            slot.pointee.stream_index = p.pointee.stream_index
+        }
+        kept.append(slot)
+        // Whole keyframe groups go once the next keyframe is itself older than the window.
+        let newest = slot.pointee.pts
+        while let second = kept.indices.dropFirst().first(where: { kept[$0].pointee.flags & AV_PKT_FLAG_KEY != 0 }),
+              kept[second].pointee.pts <= newest - window || kept[0].pointee.flags & AV_PKT_FLAG_KEY == 0 {
+            spare.append(contentsOf: kept[..<second])
+            kept.removeFirst(second)
+        }
+    }
+
+    /// The index of the newest keyframe at or before `ticks`, else of the oldest keyframe.
+    func startIndex(atOrBefore ticks: Int64) -> Int? {
+        let keys = kept.indices.filter { kept[$0].pointee.flags & AV_PKT_FLAG_KEY != 0 }
+        return keys.last(where: { kept[$0].pointee.pts <= ticks }) ?? keys.first
+    }
+
+    func free() {
+        for p in kept + spare {
+            var q: UnsafeMutablePointer<AVPacket>? = p
+            av_packet_free(&q)
+        }
+        kept = []
+        spare = []
     }
 }
