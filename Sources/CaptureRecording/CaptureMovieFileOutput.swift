@@ -310,6 +310,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                     throw RecordingError(.unsupportedCodec, "RTSP publishing carries H.264: choose the .h264 codec")
                 }
                 if let problem = settings.problem { throw RecordingError(.unsupportedCodec, problem) }
+                if settings.recordsAudio, settings.audioCodec != .aac, container != .matroska {
+                    throw RecordingError(.unsupportedCodec, "\(container == .rtsp ? "RTSP publishing" : "MP4") carries AAC audio, not \(settings.audioCodec.rawValue): record .mkv, or choose AAC")
+                }
                 if session == nil { throw RecordingError(.invalidState, "the movie output is in no session: add it with session.addOutput first") }
                 // Pre-record: the kept past starts the file when it was kept with these settings.
                 if let sb = standby {

@@ -239,7 +239,7 @@ final class MovieWriter {
         guard let format, let st = stream, let video = videoFormat else { throw RecordingError(.invalidState, "the file is closed") }
         var opts: OpaquePointer?
         defer { av_dict_free(&opts) }
-        if let audio { try openAudioEncoder(audio) }
+        if let audio { try openAudioEncoder(audio, codec: settings.audioCodec) }
         if container == .mp4 {
             // Fragmented: a moov up front, then self-contained fragments. H.264 cuts at keyframes
             // (one per interval by default) once a fragment is at least 3/4 interval long, and at
@@ -451,13 +451,14 @@ final class MovieWriter {
         return audioStream != nil ? av_interleaved_write_frame(format, packet) : av_write_frame(format, packet)
     }
 
-    // MARK: Audio: AAC (FFmpeg's native encoder) from the session's microphone
+    // MARK: Audio: AAC (FFmpeg's native encoder), Opus or PCM from the session's microphone
 
     private var audioEncoder: UnsafeMutablePointer<AVCodecContext>?
     private var audioStream: UnsafeMutablePointer<AVStream>?
     private var audioFrame: UnsafeMutablePointer<AVFrame>?
     private var audioRate: Int64 = 48_000
     private var audioChannels = 0
+    private var audioSampleFormat = AV_SAMPLE_FMT_FLTP
     /// Samples waiting for a full encoder frame, per channel, and the time (in samples since
     /// the first video frame) of their first.
     private var pending: [[Float]] = []
@@ -469,22 +470,41 @@ final class MovieWriter {
     /// `audioSamples` as nanoseconds.
     var audioSamplesNanoseconds: Int64 { audioSamples * 1_000_000_000 / max(1, audioRate) }
 
-    private func openAudioEncoder(_ audio: AudioFormat) throws(RecordingError) {
-        guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC) else { throw RecordingError(.unsupportedCodec, "this FFmpeg has no AAC encoder") }
+    /// The audio encoder's name (`aac`, `libopus`, `opus`, `pcm_s16le`).
+    private var audioEncoderName = "aac"
+
+    private func openAudioEncoder(_ audio: AudioFormat, codec audioCodec: AudioCodec) throws(RecordingError) {
+        // Opus: libopus where this FFmpeg has it, else FFmpeg's own (experimental) encoder.
+        let candidates: [(name: String, format: AVSampleFormat)] = switch audioCodec {
+        case .aac: [("aac", AV_SAMPLE_FMT_FLTP)]
+        case .opus: [("libopus", AV_SAMPLE_FMT_FLT), ("opus", AV_SAMPLE_FMT_FLTP)]
+        case .pcm: [("pcm_s16le", AV_SAMPLE_FMT_S16)]
+        }
+        guard let (codec, sampleFormat) = candidates.lazy.compactMap({ c in avcodec_find_encoder_by_name(c.name).map { ($0, c.format) } }).first else {
+            throw RecordingError(.unsupportedCodec, "this FFmpeg has no \(audioCodec.rawValue) encoder: record AAC")
+        }
+        audioEncoderName = String(cString: codec.pointee.name)
+        if audioCodec == .opus, ![48_000, 24_000, 16_000, 12_000, 8000].contains(audio.sampleRate) {
+            throw RecordingError(.unsupportedCodec, "Opus takes 48, 24, 16, 12 or 8 kHz, and the microphone gives \(audio.sampleRate) Hz: choose AAC or PCM, or a 48 kHz microphone format")
+        }
         guard let enc = avcodec_alloc_context3(codec) else { throw RecordingError(.encoderFailed, "out of memory for the audio encoder") }
         audioEncoder = enc
         audioRate = Int64(audio.sampleRate)
-        audioChannels = audio.channelCount
-        enc.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
+        // Opus here is one stream of one or two channels.
+        let channels = audioCodec == .opus ? min(2, audio.channelCount) : audio.channelCount
+        audioChannels = channels
+        audioSampleFormat = sampleFormat
+        enc.pointee.sample_fmt = sampleFormat
         enc.pointee.sample_rate = Int32(audio.sampleRate)
-        av_channel_layout_default(&enc.pointee.ch_layout, Int32(audio.channelCount))
-        enc.pointee.bit_rate = Int64(64_000 * audio.channelCount)
+        av_channel_layout_default(&enc.pointee.ch_layout, Int32(channels))
+        if audioCodec != .pcm { enc.pointee.bit_rate = Int64(64_000 * channels) }
         enc.pointee.time_base = AVRational(num: 1, den: Int32(audio.sampleRate))
+        if audioEncoderName == "opus" { enc.pointee.strict_std_compliance = -2 }
         if (format!.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0 {
             enc.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
         }
         let r = avcodec_open2(enc, codec, nil)
-        guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder refused \(audio): \(ffMessage(r))") }
+        guard r >= 0 else { throw RecordingError(.encoderFailed, "the \(audioEncoderName) encoder refused \(audio): \(ffMessage(r))") }
         guard let st = avformat_new_stream(format, nil), avcodec_parameters_from_context(st.pointee.codecpar, enc) >= 0 else {
             throw RecordingError(.encoderFailed, "cannot add an audio stream")
         }
@@ -492,13 +512,15 @@ final class MovieWriter {
         audioStream = st
         guard let f = av_frame_alloc() else { throw RecordingError(.encoderFailed, "out of memory for an audio frame") }
         audioFrame = f
-        f.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
+        // PCM takes any number of samples a frame: 20 ms.
+        if enc.pointee.frame_size <= 0 { enc.pointee.frame_size = Int32(max(1, audio.sampleRate / 50)) }
+        f.pointee.format = sampleFormat.rawValue
         f.pointee.sample_rate = enc.pointee.sample_rate
         f.pointee.nb_samples = enc.pointee.frame_size
         guard av_channel_layout_copy(&f.pointee.ch_layout, &enc.pointee.ch_layout) >= 0, av_frame_get_buffer(f, 0) >= 0 else {
             throw RecordingError(.encoderFailed, "out of memory for an audio frame")
         }
-        pending = Array(repeating: [], count: audio.channelCount)
+        pending = Array(repeating: [], count: channels)
         for c in pending.indices { pending[c].reserveCapacity(Int(enc.pointee.frame_size) * 4) }
     }
 
@@ -542,17 +564,31 @@ final class MovieWriter {
             guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for an audio frame") }
             frame.pointee.nb_samples = Int32(n)
             let planes = frame.pointee.extended_data
+            let channels = pending.count
             for c in pending.indices {
-                guard let plane = planes?[c] else { continue }
                 pending[c].withUnsafeBufferPointer { src in
-                    UnsafeMutableRawPointer(plane).copyMemory(from: src.baseAddress!, byteCount: n * MemoryLayout<Float>.size)
+                    switch audioSampleFormat {
+                    case AV_SAMPLE_FMT_FLTP:
+                        guard let plane = planes?[c] else { return }
+                        UnsafeMutableRawPointer(plane).copyMemory(from: src.baseAddress!, byteCount: n * MemoryLayout<Float>.size)
+                    case AV_SAMPLE_FMT_FLT:
+                        // Interleaved floats (libopus).
+                        guard let out = planes?[0] else { return }
+                        let f = UnsafeMutableRawPointer(out).assumingMemoryBound(to: Float.self)
+                        for i in 0..<n { f[i * channels + c] = src[i] }
+                    default:
+                        // Interleaved 16-bit (PCM).
+                        guard let out = planes?[0] else { return }
+                        let s = UnsafeMutableRawPointer(out).assumingMemoryBound(to: Int16.self)
+                        for i in 0..<n { s[i * channels + c] = Int16(max(-32768, min(32767, (src[i] * 32768).rounded()))) }
+                    }
                 }
                 pending[c].removeFirst(n)
             }
             frame.pointee.pts = pendingStart
             pendingStart += Int64(n)
             let r = avcodec_send_frame(enc, frame)
-            guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder failed: \(ffMessage(r))") }
+            guard r >= 0 else { throw RecordingError(.encoderFailed, "the \(audioEncoderName) encoder failed: \(ffMessage(r))") }
             try drainAudio()
         }
     }
@@ -562,7 +598,7 @@ final class MovieWriter {
         while true {
             let r = avcodec_receive_packet(enc, packet)
             if r == -EAGAIN || r == averrorEOF { return }
-            guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder failed: \(ffMessage(r))") }
+            guard r >= 0 else { throw RecordingError(.encoderFailed, "the \(audioEncoderName) encoder failed: \(ffMessage(r))") }
             packet.pointee.stream_index = st.pointee.index
             av_packet_rescale_ts(packet, enc.pointee.time_base, st.pointee.time_base)
             packetBytes += Int64(packet.pointee.size)

@@ -32,7 +32,7 @@ private final class RecordWaiter: CaptureFileOutputRecordingDelegate, @unchecked
 /// rtsp:// URL to publish to.
 func recordCommand(_ rest: ArraySlice<String>) throws {
     let valued: Set<String> = ["device", "audio", "encoder", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
-                               "keyframe-interval", "output", "pre-record"]
+                               "keyframe-interval", "output", "pre-record", "audio-codec"]
     var options: [String] = [], words: [String] = []
     var it = rest.makeIterator()
     while let a = it.next() {
@@ -76,6 +76,15 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
             throw ToolError(message: "unknown encoder '\(e)': --encoder takes \(H264Encoder.allCases.map(\.rawValue).joined(separator: " or "))")
         }
         settings.h264Encoder = encoder
+    }
+    if let a = args.values["audio-codec"] {
+        guard let audioCodec = AudioCodec(rawValue: a) else {
+            throw ToolError(message: "unknown audio codec '\(a)': --audio-codec takes \(AudioCodec.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        guard audioCodec == .aac || (!isRTSP && destination.pathExtension.lowercased() == "mkv") else {
+            throw ToolError(message: "--audio-codec \(a) records into Matroska: name the OUTPUT .mkv, or use aac")
+        }
+        settings.audioCodec = audioCodec
     }
     var preRecord: Double?
     if let s = args.values["pre-record"] {

@@ -133,6 +133,10 @@ import Testing
             (["record", "--device", "virtual"], "one OUTPUT file"),
             (["record", "--device", "virtual", "rtsp://127.0.0.1:1/live"], "cannot publish to rtsp://127.0.0.1:1/live"),
             (["record", "--device", "virtual", "--codec", "mjpeg", "rtsp://127.0.0.1:1/live"], "RTSP publishing carries H.264"),
+            (["record", "--device", "virtual", "--audio-codec", "flac", folder.file("a.mkv").path], "unknown audio codec 'flac'"),
+            (["record", "--device", "virtual", "--audio-codec", "opus", folder.file("a.mp4").path], "name the OUTPUT .mkv"),
+            (["record", "--device", "virtual", "--pre-record", "0", folder.file("a.mp4").path], "--pre-record takes a number"),
+            (["record", "--device", "virtual", "--pre-record", "2", "rtsp://127.0.0.1:1/live"], "--pre-record records into a file"),
         ]
         for (args, expected) in cases {
             let r = try run(tool, args)
