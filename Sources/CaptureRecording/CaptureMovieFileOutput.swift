@@ -601,7 +601,18 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             return
         }
         guard rec.writer.hasAudio else { return }
-        do { try rec.writer.writeAudio(pcm, at: sample.presentationTimeStamp - rec.firstTime!) } catch { finish(error: error) }
+        let at = sample.presentationTimeStamp - rec.firstTime!
+        // The limit is on the capture clock: audio past it is left out, and a camera stalled
+        // half a second past it does not let the recording run on (otherwise the video's next
+        // frame ends it, so that frames still on their way are in).
+        if let max = rec.maxDuration, Duration.nanoseconds(at) >= max {
+            if Duration.nanoseconds(at) >= max + .milliseconds(500) {
+                finish(error: RecordingError(.maximumDurationReached, "the recording reached its maximum duration of \(max)",
+                                             recordingSuccessfullyFinished: true))
+            }
+            return
+        }
+        do { try rec.writer.writeAudio(pcm, at: at) } catch { finish(error: error) }
     }
 
     fileprivate func handleDrop(_ drop: DroppedFrames) {
