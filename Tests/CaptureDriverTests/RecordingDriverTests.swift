@@ -1,6 +1,6 @@
 // Recording vivid (and the loopback sound card) in the VM, read back with ffprobe: H.264 in MP4
-// and MKV with AAC audio, and a camera that goes away mid-recording. Runs in its own
-// configuration ("recording": one vivid device, snd-aloop), since it unbinds vivid's device.
+// and MKV with AAC audio, MJPEG passed through from v4l2loopback, and a camera that goes away mid-recording. Runs in its own
+// configuration ("recording": one vivid device, snd-aloop, v4l2loopback), since it unbinds vivid's device.
 import Capture
 import CaptureRecording
 import Foundation
@@ -133,6 +133,62 @@ private final class Finish: CaptureFileOutputRecordingDelegate, @unchecked Senda
             #expect(abs(probe.duration - summary.duration.inSeconds) <= interval, "file \(probe.duration) s, recorder \(summary.duration)")
         }
         print("recording: vivid 320x180 .\(ext): \(summary.framesWritten) frames, \(dropped) dropped, \(summary.duration), audio \(summary.audioDuration.map { "\($0)" } ?? "none")")
+    }
+
+    /// An MJPEG camera (v4l2loopback fed one JPEG again and again) recorded with the `.mjpeg`
+    /// codec into MKV: every packet in the file is the camera's JPEG byte for byte, and a JPEG
+    /// without Huffman tables gets exactly the standard ones.
+    @Test(arguments: [true, false])
+    func mjpegIsPassedThrough(withTables: Bool) throws {
+        try VM.require()
+        let loop = try #require(CaptureDevice.devices(for: .video).first { $0.modelID.contains("loopback") },
+                                "no v4l2loopback camera: \(CaptureDevice.devices(for: .video).map(\.modelID))")
+        let jpeg = try LoopbackFeeder.makeJPEG(width: 320, height: 240, huffmanTables: withTables)
+        let feeder = try LoopbackFeeder(path: loop.path, width: 320, height: 240, frame: jpeg)
+        defer { feeder.stop() }
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: loop))
+        let fmt = try #require(loop.formats.first { $0.pixelFormat == .mjpeg }, "loopback formats: \(loop.formats)")
+        try loop.lockForConfiguration()
+        try loop.setActiveFormat(fmt)
+        loop.unlockForConfiguration()
+        let movie = CaptureMovieFileOutput()
+        session.addOutput(movie)
+        movie.setOutputSettings(.init(codec: .mjpeg), for: nil)
+        movie.maxRecordedDuration = .seconds(2)
+        try session.start()
+        defer { session.stopRunning() }
+        let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("mjpeg-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let url = folder.appendingPathComponent("loop.mkv")
+        let finish = Finish()
+        movie.startRecording(to: url, recordingDelegate: finish)
+        let ended = try #require(finish.wait(60), "the recording never finished")
+        #expect(ended?.code == .maximumDurationReached, "\(String(describing: ended))")
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.encoder == "passthrough" && summary.framesWritten > 0)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        p.arguments = ["-v", "error", "-i", url.path, "-map", "0:v", "-c", "copy", "-f", "image2", folder.appendingPathComponent("%05d.jpg").path]
+        try p.run()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0)
+        let packets = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".jpg") }
+        #expect(packets.count == summary.framesWritten, "\(packets.count) packets, \(summary.framesWritten) written")
+        let expectedSize = jpeg.count + (withTables ? 0 : MJPEG.standardHuffmanTableSegment.count)
+        var identical = 0, sized = 0
+        for name in packets {
+            let data = try Data(contentsOf: folder.appendingPathComponent(name))
+            if data == jpeg { identical += 1 }
+            if data.count == expectedSize { sized += 1 }
+        }
+        if withTables {
+            #expect(identical == packets.count, "\(identical) of \(packets.count) packets are the camera's JPEG")
+        } else {
+            #expect(sized == packets.count, "\(sized) of \(packets.count) packets are the JPEG with the standard tables")
+        }
+        print("recording: MJPEG passthrough (tables \(withTables)): \(packets.count) packets, \(identical) identical")
     }
 
     /// vivid's device unbound from its driver mid-recording (a camera unplugged): the recording
