@@ -97,6 +97,6 @@ let package = Package(
         .testTarget(name: "CaptureServerTests", dependencies: ["CaptureServer", "Capture", "CaptureTestSupport"]),
         .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
                                                                "CaptureImaging", "CaptureBackend", "CaptureSystem",
-                                                               "CV4L2Shim", "CaptureTestSupport"]),
+                                                               "CV4L2Shim", "CaptureTestSupport", "CaptureRecording"]),
     ]
 )

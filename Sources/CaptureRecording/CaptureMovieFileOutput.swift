@@ -46,6 +46,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         var maxFileSize: Int64?
         var minFreeDiskSpace: Int64?
         var fragmentInterval: Duration = .seconds(1)
+        var preRecord: Duration = .zero
         var defaultSettings = MovieOutputSettings()
         var settings: [ObjectIdentifier: MovieOutputSettings] = [:]
         var last: RecordingSummary?
@@ -75,8 +76,14 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         /// Audio that came before the first video frame was written (its format opens the
         /// audio stream; the part after that frame's time is written).
         var earlyAudio: [SampleBuffer] = []
-        /// When `startRecording` was called: frames captured before are not part of it.
+        /// When `startRecording` was called: frames captured before are not part of it (but
+        /// for pre-record's).
         var requested = CaptureTime.now()
+        /// Pre-record's encoder, until its kept frames start the file (at the next frame).
+        var standby: Standby?
+        /// The writer's time 0 (its first frame's capture time: a pre-record writer's began
+        /// before the file's first frame).
+        var writerOrigin: CaptureTime?
         init(url: URL, delegate: any CaptureFileOutputRecordingDelegate, settings: MovieOutputSettings, maxDuration: Duration?,
              maxFileSize: Int64?, writer: MovieWriter) {
             self.url = url
@@ -88,6 +95,40 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         }
         var duration: Duration { began ? .nanoseconds(lastNanoseconds + frameNanoseconds) : .zero }
     }
+
+    /// Pre-record's encoder and what it was given, while no recording is under way.
+    private final class Standby {
+        let writer: MovieWriter
+        let settings: MovieOutputSettings
+        let fragment: Duration
+        let window: Duration
+        /// The first frame's capture time (the writer's time 0), once one came.
+        var origin: CaptureTime?
+        var format: (PixelFormat, VideoDimensions)?
+        var frameNanoseconds: Int64 = 33_333_333
+        /// The frames given (ns on the writer's timeline, sequence number), as far back as kept.
+        var frames: [(at: Int64, sequence: UInt64)] = []
+        /// Frames the camera lost meanwhile, as far back as kept.
+        var drops: [DroppedFrames] = []
+        var failed = false
+        init(window: Duration, settings: MovieOutputSettings, fragment: Duration) {
+            self.window = window
+            self.settings = settings
+            self.fragment = fragment
+            writer = MovieWriter(preRecord: window, fragmentInterval: fragment)
+            frames.reserveCapacity(1024)
+        }
+        var isReady: Bool { origin != nil && !failed && writer.keptRange != nil }
+        /// The oldest capture time kept.
+        var keptFrom: CaptureTime? {
+            guard let origin, let r = writer.keptRange else { return nil }
+            return CaptureTime(nanoseconds: origin.nanoseconds &+ UInt64(bitPattern: r.lowerBound))
+        }
+    }
+    /// Touched only on `queue`.
+    private var standby: Standby?
+    /// Pre-record's audio, as far back as its frames (touched only on `queue`).
+    private var audioRing: [SampleBuffer] = []
 
     public init() {
         consumer.alwaysDiscardsLateVideoFrames = false
@@ -149,7 +190,27 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// lost when the process dies. One second by default; read at the start.
     public var movieFragmentInterval: Duration {
         get { locked { $0.fragmentInterval } }
-        set { locked { $0.fragmentInterval = max(newValue, .milliseconds(100)) } }
+        set {
+            locked { $0.fragmentInterval = max(newValue, .milliseconds(100)) }
+            queue.async { [self] in refreshStandby() }
+        }
+    }
+
+    /// How much of the past a recording starts with (picamera2's `CircularOutput`, a motion
+    /// trigger's "before"). While the output is not recording, the session's frames are encoded
+    /// (H.264) or kept as they came (MJPEG) and the newest `preRecordDuration` of them is kept,
+    /// from a keyframe on; `startRecording` then begins the file with the newest keyframe at or
+    /// before `preRecordDuration` before the call (so up to one keyframe interval more), and
+    /// the microphone's audio from the same time. Memory: the encoded video of this duration
+    /// plus one keyframe interval, and its audio as captured. `.zero` (the default) keeps
+    /// nothing, and the encoder runs only while recording. Takes effect at once; changing the
+    /// settings or the fragment interval starts the kept past over.
+    public var preRecordDuration: Duration {
+        get { locked { $0.preRecord } }
+        set {
+            locked { $0.preRecord = max(newValue, .zero) }
+            queue.async { [self] in refreshStandby() }
+        }
     }
 
     /// The settings used for `connection` (those set for it, else the output's default).
@@ -163,6 +224,31 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         locked { s in
             if let connection { s.settings[ObjectIdentifier(connection)] = settings } else { s.defaultSettings = settings }
         }
+        queue.async { [self] in refreshStandby() }
+    }
+
+    /// The product the session delivers for `settings`: NV12 to encode, or JPEG.
+    private static func product(_ settings: MovieOutputSettings) -> CaptureVideoDataOutput.VideoSettings {
+        settings.codec == .h264 ? .init(pixelFormat: .nv12) : .init(jpeg: .init(quality: settings.jpegQuality))
+    }
+
+    /// On the queue: starts, restarts or ends pre-record's encoder to match the settings, and
+    /// asks the session for its frames (or for none) while no recording is under way.
+    private func refreshStandby() {
+        let connection = consumer.connection(with: .video)
+        let (window, settings, fragment) = locked { s in
+            (s.preRecord, connection.flatMap { s.settings[ObjectIdentifier($0)] } ?? s.defaultSettings, s.fragmentInterval)
+        }
+        if let sb = standby, window == .zero || sb.settings != settings || sb.fragment != fragment || sb.window != window {
+            sb.writer.close()
+            standby = nil
+            audioRing = []
+        }
+        guard active == nil else { return }
+        if window > .zero, standby == nil, settings.problem == nil {
+            standby = Standby(window: window, settings: settings, fragment: fragment)
+        }
+        consumer.videoSettings = standby.map { Self.product($0.settings) } ?? .init()
     }
 
     // MARK: State
@@ -212,6 +298,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
              s.fragmentInterval, s.minFreeDiskSpace)
         }
         queue.async { [self] in
+            var fromStandby: Standby?
             let result = Result { () throws(RecordingError) -> MovieWriter in
                 guard outputFileURL.isFileURL || outputFileURL.scheme?.lowercased() == "rtsp" else {
                     throw RecordingError(.unsupportedContainer, "\(outputFileURL) is neither a file nor an rtsp:// URL: record to a .mp4 or .mkv file")
@@ -223,7 +310,24 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                     throw RecordingError(.unsupportedCodec, "RTSP publishing carries H.264: choose the .h264 codec")
                 }
                 if let problem = settings.problem { throw RecordingError(.unsupportedCodec, problem) }
+                if settings.recordsAudio, settings.audioCodec != .aac, container != .matroska {
+                    throw RecordingError(.unsupportedCodec, "\(container == .rtsp ? "RTSP publishing" : "MP4") carries AAC audio, not \(settings.audioCodec.rawValue): record .mkv, or choose AAC")
+                }
                 if session == nil { throw RecordingError(.invalidState, "the movie output is in no session: add it with session.addOutput first") }
+                // Pre-record: the kept past starts the file when it was kept with these settings.
+                if let sb = standby {
+                    standby = nil
+                    if sb.isReady, sb.settings == settings, sb.fragment == fragment {
+                        do throws(RecordingError) { try sb.writer.open(url: outputFileURL, container: container, fragmentInterval: fragment) } catch {
+                            sb.writer.close()
+                            throw error
+                        }
+                        fromStandby = sb
+                        return sb.writer
+                    }
+                    sb.writer.close()
+                    audioRing = []
+                }
                 return try MovieWriter(url: outputFileURL, container: container, fragmentInterval: fragment)
             }
             switch result {
@@ -234,11 +338,14 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                                     maxFileSize: maxFileSize, writer: writer)
                 rec.requested = requested
                 rec.minFreeDiskSpace = outputFileURL.isFileURL ? minFree : nil
+                rec.standby = fromStandby
+                if fromStandby != nil {
+                    rec.earlyAudio = audioRing
+                    audioRing = []
+                }
                 active = rec
                 // From here on frames come in the recording's product.
-                consumer.videoSettings = settings.codec == .h264
-                    ? .init(pixelFormat: .nv12)
-                    : .init(jpeg: .init(quality: settings.jpegQuality))
+                consumer.videoSettings = Self.product(settings)
             }
         }
     }
@@ -270,7 +377,23 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     // MARK: On the recording queue
 
     fileprivate func handle(_ sample: SampleBuffer, connection: CaptureConnection) {
-        guard let rec = active, let pixelFormat = sample.pixelFormat, let dims = sample.dimensions else { return }
+        guard let pixelFormat = sample.pixelFormat, let dims = sample.dimensions else { return }
+        guard let rec = active else {
+            if let sb = standby, !feed(sb, sample, pixelFormat, dims, connection: connection), sb.format != nil,
+               sb.format?.0 != pixelFormat || sb.format?.1 != dims, Self.wanted(pixelFormat, sb.settings) {
+                // The camera's frames changed: the past kept is of another size; start over.
+                sb.writer.close()
+                standby = nil
+                audioRing = []
+                refreshStandby()
+                if let fresh = standby { _ = feed(fresh, sample, pixelFormat, dims, connection: connection) }
+            }
+            return
+        }
+        if let sb = rec.standby {
+            startFromStandby(rec, sb, sample, pixelFormat, dims, connection: connection)
+            return
+        }
         // Frames asked for before this recording (another product) are not part of it.
         let wanted: Bool = rec.settings.codec == .h264 ? (pixelFormat == .nv12 || pixelFormat == .yuv420) : pixelFormat == .jpeg
         guard wanted, !(sample.presentationTimeStamp < rec.requested) else { return }
@@ -319,7 +442,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             return
         }
         do {
-            try rec.writer.write(sample, at: at)
+            try rec.writer.write(sample, at: at + (rec.firstTime! - (rec.writerOrigin ?? rec.firstTime!)))
         } catch {
             finish(error: error)
             return
@@ -344,6 +467,114 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         }
     }
 
+    private static func wanted(_ pixelFormat: PixelFormat, _ settings: MovieOutputSettings) -> Bool {
+        settings.codec == .h264 ? (pixelFormat == .nv12 || pixelFormat == .yuv420) : pixelFormat == .jpeg
+    }
+
+    /// Pre-record: encodes (or keeps) a frame into the standby writer's ring. False when the
+    /// frame is not the product asked for, is of another size than those before, or failed.
+    private func feed(_ sb: Standby, _ sample: SampleBuffer, _ pixelFormat: PixelFormat, _ dims: VideoDimensions,
+                      connection: CaptureConnection) -> Bool {
+        guard !sb.failed, Self.wanted(pixelFormat, sb.settings) else { return false }
+        if let f = sb.format, f.0 != pixelFormat || f.1 != dims { return false }
+        if sb.origin == nil {
+            let interval = connection.device?.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
+            sb.frameNanoseconds = Int64(interval.numerator) * 1_000_000_000 / Int64(max(1, interval.denominator))
+            do {
+                try sb.writer.begin(standby: .init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
+                                    settings: sb.settings)
+            } catch {
+                // (A recording started now reports the same failure from a writer of its own.)
+                sb.failed = true
+                return false
+            }
+            sb.origin = sample.presentationTimeStamp
+            sb.format = (pixelFormat, dims)
+        }
+        let at = sample.presentationTimeStamp - sb.origin!
+        do { try sb.writer.write(sample, at: at) } catch {
+            sb.failed = true
+            return false
+        }
+        sb.frames.append((at, sample.sequenceNumber))
+        if let from = sb.writer.keptRange?.lowerBound, let i = sb.frames.firstIndex(where: { $0.at > from - sb.frameNanoseconds / 2 }), i > 0 {
+            sb.frames.removeFirst(i)
+        }
+        if let from = sb.keptFrom, let i = sb.drops.firstIndex(where: { !($0.time < from) }), i > 0 { sb.drops.removeFirst(i) }
+        return true
+    }
+
+    /// A recording that starts with pre-record's frames: the frame goes into the ring, then
+    /// (once the microphone's format is known, as for any recording) the file is begun with
+    /// the kept frames from the keyframe the pre-record duration asks for.
+    private func startFromStandby(_ rec: Recording, _ sb: Standby, _ sample: SampleBuffer, _ pixelFormat: PixelFormat,
+                                  _ dims: VideoDimensions, connection: CaptureConnection) {
+        guard feed(sb, sample, pixelFormat, dims, connection: connection), let origin = sb.origin else {
+            if sb.format != nil, Self.wanted(pixelFormat, sb.settings), sb.format?.0 != pixelFormat || sb.format?.1 != dims {
+                finish(error: RecordingError(.formatChanged, "the camera's frames changed size before the recording began; start it again"))
+            }
+            return
+        }
+        let wantsAudio = rec.settings.recordsAudio && audioConsumer.connection(with: .audio) != nil
+        let audio = rec.earlyAudio.first?.audioBuffer?.format
+        if wantsAudio, audio == nil, sample.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
+        let window = sb.window.components
+        let windowNanoseconds = window.seconds * 1_000_000_000 + window.attoseconds / 1_000_000_000
+        let attached: (origin: Int64, frames: Int)
+        do {
+            attached = try rec.writer.attach(audio: wantsAudio ? audio : nil, settings: rec.settings,
+                                             from: rec.requested - origin - windowNanoseconds)
+        } catch {
+            finish(error: error)
+            return
+        }
+        let first = CaptureTime(nanoseconds: origin.nanoseconds &+ UInt64(bitPattern: attached.origin))
+        rec.standby = nil
+        rec.began = true
+        rec.format = sb.format
+        rec.frameNanoseconds = sb.frameNanoseconds
+        rec.writerOrigin = origin
+        rec.firstTime = first
+        // (The origin is on the encoder's 90 kHz clock: within a tick of the frame's time.)
+        let written = sb.frames.filter { $0.at > attached.origin - sb.frameNanoseconds / 2 }
+        rec.frames = attached.frames
+        rec.firstSequence = written.first?.sequence
+        rec.lastSequence = written.last?.sequence
+        rec.lastNanoseconds = (written.last?.at ?? attached.origin) - attached.origin
+        for d in sb.drops where !(d.time < first) { rec.drops[d.reason, default: 0] += d.count }
+        rec.connections = [connection] + (rec.writer.hasAudio ? audioConsumer.connections : [])
+        let duration = rec.duration, size = rec.writer.fileSize, frames = rec.frames
+        locked { s in
+            s.duration = duration
+            s.fileSize = size
+            s.framesWritten = frames
+        }
+        rec.delegate.fileOutput(self, didStartRecordingTo: rec.url, from: rec.connections)
+        let early = rec.earlyAudio
+        rec.earlyAudio = []
+        for a in early {
+            guard let pcm = a.audioBuffer else { continue }
+            do { try rec.writer.writeAudio(pcm, at: a.presentationTimeStamp - first) } catch {
+                finish(error: error)
+                return
+            }
+        }
+    }
+
+    /// Keeps `buffers` from the one playing at `from` on (the newest half second when nil).
+    private static func trimAudio(_ buffers: inout [SampleBuffer], from: CaptureTime?) {
+        if let from {
+            var drop = 0
+            while drop + 1 < buffers.count, !(from < buffers[drop + 1].presentationTimeStamp) { drop += 1 }
+            if drop > 0 { buffers.removeFirst(drop) }
+            return
+        }
+        guard let rate = buffers.first?.audioBuffer?.format.sampleRate else { return }
+        while buffers.count > 1, Double(buffers.dropFirst().reduce(0) { $0 + ($1.audioBuffer?.frameCount ?? 0) }) / Double(max(1, rate)) > 0.5 {
+            buffers.removeFirst()
+        }
+    }
+
     /// Bytes free to an unprivileged writer on the file system of `url`'s folder.
     private static func freeSpace(at url: URL) -> Int64? {
         var st = statvfs()
@@ -352,21 +583,43 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     }
 
     fileprivate func handleAudio(_ sample: SampleBuffer) {
-        guard let rec = active, let pcm = sample.audioBuffer, rec.settings.recordsAudio else { return }
-        guard rec.began else {
-            // Before the first video frame: the newest half second waits for it.
-            rec.earlyAudio.append(sample)
-            let rate = Double(max(1, pcm.format.sampleRate))
-            while rec.earlyAudio.count > 1, Double(rec.earlyAudio.dropFirst().reduce(0) { $0 + ($1.audioBuffer?.frameCount ?? 0) }) / rate > 0.5 {
-                rec.earlyAudio.removeFirst()
+        guard let pcm = sample.audioBuffer else { return }
+        guard let rec = active else {
+            // Pre-record: as far back as the frames kept.
+            if let sb = standby, sb.settings.recordsAudio {
+                audioRing.append(sample)
+                Self.trimAudio(&audioRing, from: sb.keptFrom)
             }
             return
         }
+        guard rec.settings.recordsAudio else { return }
+        guard rec.began else {
+            // Before the first video frame: the newest half second waits for it (with
+            // pre-record, all from the oldest frame kept).
+            rec.earlyAudio.append(sample)
+            Self.trimAudio(&rec.earlyAudio, from: rec.standby?.keptFrom)
+            return
+        }
         guard rec.writer.hasAudio else { return }
-        do { try rec.writer.writeAudio(pcm, at: sample.presentationTimeStamp - rec.firstTime!) } catch { finish(error: error) }
+        let at = sample.presentationTimeStamp - rec.firstTime!
+        // The limit is on the capture clock: audio past it is left out, and a camera stalled
+        // half a second past it does not let the recording run on (otherwise the video's next
+        // frame ends it, so that frames still on their way are in).
+        if let max = rec.maxDuration, Duration.nanoseconds(at) >= max {
+            if Duration.nanoseconds(at) >= max + .milliseconds(500) {
+                finish(error: RecordingError(.maximumDurationReached, "the recording reached its maximum duration of \(max)",
+                                             recordingSuccessfullyFinished: true))
+            }
+            return
+        }
+        do { try rec.writer.writeAudio(pcm, at: at) } catch { finish(error: error) }
     }
 
     fileprivate func handleDrop(_ drop: DroppedFrames) {
+        if let sb = active?.standby ?? (active == nil ? standby : nil) {
+            sb.drops.append(drop)
+            return
+        }
         guard let rec = active, rec.began else { return }
         rec.drops[drop.reason, default: 0] += drop.count
     }
@@ -375,7 +628,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     func finish(error: RecordingError?) {
         guard let rec = active else { return }
         active = nil
-        consumer.videoSettings = .init()
+        // (Pre-record starts over with a new encoder.)
+        refreshStandby()
         var error = error
         let hadAudio = rec.writer.hasAudio
         if !rec.began {

@@ -48,15 +48,15 @@ final class MovieWriter {
         var frameInterval: FrameInterval
     }
 
-    let path: String
+    private(set) var path: String
     private(set) var encoderName = ""
     private var format: UnsafeMutablePointer<AVFormatContext>?
     private var stream: UnsafeMutablePointer<AVStream>?
     private var encoder: UnsafeMutablePointer<AVCodecContext>?
     private var frame: UnsafeMutablePointer<AVFrame>?
     private var packet: UnsafeMutablePointer<AVPacket>?
-    private let container: MovieContainer
-    private let fragmentMicroseconds: Int64
+    private var container: MovieContainer
+    private var fragmentMicroseconds: Int64
     private var videoFormat: VideoFormat?
     /// Time bases: the encoder's (and the one asked of the stream), and the one the muxer chose.
     private let inputTimeBase = AVRational(num: 1, den: 90_000)
@@ -67,14 +67,41 @@ final class MovieWriter {
 
     /// Creates the file (nothing is written to it until `begin`).
     init(url: URL, container: MovieContainer, fragmentInterval: Duration) throws(RecordingError) {
+        path = ""
+        self.container = container
+        fragmentMicroseconds = Self.microseconds(fragmentInterval)
+        try open(url: url, container: container, fragmentInterval: fragmentInterval)
+    }
+
+    /// A writer with no file yet, for pre-record: `begin(standby:settings:)` opens the encoder,
+    /// and frames written go into a ring that keeps the last `preRecord` of packets from a
+    /// keyframe on (with H.264 the kept part must start at an IDR frame), until `open` and
+    /// `attach` put them at the start of a file.
+    init(preRecord: Duration, fragmentInterval: Duration) {
+        path = ""
+        container = .matroska
+        fragmentMicroseconds = Self.microseconds(fragmentInterval)
+        ring = PacketRing(window: Self.microseconds(preRecord) * 9 / 100)
+    }
+
+    private static func microseconds(_ d: Duration) -> Int64 {
+        let c = d.components
+        return max(1000, c.seconds * 1_000_000 + c.attoseconds / 1_000_000_000_000)
+    }
+
+    /// Creates the file (or, for RTSP, the context that connects in `begin`/`attach`).
+    func open(url: URL, container: MovieContainer, fragmentInterval: Duration) throws(RecordingError) {
         // FFmpeg and x264 report to stderr at `info` by default. Their errors reach the caller
         // as typed errors carrying FFmpeg's message, so the library keeps stderr quiet (an app
         // that chose another level keeps it).
         if av_log_get_level() == AV_LOG_INFO { av_log_set_level(AV_LOG_FATAL) }
         path = container == .rtsp ? url.absoluteString : url.path
         self.container = container
-        let c = fragmentInterval.components
-        fragmentMicroseconds = max(1000, c.seconds * 1_000_000 + c.attoseconds / 1_000_000_000_000)
+        // A standby writer's frames keep going to the ring (and its placeholder stream) until `attach`.
+        if ring != nil, placeholder == nil {
+            placeholder = format
+            format = nil
+        }
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         let r = avformat_alloc_output_context2(&ctx, nil, container.muxer, path)
         guard r >= 0, let ctx else { throw RecordingError(.encoderFailed, "FFmpeg has no \(container.muxer) muxer: \(ffMessage(r))") }
@@ -93,29 +120,126 @@ final class MovieWriter {
 
     deinit { close() }
 
+    /// Pre-record: frames kept while no file is open; nil once attached (or never).
+    private var ring: PacketRing?
+    /// A standby writer's stand-in muxer context (never written), holding the video stream
+    /// frames are written against until `attach`.
+    private var placeholder: UnsafeMutablePointer<AVFormatContext>?
+    /// Subtracted from video packet times (stream time base): the file starts at the first
+    /// kept packet, not at the standby encoder's first frame.
+    private var videoOffset: Int64 = 0
+
     /// Sets up the stream (and encoder) for frames of `video` and writes the header.
     func begin(_ video: VideoFormat, audio: AudioFormat?, settings: MovieOutputSettings) throws(RecordingError) {
         guard let format else { throw RecordingError(.invalidState, "the file is closed") }
-        guard let st = avformat_new_stream(format, nil) else { throw RecordingError(.encoderFailed, "cannot add a video stream") }
-        stream = st
+        try prepareVideo(video, settings: settings, globalHeader: (format.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0)
+        try addVideoStream()
+        try writeHeader(audio: audio, settings: settings)
+    }
+
+    /// Pre-record: opens the encoder for frames of `video`, whose packets go into the ring.
+    func begin(standby video: VideoFormat, settings: MovieOutputSettings) throws(RecordingError) {
+        var ctx: UnsafeMutablePointer<AVFormatContext>?
+        guard avformat_alloc_output_context2(&ctx, nil, "matroska", nil) >= 0, let ctx else {
+            throw RecordingError(.encoderFailed, "FFmpeg has no matroska muxer")
+        }
+        format = ctx
+        // Every container written (MP4, Matroska, RTSP's SDP) takes the H.264 headers out of band.
+        try prepareVideo(video, settings: settings, globalHeader: true)
+        try addVideoStream()
+        streamTimeBase = inputTimeBase
+        frameDurationInStream = max(1, av_rescale_q(1, AVRational(num: fps.den, den: fps.num), streamTimeBase))
+    }
+
+    /// Whether pre-record packets are kept (a standby writer not yet attached to a file).
+    var isStandby: Bool { ring != nil }
+
+    /// Pre-record: the newest kept packet's time and the oldest kept, in ns on the writer's timeline.
+    var keptRange: ClosedRange<Int64>? {
+        guard let r = ring, let first = r.kept.first, let last = r.kept.last else { return nil }
+        return pts(first.pointee.pts, from: inputTimeBase)...pts(last.pointee.pts, from: inputTimeBase)
+    }
+
+    private func pts(_ ticks: Int64, from tb: AVRational) -> Int64 {
+        av_rescale_q(ticks, tb, AVRational(num: 1, den: 1_000_000_000))
+    }
+
+    /// Pre-record: writes the header of the file `open` created and the kept packets from the
+    /// newest keyframe at or before `start` (ns on the writer's timeline; the oldest kept
+    /// keyframe when none is that old), which becomes the file's time 0; frames written from
+    /// here on go to the file. Returns that keyframe's time on the writer's timeline and the
+    /// frames written.
+    func attach(audio: AudioFormat?, settings: MovieOutputSettings, from start: Int64) throws(RecordingError) -> (origin: Int64, frames: Int) {
+        guard let r = ring, format != nil, let first = r.startIndex(atOrBefore: av_rescale_q(start, AVRational(num: 1, den: 1_000_000_000), inputTimeBase)) else {
+            throw RecordingError(.invalidState, "no pre-recorded keyframe to start from")
+        }
+        ring = nil
+        let kept = r.kept[first...]
+        let originTicks = kept.first!.pointee.pts
+        defer {
+            r.free()
+            if placeholder != nil { avformat_free_context(placeholder); placeholder = nil }
+        }
+        try addVideoStream()
+        try writeHeader(audio: audio, settings: settings)
+        videoOffset = av_rescale_q(originTicks, inputTimeBase, streamTimeBase)
+        // JPEG packets are timed in the stream's time base, which the muxer chose now.
+        if encoder == nil { lastPTS = av_rescale_q(lastPTS, inputTimeBase, streamTimeBase) }
+        packetBytes = 0
+        for p in kept {
+            p.pointee.stream_index = stream!.pointee.index
+            av_packet_rescale_ts(p, inputTimeBase, streamTimeBase)
+            p.pointee.duration = frameDurationInStream
+            packetBytes += Int64(p.pointee.size)
+            let w = mux(p)
+            guard w >= 0 else { throw writeError(w, "writing a pre-recorded frame", path: path) }
+        }
+        return (pts(originTicks, from: inputTimeBase), kept.count)
+    }
+
+    private var fps = AVRational(num: 30, den: 1)
+
+    /// The encoder (H.264) or nothing (JPEG passes through) for frames of `video`.
+    private func prepareVideo(_ video: VideoFormat, settings: MovieOutputSettings, globalHeader: Bool) throws(RecordingError) {
         videoFormat = video
-        let fps = AVRational(num: Int32(video.frameInterval.denominator), den: Int32(max(1, video.frameInterval.numerator)))
-        var opts: OpaquePointer?
-        defer { av_dict_free(&opts) }
+        fps = AVRational(num: Int32(video.frameInterval.denominator), den: Int32(max(1, video.frameInterval.numerator)))
         if video.pixelFormat == .jpeg {
             encoderName = "passthrough"
+        } else {
+            try openEncoder(video, fps: fps, settings: settings, globalHeader: globalHeader)
+        }
+        if packet == nil { packet = av_packet_alloc() }
+        guard packet != nil else { throw RecordingError(.encoderFailed, "out of memory for a packet") }
+    }
+
+    /// The video stream of `format`, described by the encoder (or as MJPEG).
+    private func addVideoStream() throws(RecordingError) {
+        guard let format, let video = videoFormat, let st = avformat_new_stream(format, nil) else {
+            throw RecordingError(.encoderFailed, "cannot add a video stream")
+        }
+        stream = st
+        if let encoder {
+            guard avcodec_parameters_from_context(st.pointee.codecpar, encoder) >= 0 else {
+                throw RecordingError(.encoderFailed, "cannot describe the H.264 stream")
+            }
+        } else {
             let par = st.pointee.codecpar!
             par.pointee.codec_type = AVMEDIA_TYPE_VIDEO
             par.pointee.codec_id = AV_CODEC_ID_MJPEG
             par.pointee.width = Int32(video.width)
             par.pointee.height = Int32(video.height)
-        } else {
-            try openEncoder(video, fps: fps, settings: settings, stream: st)
         }
         st.pointee.time_base = inputTimeBase
         st.pointee.avg_frame_rate = fps
         st.pointee.r_frame_rate = fps
-        if let audio { try openAudioEncoder(audio) }
+    }
+
+    /// Adds the audio stream and writes the header.
+    private func writeHeader(audio: AudioFormat?, settings: MovieOutputSettings) throws(RecordingError) {
+        guard let format, let st = stream, let video = videoFormat else { throw RecordingError(.invalidState, "the file is closed") }
+        var opts: OpaquePointer?
+        defer { av_dict_free(&opts) }
+        if let audio { try openAudioEncoder(audio, codec: settings.audioCodec) }
         if container == .mp4 {
             // Fragmented: a moov up front, then self-contained fragments. H.264 cuts at keyframes
             // (one per interval by default) once a fragment is at least 3/4 interval long, and at
@@ -150,12 +274,9 @@ final class MovieWriter {
         headerWritten = true
         streamTimeBase = st.pointee.time_base
         frameDurationInStream = max(1, av_rescale_q(1, AVRational(num: fps.den, den: fps.num), streamTimeBase))
-        packet = av_packet_alloc()
-        guard packet != nil else { throw RecordingError(.encoderFailed, "out of memory for a packet") }
     }
 
-    private func openEncoder(_ video: VideoFormat, fps: AVRational, settings: MovieOutputSettings,
-                             stream st: UnsafeMutablePointer<AVStream>) throws(RecordingError) {
+    private func openEncoder(_ video: VideoFormat, fps: AVRational, settings: MovieOutputSettings, globalHeader: Bool) throws(RecordingError) {
         let name = settings.h264Encoder.rawValue
         let software = settings.h264Encoder == .libx264
         guard let codec = avcodec_find_encoder_by_name(name) else {
@@ -173,9 +294,7 @@ final class MovieWriter {
         enc.pointee.gop_size = Int32(settings.keyframeInterval ?? max(1, perInterval))
         // No B-frames: packets come in presentation order, at once (a live recording).
         enc.pointee.max_b_frames = 0
-        if (format!.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0 {
-            enc.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
-        }
+        if globalHeader { enc.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER }
         var opts: OpaquePointer?
         defer { av_dict_free(&opts) }
         if software {
@@ -198,9 +317,6 @@ final class MovieWriter {
                 throw RecordingError(.unsupportedCodec, "no V4L2 memory-to-memory H.264 encoder could be opened here (\(ffMessage(r))): use the libx264 encoder")
             }
             throw RecordingError(.encoderFailed, "libx264 refused \(video.width)x\(video.height): \(ffMessage(r))")
-        }
-        guard avcodec_parameters_from_context(st.pointee.codecpar, enc) >= 0 else {
-            throw RecordingError(.encoderFailed, "cannot describe the H.264 stream")
         }
         guard let f = av_frame_alloc() else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
         frame = f
@@ -324,16 +440,25 @@ final class MovieWriter {
     /// A packet to the muxer: in order of time across the streams when there is audio (the
     /// muxer then holds packets until every stream has reached their time), else at once.
     private func mux(_ packet: UnsafeMutablePointer<AVPacket>) -> Int32 {
-        audioStream != nil ? av_interleaved_write_frame(format, packet) : av_write_frame(format, packet)
+        if let ring {
+            ring.keep(packet)
+            return 0
+        }
+        if videoOffset != 0, packet.pointee.stream_index == stream?.pointee.index {
+            packet.pointee.pts -= videoOffset
+            packet.pointee.dts -= videoOffset
+        }
+        return audioStream != nil ? av_interleaved_write_frame(format, packet) : av_write_frame(format, packet)
     }
 
-    // MARK: Audio: AAC (FFmpeg's native encoder) from the session's microphone
+    // MARK: Audio: AAC (FFmpeg's native encoder), Opus or PCM from the session's microphone
 
     private var audioEncoder: UnsafeMutablePointer<AVCodecContext>?
     private var audioStream: UnsafeMutablePointer<AVStream>?
     private var audioFrame: UnsafeMutablePointer<AVFrame>?
     private var audioRate: Int64 = 48_000
     private var audioChannels = 0
+    private var audioSampleFormat = AV_SAMPLE_FMT_FLTP
     /// Samples waiting for a full encoder frame, per channel, and the time (in samples since
     /// the first video frame) of their first.
     private var pending: [[Float]] = []
@@ -345,22 +470,41 @@ final class MovieWriter {
     /// `audioSamples` as nanoseconds.
     var audioSamplesNanoseconds: Int64 { audioSamples * 1_000_000_000 / max(1, audioRate) }
 
-    private func openAudioEncoder(_ audio: AudioFormat) throws(RecordingError) {
-        guard let codec = avcodec_find_encoder(AV_CODEC_ID_AAC) else { throw RecordingError(.unsupportedCodec, "this FFmpeg has no AAC encoder") }
+    /// The audio encoder's name (`aac`, `libopus`, `opus`, `pcm_s16le`).
+    private var audioEncoderName = "aac"
+
+    private func openAudioEncoder(_ audio: AudioFormat, codec audioCodec: AudioCodec) throws(RecordingError) {
+        // Opus: libopus where this FFmpeg has it, else FFmpeg's own (experimental) encoder.
+        let candidates: [(name: String, format: AVSampleFormat)] = switch audioCodec {
+        case .aac: [("aac", AV_SAMPLE_FMT_FLTP)]
+        case .opus: [("libopus", AV_SAMPLE_FMT_FLT), ("opus", AV_SAMPLE_FMT_FLTP)]
+        case .pcm: [("pcm_s16le", AV_SAMPLE_FMT_S16)]
+        }
+        guard let (codec, sampleFormat) = candidates.lazy.compactMap({ c in avcodec_find_encoder_by_name(c.name).map { ($0, c.format) } }).first else {
+            throw RecordingError(.unsupportedCodec, "this FFmpeg has no \(audioCodec.rawValue) encoder: record AAC")
+        }
+        audioEncoderName = String(cString: codec.pointee.name)
+        if audioCodec == .opus, ![48_000, 24_000, 16_000, 12_000, 8000].contains(audio.sampleRate) {
+            throw RecordingError(.unsupportedCodec, "Opus takes 48, 24, 16, 12 or 8 kHz, and the microphone gives \(audio.sampleRate) Hz: choose AAC or PCM, or a 48 kHz microphone format")
+        }
         guard let enc = avcodec_alloc_context3(codec) else { throw RecordingError(.encoderFailed, "out of memory for the audio encoder") }
         audioEncoder = enc
         audioRate = Int64(audio.sampleRate)
-        audioChannels = audio.channelCount
-        enc.pointee.sample_fmt = AV_SAMPLE_FMT_FLTP
+        // Opus here is one stream of one or two channels.
+        let channels = audioCodec == .opus ? min(2, audio.channelCount) : audio.channelCount
+        audioChannels = channels
+        audioSampleFormat = sampleFormat
+        enc.pointee.sample_fmt = sampleFormat
         enc.pointee.sample_rate = Int32(audio.sampleRate)
-        av_channel_layout_default(&enc.pointee.ch_layout, Int32(audio.channelCount))
-        enc.pointee.bit_rate = Int64(64_000 * audio.channelCount)
+        av_channel_layout_default(&enc.pointee.ch_layout, Int32(channels))
+        if audioCodec != .pcm { enc.pointee.bit_rate = Int64(64_000 * channels) }
         enc.pointee.time_base = AVRational(num: 1, den: Int32(audio.sampleRate))
+        if audioEncoderName == "opus" { enc.pointee.strict_std_compliance = -2 }
         if (format!.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0 {
             enc.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
         }
         let r = avcodec_open2(enc, codec, nil)
-        guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder refused \(audio): \(ffMessage(r))") }
+        guard r >= 0 else { throw RecordingError(.encoderFailed, "the \(audioEncoderName) encoder refused \(audio): \(ffMessage(r))") }
         guard let st = avformat_new_stream(format, nil), avcodec_parameters_from_context(st.pointee.codecpar, enc) >= 0 else {
             throw RecordingError(.encoderFailed, "cannot add an audio stream")
         }
@@ -368,13 +512,15 @@ final class MovieWriter {
         audioStream = st
         guard let f = av_frame_alloc() else { throw RecordingError(.encoderFailed, "out of memory for an audio frame") }
         audioFrame = f
-        f.pointee.format = AV_SAMPLE_FMT_FLTP.rawValue
+        // PCM takes any number of samples a frame: 20 ms.
+        if enc.pointee.frame_size <= 0 { enc.pointee.frame_size = Int32(max(1, audio.sampleRate / 50)) }
+        f.pointee.format = sampleFormat.rawValue
         f.pointee.sample_rate = enc.pointee.sample_rate
         f.pointee.nb_samples = enc.pointee.frame_size
         guard av_channel_layout_copy(&f.pointee.ch_layout, &enc.pointee.ch_layout) >= 0, av_frame_get_buffer(f, 0) >= 0 else {
             throw RecordingError(.encoderFailed, "out of memory for an audio frame")
         }
-        pending = Array(repeating: [], count: audio.channelCount)
+        pending = Array(repeating: [], count: channels)
         for c in pending.indices { pending[c].reserveCapacity(Int(enc.pointee.frame_size) * 4) }
     }
 
@@ -418,17 +564,31 @@ final class MovieWriter {
             guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for an audio frame") }
             frame.pointee.nb_samples = Int32(n)
             let planes = frame.pointee.extended_data
+            let channels = pending.count
             for c in pending.indices {
-                guard let plane = planes?[c] else { continue }
                 pending[c].withUnsafeBufferPointer { src in
-                    UnsafeMutableRawPointer(plane).copyMemory(from: src.baseAddress!, byteCount: n * MemoryLayout<Float>.size)
+                    switch audioSampleFormat {
+                    case AV_SAMPLE_FMT_FLTP:
+                        guard let plane = planes?[c] else { return }
+                        UnsafeMutableRawPointer(plane).copyMemory(from: src.baseAddress!, byteCount: n * MemoryLayout<Float>.size)
+                    case AV_SAMPLE_FMT_FLT:
+                        // Interleaved floats (libopus).
+                        guard let out = planes?[0] else { return }
+                        let f = UnsafeMutableRawPointer(out).assumingMemoryBound(to: Float.self)
+                        for i in 0..<n { f[i * channels + c] = src[i] }
+                    default:
+                        // Interleaved 16-bit (PCM).
+                        guard let out = planes?[0] else { return }
+                        let s = UnsafeMutableRawPointer(out).assumingMemoryBound(to: Int16.self)
+                        for i in 0..<n { s[i * channels + c] = Int16(max(-32768, min(32767, (src[i] * 32768).rounded()))) }
+                    }
                 }
                 pending[c].removeFirst(n)
             }
             frame.pointee.pts = pendingStart
             pendingStart += Int64(n)
             let r = avcodec_send_frame(enc, frame)
-            guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder failed: \(ffMessage(r))") }
+            guard r >= 0 else { throw RecordingError(.encoderFailed, "the \(audioEncoderName) encoder failed: \(ffMessage(r))") }
             try drainAudio()
         }
     }
@@ -438,7 +598,7 @@ final class MovieWriter {
         while true {
             let r = avcodec_receive_packet(enc, packet)
             if r == -EAGAIN || r == averrorEOF { return }
-            guard r >= 0 else { throw RecordingError(.encoderFailed, "the AAC encoder failed: \(ffMessage(r))") }
+            guard r >= 0 else { throw RecordingError(.encoderFailed, "the \(audioEncoderName) encoder failed: \(ffMessage(r))") }
             packet.pointee.stream_index = st.pointee.index
             av_packet_rescale_ts(packet, enc.pointee.time_base, st.pointee.time_base)
             packetBytes += Int64(packet.pointee.size)
@@ -500,6 +660,75 @@ final class MovieWriter {
             avformat_free_context(f)
             format = nil
         }
+        if placeholder != nil { avformat_free_context(placeholder); placeholder = nil }
+        ring?.free()
+        ring = nil
         stream = nil
+    }
+}
+
+/// Pre-record's packets: the newest `window` (90 kHz ticks) and back to the keyframe before it,
+/// so that what is kept can start a file. H.264 packets are kept by reference (no copy); JPEG
+/// packets, which point into the camera's buffer, are copied into slots reused as the window
+/// moves, so steady state allocates nothing here.
+private final class PacketRing {
+    let window: Int64
+    private(set) var kept: [UnsafeMutablePointer<AVPacket>] = []
+    private var spare: [UnsafeMutablePointer<AVPacket>] = []
+
+    init(window: Int64) {
+        self.window = window
+        kept.reserveCapacity(256)
+        spare.reserveCapacity(256)
+    }
+
+    func keep(_ p: UnsafeMutablePointer<AVPacket>) {
+        guard let slot = spare.popLast() ?? av_packet_alloc() else { return }
+        if p.pointee.buf != nil {
+            av_packet_unref(slot)
+            av_packet_move_ref(slot, p)
+        } else {
+            let n = Int(p.pointee.size)
+            let padding = Int(AV_INPUT_BUFFER_PADDING_SIZE)
+            if slot.pointee.buf == nil || av_buffer_is_writable(slot.pointee.buf) == 0 || slot.pointee.buf.pointee.size < n + padding {
+                av_packet_unref(slot)
+                // A quarter more than asked, so that slightly larger frames reuse the slot.
+                guard av_new_packet(slot, Int32(n + n / 4)) >= 0 else {
+                    spare.append(slot)
+                    return
+                }
+            }
+            slot.pointee.data = slot.pointee.buf.pointee.data
+            slot.pointee.size = Int32(n)
+            if n > 0, let src = p.pointee.data { slot.pointee.data.update(from: src, count: n) }
+            slot.pointee.pts = p.pointee.pts
+            slot.pointee.dts = p.pointee.dts
+            slot.pointee.duration = p.pointee.duration
+            slot.pointee.flags = p.pointee.flags
+            slot.pointee.stream_index = p.pointee.stream_index
+        }
+        kept.append(slot)
+        // Whole keyframe groups go once the next keyframe is itself older than the window.
+        let newest = slot.pointee.pts
+        while let second = kept.indices.dropFirst().first(where: { kept[$0].pointee.flags & AV_PKT_FLAG_KEY != 0 }),
+              kept[second].pointee.pts <= newest - window || kept[0].pointee.flags & AV_PKT_FLAG_KEY == 0 {
+            spare.append(contentsOf: kept[..<second])
+            kept.removeFirst(second)
+        }
+    }
+
+    /// The index of the newest keyframe at or before `ticks`, else of the oldest keyframe.
+    func startIndex(atOrBefore ticks: Int64) -> Int? {
+        let keys = kept.indices.filter { kept[$0].pointee.flags & AV_PKT_FLAG_KEY != 0 }
+        return keys.last(where: { kept[$0].pointee.pts <= ticks }) ?? keys.first
+    }
+
+    func free() {
+        for p in kept + spare {
+            var q: UnsafeMutablePointer<AVPacket>? = p
+            av_packet_free(&q)
+        }
+        kept = []
+        spare = []
     }
 }

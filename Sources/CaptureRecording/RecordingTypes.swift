@@ -62,6 +62,17 @@ public enum VideoCodec: String, Sendable, Hashable, CaseIterable {
     case mjpeg
 }
 
+/// The codec of a recording's audio (the session's microphone).
+public enum AudioCodec: String, Sendable, Hashable, CaseIterable {
+    /// AAC-LC, FFmpeg's native encoder: MP4, Matroska and RTSP.
+    case aac
+    /// Opus (FFmpeg's `libopus`, else its native encoder): Matroska only; the microphone must
+    /// give 48, 24, 16, 12 or 8 kHz; more than two channels keep the first two.
+    case opus
+    /// Uncompressed 16-bit PCM (`pcm_s16le`): Matroska only.
+    case pcm
+}
+
 /// The H.264 encoder a recording uses.
 public enum H264Encoder: String, Sendable, Hashable, CaseIterable {
     /// x264 in software (any machine; presets and constant quality).
@@ -95,13 +106,17 @@ public struct MovieOutputSettings: Sendable, Hashable {
     public var preset: String
     /// MJPEG from a raw camera only: the JPEG quality, 1 to 100.
     public var jpegQuality: Int
-    /// Whether the session's microphone, when it has one, is recorded too (AAC, FFmpeg's
-    /// native encoder, on the capture clock the video uses).
+    /// Whether the session's microphone, when it has one, is recorded too (on the capture
+    /// clock the video uses).
     public var recordsAudio: Bool
+    /// The audio's codec: AAC (the default; the only one MP4 and RTSP take here), or Opus or
+    /// PCM in Matroska. Another in MP4 ends the recording at its start with `.unsupportedCodec`.
+    public var audioCodec: AudioCodec
 
     public init(codec: VideoCodec = .h264, rateControl: RateControl = .quality(23), keyframeInterval: Int? = nil,
                 preset: String = "veryfast", jpegQuality: Int = 85, recordsAudio: Bool = true,
-                h264Encoder: H264Encoder = .libx264) {
+                h264Encoder: H264Encoder = .libx264, audioCodec: AudioCodec = .aac) {
+        self.audioCodec = audioCodec
         self.h264Encoder = h264Encoder
         self.recordsAudio = recordsAudio
         self.codec = codec

@@ -32,7 +32,7 @@ private final class RecordWaiter: CaptureFileOutputRecordingDelegate, @unchecked
 /// rtsp:// URL to publish to.
 func recordCommand(_ rest: ArraySlice<String>) throws {
     let valued: Set<String> = ["device", "audio", "encoder", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
-                               "keyframe-interval", "output"]
+                               "keyframe-interval", "output", "pre-record", "audio-codec"]
     var options: [String] = [], words: [String] = []
     var it = rest.makeIterator()
     while let a = it.next() {
@@ -77,6 +77,21 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
         }
         settings.h264Encoder = encoder
     }
+    if let a = args.values["audio-codec"] {
+        guard let audioCodec = AudioCodec(rawValue: a) else {
+            throw ToolError(message: "unknown audio codec '\(a)': --audio-codec takes \(AudioCodec.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        guard audioCodec == .aac || (!isRTSP && destination.pathExtension.lowercased() == "mkv") else {
+            throw ToolError(message: "--audio-codec \(a) records into Matroska: name the OUTPUT .mkv, or use aac")
+        }
+        settings.audioCodec = audioCodec
+    }
+    var preRecord: Double?
+    if let s = args.values["pre-record"] {
+        guard let v = Double(s), v > 0, v <= 600 else { throw ToolError(message: "--pre-record takes a number of seconds above 0 and at most 600, not '\(s)'") }
+        guard !isRTSP else { throw ToolError(message: "--pre-record records into a file: give a .mp4 or .mkv OUTPUT") }
+        preRecord = v
+    }
     if args.values["keyframe-interval"] != nil { settings.keyframeInterval = try args.int("keyframe-interval", default: 30, range: 1...10_000) }
 
     let device = try chooseCamera(args.values["device"])
@@ -89,23 +104,38 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     let movie = CaptureMovieFileOutput()
     movie.setOutputSettings(settings, for: nil)
     movie.maxRecordedDuration = seconds.map { .nanoseconds(Int64($0 * 1e9)) }
+    if let preRecord { movie.preRecordDuration = .nanoseconds(Int64(preRecord * 1e9)) }
     let microphones = try args.values["audio"].map { [try CaptureDeviceInput(device: try chooseMicrophone($0))] } ?? []
     let session = try makeSession(device, args, outputs: [], extraInputs: microphones)
     defer { session.stopRunning() }
     session.addOutput(movie)
     let waiter = RecordWaiter()
 
-    // Ctrl-C and SIGTERM finish the file. (Unblocked: a parent that spawned us from a thread
-    // blocking them, as Dispatch's threads do, would otherwise leave them pending.)
+    // Ctrl-C and SIGTERM finish the file; with --pre-record, SIGUSR1 starts it (a motion
+    // trigger), and Ctrl-C/SIGTERM before that end without one. (Unblocked: a parent that
+    // spawned us from a thread blocking them, as Dispatch's threads do, would otherwise leave
+    // them pending.)
+    let trigger = DispatchSemaphore(value: 0)
+    let triggered = LockedFlag(), quitBeforeTrigger = LockedFlag()
     var stopping = sigset_t()
     sigemptyset(&stopping)
     sigaddset(&stopping, SIGINT)
     sigaddset(&stopping, SIGTERM)
+    sigaddset(&stopping, SIGUSR1)
     pthread_sigmask(SIG_UNBLOCK, &stopping, nil)
-    let signals = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+    let signals = [SIGINT, SIGTERM, SIGUSR1].map { sig -> DispatchSourceSignal in
         signal(sig, SIG_IGN)
         let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-        s.setEventHandler { movie.stopRecording() }
+        s.setEventHandler {
+            if sig == SIGUSR1 {
+                if triggered.setOnce() { trigger.signal() }
+            } else if preRecord != nil, triggered.setOnce() {
+                quitBeforeTrigger.setOnce()
+                trigger.signal()
+            } else {
+                movie.stopRecording()
+            }
+        }
         s.resume()
         return s
     }
@@ -126,6 +156,15 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     }
     defer { progress?.cancel() }
 
+    if let preRecord {
+        // (On standard error: standard output is the summary's, JSON with --json.)
+        FileHandle.standardError.write(Data("keeping the last \(preRecord) s: send SIGUSR1 (kill -USR1 \(getpid())) to record \(path) from \(preRecord) s before it\n".utf8))
+        trigger.wait()
+        if quitBeforeTrigger.isSet {
+            FileHandle.standardError.write(Data("stopped before SIGUSR1: nothing recorded\n".utf8))
+            return
+        }
+    }
     movie.startRecording(to: destination, recordingDelegate: waiter)
     waiter.done.wait()
     progress?.cancel()
@@ -149,4 +188,13 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
         let drops = summary.framesDropped.values.reduce(0, +)
         say("wrote \(path): \(summary.framesWritten) frames, \(String(format: "%.3f", duration)) s, \(summary.fileSize) bytes, \(summary.encoder), \(drops) dropped")
     }
+}
+
+/// A flag set once, from any thread.
+private final class LockedFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    /// Sets the flag; true when it was not set before.
+    @discardableResult func setOnce() -> Bool { lock.withLock { defer { value = true }; return !value } }
+    var isSet: Bool { lock.withLock { value } }
 }

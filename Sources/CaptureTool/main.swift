@@ -47,9 +47,11 @@ let commandUsages: KeyValuePairs<String, String> = [
     "record": """
     usage: capture record [--device PATH|ID|virtual] [--audio ID|ALSA-NAME|virtual] [--preset NAME | --size WxH]
                           [--format FOURCC] [--codec h264|mjpeg] [--quality Q | --bitrate B] [--keyframe-interval N]
-                          [--encoder libx264|h264_v4l2m2m] [--seconds S] [--json]
+                          [--encoder libx264|h264_v4l2m2m] [--audio-codec aac|opus|pcm] [--seconds S]
+                          [--pre-record S] [--json]
                           OUTPUT.mp4|OUTPUT.mkv|rtsp://HOST:PORT/PATH
-           (Ctrl-C or SIGTERM finishes the file)
+           (Ctrl-C or SIGTERM finishes the file; with --pre-record it keeps the last S seconds
+           and records from S seconds back when it gets SIGUSR1)
     """,
     "audio": """
     usage: capture audio [--device ID|ALSA-NAME|virtual] [--seconds S] [--rate HZ] [--output FILE.wav] [--json]

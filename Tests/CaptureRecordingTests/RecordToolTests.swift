@@ -43,6 +43,48 @@ import Testing
         #expect(probe.duration >= Double(seen - 1) / fps - 0.001, "\(probe.duration) s for \(probe.frames) frames at \(fps) fps")
     }
 
+    /// --pre-record: SIGUSR1 starts a recording that begins in the past, so 3 s of media end
+    /// less than 3 s after it; SIGTERM before any SIGUSR1 ends with status 0 and no file.
+    @Test func preRecordStartsOnSIGUSR1InThePast() throws {
+        let folder = try TempFolder("tool-prerecord")
+        defer { folder.remove() }
+        let url = folder.file("motion.mp4")
+        let p = Process()
+        p.executableURL = try captureTool()
+        p.arguments = ["record", "--device", "virtual", "--size", "320x240", "--pre-record", "1.5", "--seconds", "3", "--json", url.path]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        Thread.sleep(forTimeInterval: 3)
+        #expect(p.isRunning && !FileManager.default.fileExists(atPath: url.path), "no file before the trigger")
+        let trigger = Date()
+        kill(p.processIdentifier, SIGUSR1)
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        let elapsed = Date().timeIntervalSince(trigger)
+        #expect(p.terminationReason == .exit && p.terminationStatus == 0)
+        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any], "\(String(decoding: data, as: UTF8.self))")
+        let duration = try #require(json["duration"] as? Double)
+        #expect(abs(duration - 3) <= 1.0 / 30 + 0.001, "\(json)")
+        #expect(elapsed < 3, "3 s of media took \(elapsed) s after the trigger: no past in it")
+        let probe = try Probe(url)
+        #expect(probe.frames == json["frames"] as? Int && abs(probe.duration - duration) < 0.002, "\(probe) \(json)")
+
+        let quiet = folder.file("never.mp4")
+        let q = Process()
+        q.executableURL = try captureTool()
+        q.arguments = ["record", "--device", "virtual", "--size", "320x240", "--pre-record", "1", quiet.path]
+        q.standardOutput = FileHandle.nullDevice
+        q.standardError = FileHandle.nullDevice
+        try q.run()
+        Thread.sleep(forTimeInterval: 1.5)
+        kill(q.processIdentifier, SIGTERM)
+        q.waitUntilExit()
+        #expect(q.terminationReason == .exit && q.terminationStatus == 0)
+        #expect(!FileManager.default.fileExists(atPath: quiet.path))
+    }
+
     /// SIGTERM finishes the file: status 0, the summary, and a file with every frame it counts.
     @Test func sigtermFinishesTheFile() throws {
         let folder = try TempFolder("term")
@@ -91,6 +133,10 @@ import Testing
             (["record", "--device", "virtual"], "one OUTPUT file"),
             (["record", "--device", "virtual", "rtsp://127.0.0.1:1/live"], "cannot publish to rtsp://127.0.0.1:1/live"),
             (["record", "--device", "virtual", "--codec", "mjpeg", "rtsp://127.0.0.1:1/live"], "RTSP publishing carries H.264"),
+            (["record", "--device", "virtual", "--audio-codec", "flac", folder.file("a.mkv").path], "unknown audio codec 'flac'"),
+            (["record", "--device", "virtual", "--audio-codec", "opus", folder.file("a.mp4").path], "name the OUTPUT .mkv"),
+            (["record", "--device", "virtual", "--pre-record", "0", folder.file("a.mp4").path], "--pre-record takes a number"),
+            (["record", "--device", "virtual", "--pre-record", "2", "rtsp://127.0.0.1:1/live"], "--pre-record records into a file"),
         ]
         for (args, expected) in cases {
             let r = try run(tool, args)
