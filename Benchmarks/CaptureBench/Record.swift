@@ -15,7 +15,8 @@
 //       code made (caller inside libavcodec, libavformat, libavutil, libswscale, libx264).
 //   (b) MJPEG passthrough: JPEG frames (with Huffman tables, as the session hands them out)
 //       written by MovieWriter into Matroska, process CPU per frame, against memcpy of the same
-//       bytes into one buffer (thread CPU); writer set-up and trailer not timed.
+//       bytes into one buffer (thread CPU), and against write() of the same bytes to a file in
+//       --dir, one call per frame (process CPU); writer set-up and trailer not timed.
 import Capture
 import CaptureBackend
 import CaptureBenchSupport
@@ -67,14 +68,22 @@ struct RecordRun {
 
 func recordBench(_ a: Arguments) {
     guard markFFmpegLibraries() > 0 else { fail("FFmpeg's libraries are not loaded: cannot tell their allocations") }
-    guard let path = a.string("input") else { fail("--input FILE (raw YUYV or NV12 frames) is required") }
+    let rounds = max(1, a.int("rounds", 5))
+    let dir = a.string("dir") ?? (FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory())
+    guard let path = a.string("input") else {
+        // --mjpeg alone: the passthrough half only.
+        guard let mjpeg = a.string("mjpeg") else { fail("--input FILE (raw YUYV or NV12 frames) or --mjpeg FILE is required") }
+        var r = Report()
+        r.add("mode", "record")
+        mjpegRecording(mjpeg, dir: dir, rounds: rounds, into: &r)
+        r.print(json: a.json)
+        return
+    }
     let (w, h) = a.size()
     let format = a.format("YUYV")
     guard format == .yuyv || format == .nv12 else { fail("record reads YUYV or NV12 frames") }
-    let rounds = max(1, a.int("rounds", 5))
     let short = max(2, a.int("short-frames", 30))
     let long = max(short + 1, a.int("long-frames", 150))
-    let dir = a.string("dir") ?? (FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory())
     let defaults = MovieOutputSettings()
     var settings = defaults
     if let p = a.string("preset") { settings.preset = p }
@@ -148,7 +157,10 @@ func recordBench(_ a: Arguments) {
                          ffmpegAllocations: Double(calloc_counter_marked_total() - f0), bytes: fileSize(ours), extraThreads: extra)
     }
 
+    // --peer none: ours alone (for callgrind, which cannot follow the ffmpeg child).
+    let withPeer = a.string("peer") != "none"
     func ffmpegRecording(_ n: Int) -> RecordRun {
+        guard withPeer else { return RecordRun(cpu: .nan, allocations: 0, ffmpegAllocations: 0, bytes: 0, extraThreads: 0) }
         try? FileManager.default.removeItem(atPath: theirs)
         let c0 = childrenCPUNow()
         let r = runTool(["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-y",
@@ -190,6 +202,7 @@ func recordBench(_ a: Arguments) {
         theirsBytes = f.1.bytes
         extraThreads = o.1.extraThreads
         // x264 writes its settings into the stream: the two sides must have encoded alike.
+        guard withPeer else { continue }
         let (mine, peer) = (x264Options(ours), x264Options(theirs))
         sameOptions = sameOptions && mine != nil && mine == peer
         options = mine ?? "?"
@@ -246,22 +259,40 @@ func mjpegRecording(_ path: String, dir: String, rounds: Int, into r: inout Repo
     let dst = UnsafeMutableRawPointer.allocate(byteCount: used.map(\.count).max()! + 4096, alignment: 4096)
     defer { dst.deallocate() }
 
+    var allocatedBytes = 0.0
     func record() -> (cpu: Double, allocations: Double, ffmpeg: Double, bytes: Int) {
         try? FileManager.default.removeItem(atPath: out)
         do {
             guard let writer = try MovieWriter(url: URL(fileURLWithPath: out), fragmentInterval: .seconds(1)) else { fail("no container") }
             try writer.begin(.init(width: w, height: h, pixelFormat: .jpeg, frameInterval: FrameInterval(framesPerSecond: 30)),
                              audio: nil, settings: MovieOutputSettings(codec: .mjpeg))
-            let c0 = processCPUNow(), a0 = calloc_counter_total(), f0 = calloc_counter_marked_total()
+            let c0 = processCPUNow(), a0 = calloc_counter_total(), f0 = calloc_counter_marked_total(), b0 = calloc_counter_total_bytes()
             for i in 0..<perRound {
                 let sample = replay.sample(i % used.count, sequence: UInt32(i), reusing: samples)
                 try writer.write(sample, at: Int64(i) * 33_333_333)
                 samples.done(sample)
             }
             let c1 = processCPUNow(), a1 = calloc_counter_total(), f1 = calloc_counter_marked_total()
+            allocatedBytes = Double(calloc_counter_total_bytes() - b0) / Double(perRound)
             try writer.finish(videoEnd: Int64(perRound) * 33_333_333)
             return (c1 - c0, Double(a1 - a0), Double(f1 - f0), fileSize(out))
         } catch { fail("MJPEG recording: \(error)") }
+    }
+    // The floor of any recorder: the same bytes written to a file in the same folder, one
+    // write per frame (as the muxer's flush per packet), no container.
+    let plain = "\(dir)/capture-bench-record-\(getpid()).bin"
+    defer { try? FileManager.default.removeItem(atPath: plain) }
+    func writeFile() -> Double {
+        let fd = open(plain, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard fd >= 0 else { fail("cannot create \(plain)") }
+        let c0 = processCPUNow()
+        for i in 0..<perRound {
+            let f = used[i % used.count]
+            guard write(fd, f.baseAddress!, f.count) == f.count else { fail("write to \(plain) failed") }
+        }
+        let c1 = processCPUNow()
+        close(fd)
+        return c1 - c0
     }
     func copy() -> Double {
         let c0 = threadCPUNow()
@@ -270,11 +301,16 @@ func mjpegRecording(_ path: String, dir: String, rounds: Int, into r: inout Repo
     }
     _ = record()
     _ = copy()
+    _ = writeFile()
     var ratios: [Double] = [], recordCPU: [Double] = [], copyCPU: [Double] = [], allocs: [Double] = [], ffmpegAllocs: [Double] = []
+    var writeRatios: [Double] = [], writeCPU: [Double] = []
     var fileBytes = 0
     for round in 0..<rounds {
         let (rec, cp): ((cpu: Double, allocations: Double, ffmpeg: Double, bytes: Int), Double)
-        if round % 2 == 0 { rec = record(); cp = copy() } else { cp = copy(); rec = record() }
+        let wr: Double
+        if round % 2 == 0 { rec = record(); cp = copy(); wr = writeFile() } else { wr = writeFile(); cp = copy(); rec = record() }
+        writeRatios.append(wr / rec.cpu)
+        writeCPU.append(wr / Double(perRound))
         ratios.append(cp / rec.cpu)
         recordCPU.append(rec.cpu / Double(perRound))
         copyCPU.append(cp / Double(perRound))
@@ -292,8 +328,12 @@ func mjpegRecording(_ path: String, dir: String, rounds: Int, into r: inout Repo
     r.add("memcpy_mb_per_s", frameBytes / median(copyCPU) / 1e6)
     // Recording throughput over memcpy's, same bytes: the goal is at least 0.5.
     r.add("mjpeg_ratio_to_memcpy", median(ratios))
+    r.add("write_mb_per_s", frameBytes / median(writeCPU) / 1e6)
+    // Over plain write() of the same bytes to the same folder: what the container costs.
+    r.add("mjpeg_ratio_to_write", median(writeRatios))
     r.add("mjpeg_allocations_per_frame", median(allocs))
     r.add("mjpeg_allocations_per_frame_ffmpeg", median(ffmpegAllocs))
+    r.add("mjpeg_allocated_bytes_per_frame", allocatedBytes)
 }
 
 /// The option string x264 leaves in its SEI ("x264 - core ... - options: ..."), or nil.

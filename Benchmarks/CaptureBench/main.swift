@@ -11,7 +11,8 @@
 //   capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH]
 //                         [--seconds S] [--rounds N] [--json]   (needs a display: Xvfb; see Preview.swift)
 //   capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N]
-//                        [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--json]
+//                        [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR]
+//                        [--peer none] [--json]
 //                        (needs ffmpeg; see Record.swift)
 import CaptureVirtual
 import CaptureImaging
@@ -739,7 +740,7 @@ default:
            capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--still-quality Q] [--jpeg-threads N] [--json]
            capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
            capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH] [--seconds S] [--rounds N] [--json]
-           capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--json]
+           capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR] [--peer none] [--json]
     """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))
 }

@@ -146,6 +146,10 @@ package final class MovieWriter {
             // A cluster per fragment interval (FFmpeg's default is 5 s), so the file grows, and
             // keeps what it has, as often as an MP4's fragments.
             av_dict_set(&opts, "cluster_time_limit", "\(max(1, fragmentMicroseconds / 1000))", 0)
+            // No CRC-32 element per cluster: FFmpeg's CRC over every byte cost more than the rest
+            // of an MJPEG recording's muxing (capture-bench record); the elements are optional
+            // and a cut cluster is told by its size anyway.
+            av_dict_set(&opts, "write_crc32", "0", 0)
         }
         if container == .rtsp {
             // Interleaved in the TCP connection (no UDP ports to open); a server that stops
