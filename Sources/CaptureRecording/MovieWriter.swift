@@ -36,7 +36,8 @@ private func writeError(_ code: Int32, _ what: String, path: String) -> Recordin
 /// frame (the capture clock, so dropped frames leave gaps in time).
 ///
 /// Not thread-safe: the movie output's recording queue owns it. Steady state allocates nothing
-/// per frame but FFmpeg's packet references. Package access for capture-bench's `record`.
+/// of its own per frame (one reused `AVFrame` and `AVPacket`); FFmpeg and x264 allocate about
+/// ten per H.264 frame themselves (`capture-bench record`). Package access for that bench.
 package final class MovieWriter {
     /// The stream's shape, known at the first frame.
     package struct VideoFormat {
