@@ -410,6 +410,7 @@ func recordSession(_ a: Arguments) {
     r.add("height", h)
     r.add("frames_written", n1 - n0)
     r.add("frames_dropped", movie.lastRecording?.framesDropped.values.reduce(0, +) ?? -1)
+    r.add("drop_reasons", (movie.lastRecording?.framesDropped ?? [:]).map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " "))
     r.add("cpu_ms_per_frame", (c1 - c0) / frames * 1000)
     r.add("allocations_per_frame", Double(a1 - a0) / frames)
     r.add("allocations_per_frame_ffmpeg", Double(f1 - f0) / frames)
