@@ -85,7 +85,9 @@ let package = Package(
                                                             "CaptureVirtual", "CaptureImaging", "CaptureBackend",
                                                             "CaptureSystem", "CV4L2Shim", "CAllocCounter",
                                                             // `preview`: the window against SDL and TurboJPEG called directly.
-                                                            "CapturePreview", "CSDL2", "CTurboJPEG"],
+                                                            "CapturePreview", "CSDL2", "CTurboJPEG",
+                                                            // `record`: the recorder's encode and write path.
+                                                            "CaptureRecording"],
                           path: "Benchmarks/CaptureBench"),
         // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.
         .target(name: "CaptureTestSupport", dependencies: ["Capture", "CV4L2Shim"], path: "Tests/CaptureTestSupport"),
@@ -93,7 +95,8 @@ let package = Package(
                                                          "CaptureImaging", "CaptureBackend", "CaptureSystem",
                                                          "CV4L2Shim", "CaptureTestSupport", "CaptureBenchSupport"]),
         .testTarget(name: "CapturePreviewTests", dependencies: ["CapturePreview", "Capture", "CaptureTestSupport"]),
-        .testTarget(name: "CaptureRecordingTests", dependencies: ["CaptureRecording", "Capture", "CaptureTestSupport"]),
+        .testTarget(name: "CaptureRecordingTests", dependencies: ["CaptureRecording", "Capture", "CaptureTestSupport",
+                                                                  "CaptureBenchSupport"]),
         .testTarget(name: "CaptureServerTests", dependencies: ["CaptureServer", "Capture", "CaptureTestSupport"]),
         .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
                                                                "CaptureImaging", "CaptureBackend", "CaptureSystem",

@@ -1,6 +1,7 @@
 #!/bin/sh
 # CI smoke of capture-bench: generates two small frames, runs hotpath (with the encoder pool)
-# and passthrough for a fraction of a second each, and preview (one short round, small sizes, on
+# and passthrough for a fraction of a second each, record (one short round against ffmpeg),
+# and preview (one short round, small sizes, on
 # an Xvfb of its own when DISPLAY is unset), and checks that the JSON parses and says something
 # sane. Exits non-zero on any failure.
 #
@@ -25,6 +26,9 @@ ffmpeg -loglevel error -nostdin -y -f rawvideo -pix_fmt yuyv422 -s 320x240 -i "$
 "$BENCH" hotpath --input "$TMP/f.yuyv" --size 320x240 --format YUYV --quality 85 --threads 2 \
     --seconds 0.3 --json > "$TMP/hotpath.json"
 "$BENCH" passthrough --input "$TMP/f.mjpeg" --strip-dht --seconds 0.2 --json > "$TMP/pass.json"
+# The recorder against ffmpeg -c:v libx264 (one short round) and MJPEG into MKV, files in $TMP.
+"$BENCH" record --input "$TMP/f.yuyv" --size 320x240 --mjpeg "$TMP/f.mjpeg" --rounds 1 --short-frames 4 \
+    --long-frames 12 --dir "$TMP" --json > "$TMP/record.json"
 
 # preview draws real windows: without a display, an Xvfb that reports its display number itself.
 if [ -z "${DISPLAY:-}" ]; then
@@ -39,11 +43,12 @@ if [ -z "${DISPLAY:-}" ]; then
 fi
 "$BENCH" preview --size 320x180 --mjpeg-size 640x360 --window 160x90 --rounds 1 --seconds 0.5 --json > "$TMP/preview.json"
 
-python3 - "$TMP/hotpath.json" "$TMP/pass.json" "$TMP/preview.json" <<'PY'
+python3 - "$TMP/hotpath.json" "$TMP/pass.json" "$TMP/preview.json" "$TMP/record.json" <<'PY'
 import json, math, sys
 h = json.load(open(sys.argv[1]))
 p = json.load(open(sys.argv[2]))
 v = json.load(open(sys.argv[3]))
+rec = json.load(open(sys.argv[4]))
 problems = []
 if h.get("mode") != "hotpath" or not h.get("fps", 0) > 0: problems.append("hotpath fps")
 if not 100 < h.get("bytes_per_frame", 0) < 320 * 240 * 2: problems.append("hotpath bytes")
@@ -59,11 +64,21 @@ if v.get("mode") != "preview" or not all(positive(k) for k in
     problems.append("preview")
 # 640x360 into 160x90: TurboJPEG's 1/4, on both routes (the bench fails itself when they differ).
 if v.get("mjpeg_decoded_size") != "160x90": problems.append("preview scaled size")
+def rpositive(k): return isinstance(rec.get(k), (int, float)) and math.isfinite(rec[k]) and rec[k] > 0
+if rec.get("mode") != "record" or not all(rpositive(k) for k in
+        ["h264_ratio", "ours_cpu_ms_per_frame", "ffmpeg_cpu_ms_per_frame", "mjpeg_ratio_to_memcpy", "mjpeg_ratio_to_write"]):
+    problems.append("record figures")
+# Both sides encoded alike, and our file is about as large (a broken frame copy compresses far better).
+if rec.get("same_x264_options") is not True or rec.get("default_settings") is not True: problems.append("record x264 options")
+if not 0.7 < rec.get("ours_file_bytes", 0) / max(1, rec.get("ffmpeg_file_bytes", 0)) < 1.4: problems.append("record file sizes")
+if not isinstance(rec.get("allocations_per_frame_ours"), (int, float)): problems.append("record allocation count")
 if problems:
     print("smoke: FAILED: " + ", ".join(problems), file=sys.stderr)
-    print(json.dumps(h), json.dumps(p), json.dumps(v), file=sys.stderr)
+    print(json.dumps(h), json.dumps(p), json.dumps(v), json.dumps(rec), file=sys.stderr)
     sys.exit(1)
 print("smoke: ok: hotpath %.0f fps/core, %.0f B/frame, %.2f allocations per encode; passthrough %.0f fps; "
       "preview %.2fx the texture upload, scaled decode %.2fx TurboJPEG's" %
       (h["fps"], h["bytes_per_frame"], h["allocations_per_frame_encode"], p["fps"], v["yuyv_cpu_ratio"], v["mjpeg_speed_ratio"]))
+print("smoke: ok: record H.264 %.2fx ffmpeg's CPU per frame, MJPEG into MKV %.2fx write()" %
+      (rec["h264_ratio"], rec["mjpeg_ratio_to_write"]))
 PY

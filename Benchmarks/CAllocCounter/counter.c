@@ -5,6 +5,8 @@
 #include "CAllocCounter.h"
 #include <stddef.h>
 #include <errno.h>
+#include <link.h>
+#include <string.h>
 
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
@@ -17,11 +19,28 @@ extern void *__libc_pvalloc(size_t);
 static uint64_t total, total_bytes, frees;
 static __thread uint64_t mine __attribute__((tls_model("initial-exec")));
 
-static inline void count(size_t bytes) {
+// Code ranges of the libraries named by calloc_counter_mark_libraries: an allocation whose
+// caller (return address) lies in one is also counted as theirs. Written once, before counting.
+#define MAX_RANGES 64
+static uintptr_t range_start[MAX_RANGES], range_end[MAX_RANGES];
+static int ranges;
+static uint64_t marked_total;
+static __thread uint64_t marked_mine __attribute__((tls_model("initial-exec")));
+
+static inline void count_from(size_t bytes, const void *caller) {
     __atomic_fetch_add(&total, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&total_bytes, bytes, __ATOMIC_RELAXED);
     mine++;
+    uintptr_t a = (uintptr_t)caller;
+    for (int i = 0; i < ranges; i++) {
+        if (a >= range_start[i] && a < range_end[i]) {
+            __atomic_fetch_add(&marked_total, 1, __ATOMIC_RELAXED);
+            marked_mine++;
+            break;
+        }
+    }
 }
+#define count(bytes) count_from((bytes), __builtin_return_address(0))
 
 void *malloc(size_t n) { count(n); return __libc_malloc(n); }
 void *calloc(size_t a, size_t b) { count(a * b); return __libc_calloc(a, b); }
@@ -47,6 +66,36 @@ uint64_t calloc_counter_total(void) { return __atomic_load_n(&total, __ATOMIC_RE
 uint64_t calloc_counter_thread(void) { return mine; }
 uint64_t calloc_counter_total_bytes(void) { return __atomic_load_n(&total_bytes, __ATOMIC_RELAXED); }
 uint64_t calloc_counter_frees(void) { return __atomic_load_n(&frees, __ATOMIC_RELAXED); }
+
+static int mark_one(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    const char *const *prefixes = data;
+    const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    name = name ? name + 1 : info->dlpi_name;
+    if (!name || !*name) return 0;
+    int match = 0;
+    for (int i = 0; prefixes[i]; i++) {
+        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0) { match = 1; break; }
+    }
+    if (!match) return 0;
+    for (int i = 0; i < info->dlpi_phnum && ranges < MAX_RANGES; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+        range_start[ranges] = info->dlpi_addr + ph->p_vaddr;
+        range_end[ranges] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+        ranges++;
+    }
+    return 0;
+}
+
+int calloc_counter_mark_libraries(const char *const *prefixes) {
+    ranges = 0;
+    dl_iterate_phdr(mark_one, (void *)prefixes);
+    return ranges;
+}
+
+uint64_t calloc_counter_marked_total(void) { return __atomic_load_n(&marked_total, __ATOMIC_RELAXED); }
+uint64_t calloc_counter_marked_thread(void) { return marked_mine; }
 
 int calloc_counter_is_active(void) {
     uint64_t before = mine;

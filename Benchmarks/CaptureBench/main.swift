@@ -10,6 +10,11 @@
 //   capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--quality Q] [--json]
 //   capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH]
 //                         [--seconds S] [--rounds N] [--json]   (needs a display: Xvfb; see Preview.swift)
+//   capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N]
+//                        [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR]
+//                        [--peer none] [--json]
+//   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--json]
+//                        (needs ffmpeg; see Record.swift)
 import CaptureVirtual
 import CaptureImaging
 import CaptureV4L2
@@ -32,7 +37,7 @@ struct Arguments {
         while let a = it.next() {
             guard a.hasPrefix("--") else { fail("unexpected argument \(a)") }
             let key = String(a.dropFirst(2))
-            if ["json", "strip-dht"].contains(key) { flags.insert(key) } else if let v = it.next() { values[key] = v } else {
+            if ["json", "strip-dht", "session"].contains(key) { flags.insert(key) } else if let v = it.next() { values[key] = v } else {
                 fail("\(a) needs a value")
             }
         }
@@ -727,6 +732,7 @@ case "passthrough": passthrough(arguments)
 case "session": session(arguments)
 case "live": live(arguments)
 case "preview": previewBench(arguments)
+case "record": recordBench(arguments)
 default:
     print("""
     usage: capture-bench hotpath --input FILE --size WxH --format YUYV|UYVY|NV12|YU12 --quality Q
@@ -735,6 +741,8 @@ default:
            capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--still-quality Q] [--jpeg-threads N] [--json]
            capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
            capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH] [--seconds S] [--rounds N] [--json]
+           capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR] [--peer none] [--json]
+           capture-bench record --session [--size WxH] [--format F] [--seconds S] [--json]
     """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))
 }

@@ -36,20 +36,28 @@ private func writeError(_ code: Int32, _ what: String, path: String) -> Recordin
 /// frame (the capture clock, so dropped frames leave gaps in time).
 ///
 /// Not thread-safe: the movie output's recording queue owns it. Steady state allocates nothing
-/// per frame but FFmpeg's packet references.
-final class MovieWriter {
+/// of its own per frame (one reused `AVFrame` and `AVPacket`); FFmpeg and x264 allocate about
+/// ten per H.264 frame themselves (`capture-bench record`). Package access for that bench.
+package final class MovieWriter {
     /// The stream's shape, known at the first frame.
-    struct VideoFormat {
+    package struct VideoFormat {
         var width: Int
         var height: Int
         /// Of the frames given: `.nv12`/`.yuv420` for H.264, `.jpeg` for MJPEG.
         var pixelFormat: PixelFormat
         /// The camera's nominal frame interval.
         var frameInterval: FrameInterval
+
+        package init(width: Int, height: Int, pixelFormat: PixelFormat, frameInterval: FrameInterval) {
+            self.width = width
+            self.height = height
+            self.pixelFormat = pixelFormat
+            self.frameInterval = frameInterval
+        }
     }
 
-    private(set) var path: String
-    private(set) var encoderName = ""
+    package private(set) var path: String
+    package private(set) var encoderName = ""
     private var format: UnsafeMutablePointer<AVFormatContext>?
     private var stream: UnsafeMutablePointer<AVStream>?
     private var encoder: UnsafeMutablePointer<AVCodecContext>?
@@ -64,6 +72,12 @@ final class MovieWriter {
     private var frameDurationInStream: Int64 = 0
     private var lastPTS: Int64 = .min
     private var headerWritten = false
+
+    /// A writer for `url` (its extension or scheme chooses the container), or nil for one it does not name.
+    package convenience init?(url: URL, fragmentInterval: Duration) throws(RecordingError) {
+        guard let container = MovieContainer(url: url) else { return nil }
+        try self.init(url: url, container: container, fragmentInterval: fragmentInterval)
+    }
 
     /// Creates the file (nothing is written to it until `begin`).
     init(url: URL, container: MovieContainer, fragmentInterval: Duration) throws(RecordingError) {
@@ -130,7 +144,7 @@ final class MovieWriter {
     private var videoOffset: Int64 = 0
 
     /// Sets up the stream (and encoder) for frames of `video` and writes the header.
-    func begin(_ video: VideoFormat, audio: AudioFormat?, settings: MovieOutputSettings) throws(RecordingError) {
+    package func begin(_ video: VideoFormat, audio: AudioFormat?, settings: MovieOutputSettings) throws(RecordingError) {
         guard let format else { throw RecordingError(.invalidState, "the file is closed") }
         try prepareVideo(video, settings: settings, globalHeader: (format.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0)
         try addVideoStream()
@@ -257,6 +271,10 @@ final class MovieWriter {
             // A cluster per fragment interval (FFmpeg's default is 5 s), so the file grows, and
             // keeps what it has, as often as an MP4's fragments.
             av_dict_set(&opts, "cluster_time_limit", "\(max(1, fragmentMicroseconds / 1000))", 0)
+            // No CRC-32 element per cluster: FFmpeg's CRC over every byte cost more than the rest
+            // of an MJPEG recording's muxing (capture-bench record); the elements are optional
+            // and a cut cluster is told by its size anyway.
+            av_dict_set(&opts, "write_crc32", "0", 0)
         }
         if container == .rtsp {
             // Interleaved in the TCP connection (no UDP ports to open); a server that stops
@@ -331,7 +349,7 @@ final class MovieWriter {
 
     /// Bytes in the file so far (the muxer's buffered fragment not counted); for RTSP, the
     /// stream's bytes sent.
-    var fileSize: Int64 {
+    package var fileSize: Int64 {
         guard container != .rtsp else { return packetBytes }
         guard let pb = format?.pointee.pb else { return 0 }
         return max(0, avio_tell(pb))
@@ -343,7 +361,7 @@ final class MovieWriter {
     }
 
     /// Writes one frame, `nanoseconds` after the first. The sample is read here and not kept.
-    func write(_ sample: SampleBuffer, at nanoseconds: Int64) throws(RecordingError) {
+    package func write(_ sample: SampleBuffer, at nanoseconds: Int64) throws(RecordingError) {
         guard format != nil, let packet, let stream else { throw RecordingError(.invalidState, "the file is closed") }
         if let encoder, let frame {
             guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
@@ -382,7 +400,12 @@ final class MovieWriter {
     private func copy(_ sample: SampleBuffer, into frame: UnsafeMutablePointer<AVFrame>) {
         guard let v = videoFormat else { return }
         let h = v.height, w = v.width, chromaRows = (h + 1) / 2
-        let stride0 = sample.bytesPerRow(plane: 0)
+        // A pitch of 0 (a source that does not report one) means rows without padding.
+        func pitch(_ plane: Int, natural: Int) -> Int {
+            let p = sample.bytesPerRow(plane: plane)
+            return p > 0 ? p : natural
+        }
+        let stride0 = pitch(0, natural: w)
         // The frame's `data` and `linesize` arrays (C arrays, tuples in Swift), by their offsets.
         let raw = UnsafeMutableRawPointer(frame)
         let data = (raw + MemoryLayout<AVFrame>.offset(of: \AVFrame.data)!).assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
@@ -404,15 +427,15 @@ final class MovieWriter {
         if v.pixelFormat == .nv12 {
             // One buffer (V4L2 NV12: the interleaved chroma follows the luma) or two planes.
             if sample.planeCount >= 2 {
-                rows(1, from: 1, offset: 0, count: chromaRows, rowBytes: w, srcStride: sample.bytesPerRow(plane: 1))
+                rows(1, from: 1, offset: 0, count: chromaRows, rowBytes: w, srcStride: pitch(1, natural: w))
             } else {
                 rows(1, from: 0, offset: stride0 * h, count: chromaRows, rowBytes: w, srcStride: stride0)
             }
         } else {
             let cw = (w + 1) / 2
             if sample.planeCount >= 3 {
-                rows(1, from: 1, offset: 0, count: chromaRows, rowBytes: cw, srcStride: sample.bytesPerRow(plane: 1))
-                rows(2, from: 2, offset: 0, count: chromaRows, rowBytes: cw, srcStride: sample.bytesPerRow(plane: 2))
+                rows(1, from: 1, offset: 0, count: chromaRows, rowBytes: cw, srcStride: pitch(1, natural: cw))
+                rows(2, from: 2, offset: 0, count: chromaRows, rowBytes: cw, srcStride: pitch(2, natural: cw))
             } else {
                 let cs = stride0 / 2
                 rows(1, from: 0, offset: stride0 * h, count: chromaRows, rowBytes: cw, srcStride: cs)
@@ -629,7 +652,7 @@ final class MovieWriter {
 
     /// Flushes the encoder, writes the trailer (the last fragment) and closes the file. Safe to
     /// call more than once; after a failure it still closes the file.
-    func finish(videoEnd: Int64 = 0) throws(RecordingError) {
+    package func finish(videoEnd: Int64 = 0) throws(RecordingError) {
         defer { close() }
         guard let format, headerWritten else { return }
         var failure: RecordingError?

@@ -26,7 +26,7 @@ public enum MultipartBody {
     public static func parse(_ body: [UInt8], boundary: String = "boundarydonotcross") throws -> Parsed {
         let open = Array("--\(boundary)\r\n".utf8), close = Array("--\(boundary)--".utf8)
         var i = 0, parts: [Part] = []
-        func starts(_ p: [UInt8], at at: Int) -> Bool { at + p.count <= body.count && Array(body[at..<at + p.count]) == p }
+        func starts(_ p: [UInt8], at k: Int) -> Bool { k + p.count <= body.count && Array(body[k..<k + p.count]) == p }
         while i < body.count {
             // Blank lines between parts are allowed (the part's own CRLF ends its data).
             if starts([0x0D, 0x0A], at: i) { i += 2; continue }

@@ -18,4 +18,13 @@ uint64_t calloc_counter_frees(void);
 /// link put another definition first).
 int calloc_counter_is_active(void);
 
+/// Marks the code of the loaded libraries whose file names start with one of `prefixes` (a
+/// NULL-terminated list, e.g. "libavcodec"): allocations called from their code are also counted
+/// as theirs below. Returns the number of code ranges marked. Call before counting.
+int calloc_counter_mark_libraries(const char *const *prefixes);
+/// Allocations called directly from marked libraries' code, by every thread.
+uint64_t calloc_counter_marked_total(void);
+/// The same, by the calling thread.
+uint64_t calloc_counter_marked_thread(void);
+
 #endif
