@@ -40,6 +40,8 @@ TYPES = [
     ("capturepreview/previewwindow", "PreviewWindow"),
     ("captureserver/capturestreamserver", "CaptureStreamServer"),
     ("capturerecording/capturemoviefileoutput", "CaptureMovieFileOutput"),
+    # CaptureRecording's extension of Capture's session (session.addOutput(movie)).
+    ("capturerecording/capture/capturesession", "CaptureSession"),
 ]
 SEEDS = ["Seed 1", "Seed 2", "Seed 3", "Seed 4", "Seed 5"]
 
@@ -92,6 +94,13 @@ def main():
                 page.goto(base + path + "/")
                 page.wait_for_selector("main h1", timeout=30000)
                 return page.inner_text("main h1").strip()
+
+            page.goto(base)
+            page.wait_for_selector("main h1", timeout=30000)
+            text = page.inner_text("main")
+            products = ["Capture", "CapturePreview", "CaptureServer", "CaptureRecording"]
+            check("the site's landing page lists the four products", all(p in text for p in products),
+                  f"missing {[p for p in products if p not in text]}")
 
             landing = title_of("capture")
             check("the Capture landing page", landing == "Capture", landing)
