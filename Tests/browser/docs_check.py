@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""The documentation site in a real browser: docs-site/ (written by scripts/docs) served on
+127.0.0.1 as `scripts/docs --serve` serves it, Debian's chromium driven headless by Playwright.
+Opens the landing page, every article and a page for public types of each product (re-exported
+ones included) and checks what they show. Prints one "PASS  ..." or "FAIL  ..." line per check;
+exits non-zero if any check failed or could not run.
+
+    Tests/browser/docs_check.py SITE_DIR     (SITE_DIR: docs-site, from scripts/docs)
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+failed = 0
+
+# Path under /documentation/, and the title the page must show.
+ARTICLES = [
+    ("capture/gettingstarted", "Getting started"),
+    ("capture/portingfromavfoundation", "Porting from AVFoundation"),
+    ("capture/framesbuffersandthreads", "Frames, buffers and threads"),
+    ("capture/testingwiththevirtualcamera", "Testing with the virtual camera"),
+    ("capture/measuringyourcamera", "Measuring your camera"),
+    ("capturepreview/showingthepreview", "Showing the preview"),
+    ("captureserver/servingthecamera", "Serving the camera"),
+    ("capturerecording/recordingmovies", "Recording movies"),
+]
+# Types of each product; CaptureError, PixelFormat and VirtualCamera live in lower targets and
+# are documented through Capture's re-exports.
+TYPES = [
+    ("capture/capturesession", "CaptureSession"),
+    ("capture/capturedevice", "CaptureDevice"),
+    ("capture/capturevideodataoutput", "CaptureVideoDataOutput"),
+    ("capture/samplebuffer", "SampleBuffer"),
+    ("capture/captureerror", "CaptureError"),
+    ("capture/pixelformat", "PixelFormat"),
+    ("capture/virtualcamera", "VirtualCamera"),
+    ("capturepreview/capturevideopreviewlayer", "CaptureVideoPreviewLayer"),
+    ("capturepreview/previewwindow", "PreviewWindow"),
+    ("captureserver/capturestreamserver", "CaptureStreamServer"),
+    ("capturerecording/capturemoviefileoutput", "CaptureMovieFileOutput"),
+    # CaptureRecording's extension of Capture's session (session.addOutput(movie)).
+    ("capturerecording/capture/capturesession", "CaptureSession"),
+]
+SEEDS = ["Seed 1", "Seed 2", "Seed 3", "Seed 4", "Seed 5"]
+
+
+def check(name, ok, detail=""):
+    global failed
+    if ok:
+        print(f"PASS  docs: {name}", flush=True)
+    else:
+        failed += 1
+        print(f"FAIL  docs: {name}" + (f"  ({detail})" if detail else ""), flush=True)
+    return ok
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: docs_check.py SITE_DIR", file=sys.stderr)
+        return 2
+    site = sys.argv[1]
+    if not check("the site was built (scripts/docs)", os.path.exists(os.path.join(site, "index.html")), site):
+        return 1
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as e:
+        check("playwright is installed (pip install playwright)", False, str(e))
+        return 1
+    if not check("chromium is installed (/usr/bin/chromium)", os.access("/usr/bin/chromium", os.X_OK)):
+        return 1
+    # What `scripts/docs --serve` runs, on a free port.
+    server = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
+                               "--directory", site], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        base = None
+        deadline = time.time() + 20
+        while time.time() < deadline and base is None:
+            line = server.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"port (\d+)", line)
+            if m:
+                base = f"http://127.0.0.1:{m.group(1)}/documentation/"
+        if not check("the site is served on 127.0.0.1", base is not None):
+            return 1
+
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            page = browser.new_page()
+
+            def title_of(path):
+                page.goto(base + path + "/")
+                page.wait_for_selector("main h1", timeout=30000)
+                return page.inner_text("main h1").strip()
+
+            page.goto(base)
+            page.wait_for_selector("main h1", timeout=30000)
+            text = page.inner_text("main")
+            products = ["Capture", "CapturePreview", "CaptureServer", "CaptureRecording"]
+            check("the site's landing page lists the four products", all(p in text for p in products),
+                  f"missing {[p for p in products if p not in text]}")
+
+            landing = title_of("capture")
+            check("the Capture landing page", landing == "Capture", landing)
+            body = page.inner_text("main")
+            missing = [t for _, t in ARTICLES[:5] if t not in body]
+            check("the Capture landing page lists its articles", not missing, f"missing {missing}")
+
+            for path, want in ARTICLES + TYPES:
+                try:
+                    got = title_of(path)
+                except Exception as e:  # a page that never renders
+                    got = f"no page: {e}".splitlines()[0]
+                check(f"{path} shows '{want}'", got == want, got)
+
+            # The porting guide: every seed, Objective-C beside Swift.
+            page.goto(base + "capture/portingfromavfoundation/")
+            page.wait_for_selector("main h1", timeout=30000)
+            text = page.inner_text("main")
+            check("the porting guide has the five seeds", all(s in text for s in SEEDS),
+                  f"missing {[s for s in SEEDS if s not in text]}")
+            rows = page.eval_on_selector_all(
+                "main .row", "rows => rows.map(r => [...r.querySelectorAll('pre')].length)")
+            check("the porting guide shows Objective-C beside Swift", len(rows) >= 10 and all(n == 2 for n in rows),
+                  f"rows with code listings: {rows}")
+            check("the porting guide's listings include both languages",
+                  "captureStillImageAsynchronouslyFromConnection" in text and "captureStillImageAsynchronously(from:" in text)
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
