@@ -10,28 +10,35 @@ extension CaptureError {
     /// A failed file operation on `path` in the library's words: `.diskFull` (ENOSPC, EDQUOT),
     /// `.readOnlyFileSystem` (EROFS), `.permissionDenied` (EACCES, EPERM), `.invalidArgument`
     /// (a missing folder or a path through a file), else `.ioError` with the system's reason.
-    package static func file(errno code: Int32, path: String, operation: String) -> CaptureError {
-        let folder = (path as NSString).deletingLastPathComponent
+    /// `path` names a file, or with `inFolder` the folder a file was to go into; `subject` says
+    /// what was being written ("the photo (N bytes)").
+    package static func file(errno code: Int32, path: String, operation: String, inFolder: Bool = false,
+                             subject: String? = nil) -> CaptureError {
+        let folder = inFolder ? path : (path as NSString).deletingLastPathComponent
+        let write = inFolder ? "write in" : "write"
         switch code {
         case ENOSPC, EDQUOT:
-            return CaptureError(.diskFull, "the disk holding \(path) is full; free some space or write to another folder",
+            let room = subject.map { ": there is no room for \($0)" } ?? ""
+            return CaptureError(.diskFull, "the disk holding \(path) is full\(room); free some space or write to another folder",
                                 errno: code, operation: operation)
         case EROFS:
             return CaptureError(.readOnlyFileSystem, "\(path) is on a read-only file system; remount it read-write or write to another folder",
                                 errno: code, operation: operation)
         case EACCES, EPERM:
-            return CaptureError(.permissionDenied, "no permission to write \(path); check the folder's owner and mode or write to another folder",
+            return CaptureError(.permissionDenied, "no permission to \(write) \(path); check \(inFolder ? "its" : "the folder's") owner and mode or write to another folder",
                                 errno: code, operation: operation)
         case ENOENT:
             return CaptureError(.invalidArgument, "no such folder: \(folder.isEmpty ? path : folder); create it first or write to another folder",
                                 errno: code, operation: operation)
         case ENOTDIR:
-            return CaptureError(.invalidArgument, "a part of \(path) is not a folder; write to a folder that exists",
+            return CaptureError(.invalidArgument, inFolder ? "\(path) is not a folder; write to a folder that exists"
+                                    : "a part of \(path) is not a folder; write to a folder that exists",
                                 errno: code, operation: operation)
         case EISDIR:
             return CaptureError(.invalidArgument, "\(path) is a folder; name a file", errno: code, operation: operation)
         default:
-            return CaptureError(.ioError, "\(operation) \(path) failed: \(String(cString: strerror(code)))",
+            let what = subject.map { "could not write \($0) in \(path)" } ?? "\(operation) \(path) failed"
+            return CaptureError(.ioError, "\(what): \(String(cString: strerror(code)))",
                                 errno: code, operation: operation)
         }
     }

@@ -349,27 +349,9 @@ public final class PhotoLibrary: Sendable {
         close(fd)
     }
 
-    static func storageError(_ code: Int32, operation: String, path: String, size: Int? = nil) -> CaptureError {
-        switch code {
-        case ENOSPC, EDQUOT:
-            let what = size.map { "the photo (\($0) bytes)" } ?? "the photo"
-            return CaptureError(.diskFull, "the disk holding \(path) is full: there is no room for \(what); free some space or save to another folder",
-                                errno: code, operation: operation)
-        case EROFS:
-            return CaptureError(.readOnlyFileSystem, "\(path) is on a read-only file system; remount it read-write or save to another folder",
-                                errno: code, operation: operation)
-        case EACCES, EPERM:
-            return CaptureError(.permissionDenied, "no permission to write in \(path); check its owner and mode or save to another folder",
-                                errno: code, operation: operation)
-        case ENOENT:
-            return CaptureError(.invalidArgument, "no such folder: \(path); create it first or save to another folder",
-                                errno: code, operation: operation)
-        case ENOTDIR:
-            return CaptureError(.invalidArgument, "\(path) is not a folder; save to a folder that exists",
-                                errno: code, operation: operation)
-        default:
-            return CaptureError(.ioError, "could not save the photo in \(path): \(String(cString: strerror(code)))",
-                                errno: code, operation: operation)
-        }
+    /// A failed step of saving a photo into `folder`, in the words every file error has.
+    static func storageError(_ code: Int32, operation: String, path folder: String, size: Int? = nil) -> CaptureError {
+        CaptureError.file(errno: code, path: folder, operation: operation, inFolder: true,
+                          subject: size.map { "the photo (\($0) bytes)" } ?? "the photo")
     }
 }
