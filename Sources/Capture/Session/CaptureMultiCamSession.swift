@@ -24,7 +24,8 @@ public final class CaptureMultiCamSession: CaptureSession, @unchecked Sendable {
     /// An empty multi-camera session.
     public override init() { super.init(multiCam: true) }
 
-    /// Adds `input` without connecting it to any output (`addInputWithNoConnections`).
+    /// Adds `input` without connecting it to any output (`addInputWithNoConnections`); refused as
+    /// `addInput` refuses (a `.configurationRejected` event, and the commit says `.rejected`).
     public func addInputWithNoConnections(_ input: CaptureInput) { addInputWithoutLinks(input) }
 
     /// Adds `output` without connecting it to any input (`addOutputWithNoConnections`).

@@ -786,7 +786,7 @@ public class CaptureSession: @unchecked Sendable {
 
     func addInputWithoutLinks(_ input: CaptureInput) {
         change {
-            guard canAddInput(input) else { return }
+            if let why = whyNotAdd(input) { refuse(why); return }
             stagedInputs.append(input)
             unlinkedInputs.insert(ObjectIdentifier(input))
         }
