@@ -337,13 +337,16 @@ import Testing
         try curlClient.run()
         #expect(await eventually(timeout: 20) { ((try? Data(contentsOf: saved))?.count ?? 0) > 20_000 }, "curl got no parts")
         served.camera.disconnect()
-        var parts = 0
-        while let p = try reader.next() {
+        // The parts still in the sockets' buffers come first (hundreds on a loaded machine, as
+        // this reader was not read while curl started): the stream must end within 30 s.
+        var parts = 0, ended = false
+        let readUntil = Date().addingTimeInterval(30)
+        while Date() < readUntil {
+            guard let p = try reader.next() else { ended = true; break }
             #expect(p.isCompleteJPEG)
             parts += 1
-            if parts > 200 { break }
         }
-        #expect(parts <= 200, "the stream ended")
+        #expect(ended, "the stream did not end within 30 s of the disconnect (\(parts) parts read)")
         #expect(reader.sawCloseDelimiter, "the stream ended without the multipart close delimiter")
         #expect(reader.client.readToEnd().isEmpty, "bytes after the close delimiter, or the connection stayed open")
         #expect(await eventually(timeout: 20) { !curlClient.isRunning }, "curl's response did not end")

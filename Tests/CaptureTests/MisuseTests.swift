@@ -623,9 +623,10 @@ import CaptureTestSupport
         // Other suites run meanwhile and open descriptors of their own: a leak of one per cycle is 150.
         #expect(ProcessResources.openDescriptors - fds < 40, "descriptors \(fds) -> \(ProcessResources.openDescriptors)")
         // A 320x240 stream's buffers are 600 kB: a leaked stream per cycle is 90 MB. (Other
-        // suites allocate meanwhile, so the bound leaves them room.)
+        // suites allocate meanwhile, so the bound leaves them room: 37 MB was seen with the
+        // whole host suite in parallel; leaked sessions and outputs are caught above.)
         let grown = MisuseRig.heapBytesInUse - heap
-        #expect(grown < 32 << 20, "memory in use grew by \(grown >> 10) KiB over 150 cycles")
+        #expect(grown < 64 << 20, "memory in use grew by \(grown >> 10) KiB over 150 cycles")
     }
 }
 
