@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks what scripts/install puts on a machine, with the debug `capture`: the man page made from
 # the tool's usage texts renders under groff -ww with no warning and names every command and flag;
-# the bash completion loads and completes commands, flags, enumerations and devices; the zsh one
+# the bash completion loads and completes commands, flags, enumerations and devices, alone and
+# under Debian's bash-completion (words broken at ":"); the zsh one
 # parses and completes the same (compadd stubbed, so no terminal is needed); scripts/install
 # --binary puts the four files under a prefix. One PASS/FAIL line per check.
 # Usage: Tests/tools/check-install.sh BIN_DIR   (BIN_DIR holds capture)
@@ -64,6 +65,30 @@ for d in json.load(sys.stdin):
     for want in "${wants[@]}"; do has_line "$got" "$want" || return 1; done
 }
 check "install: bash completes --device with virtual and every camera's path and ID" devices_ok
+
+# As in a terminal with Debian's bash-completion loaded: the word breaks at ':' (virtual:NAME).
+with_bash_completion() { # COMP_LINE, then COMP_WORDS as bash splits it
+    bash -c 'source /usr/share/bash-completion/bash_completion && source "$1" || exit 1
+        COMP_LINE=$2 COMP_POINT=${#2}; shift 2; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _capture
+        printf "%s\n" "${COMPREPLY[@]}"' x "$repo/scripts/completions/capture.bash" "$@"
+}
+colon_ok() {
+    local id
+    id=$("$tool" devices --json 2>/dev/null | python3 -c '
+import json, sys
+print(next((d["uniqueID"] for d in json.load(sys.stdin) if d["mediaType"] == "video" and d["uniqueID"].count(":") == 1), ""))')
+    [[ -n $id ]] || { echo "  no camera with one ':' in its ID to complete" >&2; return 1; }
+    local before=${id%%:*} after=${id#*:}
+    has_line "$(with_bash_completion "$tool snap --device $before:${after:0:3}" \
+        "$tool" snap --device "$before" : "${after:0:3}" 2>&1)" "$(printf %q "$after")"
+}
+if [[ -r /usr/share/bash-completion/bash_completion ]]; then
+    check "install: with bash-completion, 'snap --qu' completes to --quality" \
+        same "$(with_bash_completion "$tool snap --qu" "$tool" snap --qu 2>&1)" --quality
+    check "install: with bash-completion, --device completes a camera ID past its ':'" colon_ok
+else
+    echo "FAIL  install: bash-completion not installed (apt-get install bash-completion)"; failed=1
+fi
 
 # zsh: parses; completes with compadd and _files stubbed to print what they are given.
 if command -v zsh >/dev/null; then

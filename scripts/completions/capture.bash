@@ -15,9 +15,10 @@ _capture_devices() {
 
 # Adds to COMPREPLY (so not in a pipeline's subshell) the lines of standard input that start with $cur, quoted for the command line.
 _capture_add() {
-    local line
+    local line typed=${cur//\\/}  # as typed, less the backslashes that quote spaces
+    typed=${typed#[\"\']}
     while IFS= read -r line; do
-        [[ -n $line && $line == "$cur"* ]] && COMPREPLY+=("$(printf '%q' "$line")")
+        [[ -n $line && $line == "$typed"* ]] && COMPREPLY+=("$(printf '%q' "$line")")
     done
 }
 
