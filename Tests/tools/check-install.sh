@@ -3,7 +3,8 @@
 # the tool's usage texts renders under groff -ww with no warning and names every command and flag;
 # the bash completion loads and completes commands, flags, enumerations and devices, alone and
 # under Debian's bash-completion (words broken at ":"); the zsh one
-# parses and completes the same (compadd stubbed, so no terminal is needed); scripts/install
+# parses and completes the same (compadd stubbed), and completes in a real interactive zsh
+# (zpty, compinit); scripts/install
 # --binary puts the four files under a prefix. One PASS/FAIL line per check.
 # Usage: Tests/tools/check-install.sh BIN_DIR   (BIN_DIR holds capture)
 set -uo pipefail
@@ -102,6 +103,24 @@ if command -v zsh >/dev/null; then
     check "install: zsh completes 'capture snap --qu' with --quality" has_line "$(complete_zsh "$tool" snap --qu 2>&1)" --quality
     check "install: zsh completes 'capture preview --gravity' with resizeAspectFill" \
         has_line "$(complete_zsh "$tool" preview --gravity '' 2>&1)" resizeAspectFill
+    # And in a real interactive zsh on a pseudo-terminal, with compinit: the line after TAB.
+    mkdir -p "$work/zbin" "$work/zfunc" && ln -sf "$tool" "$work/zbin/capture" &&
+        cp "$repo/scripts/completions/_capture" "$work/zfunc/"
+    zsh_tab() { # LINE; prints the screen after LINE and TAB (waits up to 15 s for WANT=$2)
+        ZBIN=$work/zbin ZFUNC=$work/zfunc zsh -f -c '
+            zmodload zsh/zpty
+            zpty z "PATH=\$ZBIN:\$PATH zsh -f -i"
+            zpty -w z "PS1=\"> \"; fpath=(\$ZFUNC \$fpath); autoload -Uz compinit; compinit -u -D"
+            zpty -w -n z "$1"$'"'"'\t'"'"'
+            out= c= deadline=$((SECONDS + 15))
+            while ((SECONDS < deadline)) && [[ $out != *"$2"* ]]; do
+                zpty -r -t z c && out+=$c || sleep 0.2
+            done
+            zpty -d z
+            print -r -- "$out"' x "$@"
+    }
+    check "install: interactive zsh with compinit completes 'capture snap --qu<TAB>' to --quality" \
+        grep -qF "capture snap --quality" <<<"$(zsh_tab "capture snap --qu" "snap --quality")"
 else
     echo "FAIL  install: zsh not installed (apt-get install zsh)"; failed=1
 fi
