@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Checks what scripts/install puts on a machine, with the debug `capture`: the man page made from
 # the tool's usage texts renders under groff -ww with no warning and names every command and flag;
-# the bash completion loads and completes commands, flags, enumerations and devices, alone and
-# under Debian's bash-completion (words broken at ":"); the zsh one
-# parses and completes the same (compadd stubbed), and completes in a real interactive zsh
-# (zpty, compinit); scripts/install
-# --binary puts the four files under a prefix. One PASS/FAIL line per check.
+# the bash completion loads and completes commands, flags, enumerations and devices, alone and under
+# Debian's bash-completion (words broken at ':'); the zsh one parses, completes the same (compadd
+# stubbed) and completes in a real interactive zsh (zpty, compinit); scripts/install --binary puts
+# the four files under a prefix. One PASS/FAIL line per check.
 # Usage: Tests/tools/check-install.sh BIN_DIR   (BIN_DIR holds capture)
 set -uo pipefail
 bin=${1:?usage: check-install.sh BIN_DIR}
