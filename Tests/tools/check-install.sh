@@ -8,7 +8,7 @@
 # Usage: Tests/tools/check-install.sh BIN_DIR   (BIN_DIR holds capture)
 set -uo pipefail
 bin=${1:?usage: check-install.sh BIN_DIR}
-tool=$bin/capture
+tool=$(cd "$bin" && pwd)/capture  # absolute: the zsh check links to it
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/capture-install.XXXXXX")
 trap 'rm -rf "$work"' EXIT
