@@ -33,7 +33,8 @@ struct Arguments {
 let commandUsages: KeyValuePairs<String, String> = [
     "devices": """
     usage: capture devices [--json]
-           (cameras and microphones: path, media type, position, name, unique ID)
+           (cameras and microphones: path, media type, position, name, unique ID; then
+           whether this user may use each: "video authorization: STATUS[: ADVICE]", "audio ...")
     """,
     "snap": """
     usage: capture snap [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
@@ -186,7 +187,9 @@ struct DeviceJSON: Encodable {
 func devicesCommand(_ args: Arguments) throws {
     var all = CaptureDevice.devices(for: .video) + CaptureDevice.devices(for: .audio)
     if all.filter({ $0.mediaType == .video }).isEmpty {
-        FileHandle.standardError.write(Data("capture: no camera on this machine; listing the virtual camera\n".utf8))
+        // Cameras this user may not open are not listed: say so rather than "no camera".
+        let why = CaptureDevice.authorizationAdvice(for: .video).map { " this user may open (\($0))" } ?? " on this machine"
+        FileHandle.standardError.write(Data("capture: no camera\(why); listing the virtual camera\n".utf8))
         _ = VirtualCamera.installDefaultPair()
         all = CaptureDevice.devices(for: .video) + CaptureDevice.devices(for: .audio)
     }
@@ -199,6 +202,10 @@ func devicesCommand(_ args: Arguments) throws {
     } else {
         for d in all {
             print("\(d.path)\t\(d.mediaType.rawValue)\t\(d.position.rawValue)\t\(d.localizedName)\t\(d.uniqueID)")
+        }
+        for type in [MediaType.video, .audio] {
+            let advice = CaptureDevice.authorizationAdvice(for: type).map { ": " + $0 } ?? ""
+            print("\(type.rawValue) authorization: \(CaptureDevice.authorizationStatus(for: type).rawValue)\(advice)")
         }
     }
 }

@@ -81,9 +81,11 @@ struct AuthorizationCheck {
         case .authorized:
             return nil
         case .denied:
-            // The nodes' group, unless it is root's (no udev rule gave them the usual group).
-            let owner = nodes.first.flatMap(ProcessAccess.owningGroup(of:)).flatMap { $0 == "root" ? nil : $0 } ?? group
-            return "This user may not open the \(kind) (\(nodes.first ?? "")): add it to the group '\(owner)' (sudo usermod -aG \(owner) $USER) and log in again."
+            // The first node a group other than root's owns (a udev rule gave it that group);
+            // with none, the usual group, which a udev rule would give.
+            let owned = nodes.lazy.compactMap { node in ProcessAccess.owningGroup(of: node).flatMap { $0 == "root" ? nil : (node, $0) } }.first
+            let (node, owner) = owned ?? (nodes[0], group)
+            return "This user may not open the \(kind) (\(node)): add it to the group '\(owner)' (sudo usermod -aG \(owner) $USER) and log in again."
         case .notDetermined:
             return "No \(kind) are present, and this user is not in the group '\(group)': add it (sudo usermod -aG \(group) $USER) so that it may open them when they appear."
         case .restricted:
