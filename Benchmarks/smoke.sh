@@ -64,9 +64,13 @@ if v.get("mode") != "preview" or not all(positive(k) for k in
     problems.append("preview")
 # 640x360 into 160x90: TurboJPEG's 1/4, on both routes (the bench fails itself when they differ).
 if v.get("mjpeg_decoded_size") != "160x90": problems.append("preview scaled size")
-def rpositive(k): return isinstance(rec.get(k), (int, float)) and math.isfinite(rec[k]) and rec[k] > 0
+def rfinite(k): return isinstance(rec.get(k), (int, float)) and math.isfinite(rec[k])
+def rpositive(k): return rfinite(k) and rec[k] > 0
+# ffmpeg's figure is a 12- minus a 4-frame run's CPU: in so short a round its start-up noise can
+# exceed the 8 frames' cost (seen: -0.38 ms), so it and the ratio need only be numbers here.
 if rec.get("mode") != "record" or not all(rpositive(k) for k in
-        ["h264_ratio", "ours_cpu_ms_per_frame", "ffmpeg_cpu_ms_per_frame", "mjpeg_ratio_to_memcpy", "mjpeg_ratio_to_write"]):
+        ["ours_cpu_ms_per_frame", "mjpeg_ratio_to_memcpy", "mjpeg_ratio_to_write"]) \
+        or not all(rfinite(k) for k in ["h264_ratio", "ffmpeg_cpu_ms_per_frame"]):
     problems.append("record figures")
 # Both sides encoded alike, and our file is about as large (a broken frame copy compresses far better).
 if rec.get("same_x264_options") is not True or rec.get("default_settings") is not True: problems.append("record x264 options")
