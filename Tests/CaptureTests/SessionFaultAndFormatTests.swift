@@ -1,6 +1,7 @@
 import CaptureVirtual
 import CaptureImaging
 import CaptureBackend
+import CaptureSystem
 import Capture
 import CaptureTestSupport
 import Foundation
@@ -233,6 +234,52 @@ import Testing
         #expect(session.isRunning && !still.isCapturingStillImage)
         cam.resume()
         #expect(try await still.captureStillImage(from: connection).jpegData != nil)
+    }
+
+    /// While the app holds every buffer of the camera (here a video data output that keeps its
+    /// frames), a still waits past its time-out instead of blaming the device, and is taken from
+    /// the first frame once a buffer goes back. (Under load, a slow delegate that keeps late
+    /// frames starved a still into `.timedOut` before.)
+    @Test func stillWaitsWhileTheAppHoldsEveryBuffer() async throws {
+        let cam = VirtualCamera(name: "Held still", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        VirtualCamera.install(cam)
+        defer { VirtualCamera.uninstall(cam) }
+        let device = try #require(CaptureDevice.device(withUniqueID: cam.uniqueID))
+        let session = CaptureSession()
+        let output = CaptureVideoDataOutput()
+        output.alwaysDiscardsLateVideoFrames = false
+        let collector = FrameCollector()
+        collector.holdAll = true
+        output.setSampleBufferDelegate(collector, queue: collector.queue)
+        let still = CaptureStillImageOutput()
+        session.addInput(try CaptureDeviceInput(device: device))
+        session.addOutput(output)
+        session.addOutput(still)
+        try session.start()
+        defer { session.stopRunning() }
+        let connection = try #require(still.connection(with: .video))
+        // Dry: the device reports frames it had nowhere to write.
+        let dryBy = ContinuousClock.now + .seconds(10)
+        while !collector.drops.contains(where: { $0.reason == .outOfBuffers }), ContinuousClock.now < dryBy {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(collector.drops.contains { $0.reason == .outOfBuffers }, "the camera never ran dry: \(collector.drops)")
+        let result = Locked<(sample: SampleBuffer?, error: CaptureError?, at: ContinuousClock.Instant)?>(nil)
+        let asked = ContinuousClock.now
+        still.captureStillImageAsynchronously(from: connection) { sample, error in
+            result.withLock { $0 = (sample, error, .now) }
+        }
+        // Past the 5 s time-out: still waiting.
+        try await Task.sleep(for: .milliseconds(6000))
+        #expect(result.withLock { $0 == nil } && still.isCapturingStillImage,
+                "gave up while the app held the buffers: \(String(describing: result.withLock { $0?.error }))")
+        let released = ContinuousClock.now
+        collector.releaseHeld()
+        let doneBy = ContinuousClock.now + .seconds(5)
+        while result.withLock({ $0 == nil }), ContinuousClock.now < doneBy { try await Task.sleep(for: .milliseconds(20)) }
+        let got = try #require(result.withLock { $0 }, "no still \(ContinuousClock.now - asked) after asking")
+        #expect(got.error == nil && got.sample?.jpegData != nil, "\(String(describing: got.error))")
+        #expect(got.at - released < .seconds(2), "the still came \(got.at - released) after a buffer went back")
     }
 
     /// A damaged frame (truncated, empty, garbled) does not fail a still: the capture skips it

@@ -42,6 +42,8 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         var completion: @Sendable (SampleBuffer?, CaptureError?) -> Void
         var id: UInt64
         var deadline: DispatchTime
+        /// How long it waits for a frame while the camera has a buffer to write into.
+        var timeout: DispatchTimeInterval
         /// The last damaged frame this request skipped, for the time-out's message.
         var skipped: CaptureError?
     }
@@ -127,9 +129,11 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     /// Takes a still from `connection` and calls `completionHandler` (on a private queue) with a
     /// sample buffer holding the JPEG, or with an error: `.invalidState` when the session does not
     /// run, `.disconnected` when the camera goes away, `.timedOut` when no frame comes within
-    /// max(5 s, 20 frame intervals), `.corruptFrame` when within that time only damaged frames
-    /// come (a damaged frame is skipped, the next one taken), `.cancelled` when the session
-    /// stops or this output is released first. The handler is called exactly once.
+    /// max(5 s, 20 frame intervals) while the camera has a buffer to write into (while the app
+    /// holds every buffer, the capture waits for it to let one go), `.corruptFrame` when within
+    /// that time only damaged frames come (a damaged frame is skipped, the next one taken),
+    /// `.cancelled` when the session stops or this output is released first. The handler is
+    /// called exactly once.
     public func captureStillImageAsynchronously(from connection: CaptureConnection,
                                                 completionHandler: @escaping @Sendable (SampleBuffer?, CaptureError?) -> Void) {
         capture(from: connection, settings: outputSettings, alwaysEXIF: false, completionHandler: completionHandler)
@@ -147,11 +151,12 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             return
         }
         let interval = connection.device?.activeVideoMinFrameDuration?.seconds ?? (1.0 / 30)
-        let timeout = max(5.0, 20 * interval)
+        let timeout = DispatchTimeInterval.milliseconds(Int(max(5.0, 20 * interval) * 1000))
         let id: UInt64 = state.withLock { st in
             st.nextID += 1
             st.pending.append(Request(connection: connection, settings: settings, alwaysEXIF: alwaysEXIF,
-                                      completion: completionHandler, id: st.nextID, deadline: .now() + timeout))
+                                      completion: completionHandler, id: st.nextID, deadline: .now() + timeout,
+                                      timeout: timeout))
             runTimeouts(&st)
             return st.nextID
         }
@@ -358,6 +363,14 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             if st.pending.isEmpty, st.timerRunning {
                 st.timerRunning = false
                 sources.timeouts.suspend()
+            }
+            // While the app holds every buffer of the camera (a slow delegate that keeps late
+            // frames, sample buffers kept), the wait is the app's own, not a stalled device: it
+            // ends when a buffer goes back, or with `.cancelled` when the session stops.
+            for i in st.pending.indices where st.pending[i].deadline <= now {
+                if (st.pending[i].connection.input as? CaptureDeviceInput)?.appHoldsEveryBuffer.load(ordering: .relaxed) == true {
+                    st.pending[i].deadline = now + st.pending[i].timeout
+                }
             }
             return st.pending.contains { $0.deadline <= now }
         }

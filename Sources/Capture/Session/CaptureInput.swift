@@ -1,5 +1,6 @@
 import CaptureBackend
 import Foundation
+import Synchronization
 
 /// A source of media for a session, as `AVCaptureInput`. Use `CaptureDeviceInput`.
 public class CaptureInput: @unchecked Sendable {
@@ -16,6 +17,9 @@ public class CaptureInput: @unchecked Sendable {
 public final class CaptureDeviceInput: CaptureInput, @unchecked Sendable, CustomStringConvertible {
     /// The device this input reads.
     public let device: CaptureDevice
+    /// Whether the app holds every buffer of the running camera, so the device has nowhere to
+    /// write (kept current by the capture thread, at least every 100 ms).
+    let appHoldsEveryBuffer = Atomic<Bool>(false)
 
     /// Opens `device` for capture.
     public init(device: CaptureDevice) throws(CaptureError) {

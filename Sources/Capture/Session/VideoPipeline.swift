@@ -84,6 +84,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         defer {
             // What the encoders hold is delivered before the outputs hear of the stop.
             shutDownStages { _ in true }
+            input.appHoldsEveryBuffer.store(false, ordering: .relaxed)
             // Held frames go back when their last holders let go.
             samples.abandon()
             finished.signal()
@@ -95,7 +96,9 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         while !stopRequested.load(ordering: .acquiring) {
             // A stage no output fed for a while (its output went away or changed settings).
             if !stages.isEmpty { shutDownStages { self.framesHanded &- $0.lastFed > 120 } }
-            if sourceIsDry {
+            let dry = sourceIsDry
+            input.appHoldsEveryBuffer.store(dry, ordering: .relaxed)
+            if dry {
                 // Dry: the app holds every buffer, the driver has nowhere to write, and it will
                 // not say how many frames it lost until a buffer comes back. Report them now.
                 if let drop = ledger.dry(now: .now(), deviceNext: source.nextSequenceNumber) { report(drop) }
