@@ -9,71 +9,9 @@ import Foundation
 import Testing
 
 @Suite(.serialized, .timeLimit(.minutes(4))) struct ServeDriverTests {
-    /// A running `capture serve`, its output collected as it comes.
-    final class Serving: @unchecked Sendable {
-        let process = Process()
-        private let lock = NSLock()
-        private var out = Data(), err = Data()
-        let home: URL
-
-        init(_ args: [String]) throws {
-            let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            let tool = [dir.appendingPathComponent("capture"), dir.deletingLastPathComponent().appendingPathComponent("capture")]
-                .first { FileManager.default.isExecutableFile(atPath: $0.path) }
-            let path = try #require(tool, "no capture beside \(CommandLine.arguments[0]): build with 'swift build --build-tests'").path
-            home = FileManager.default.temporaryDirectory.appendingPathComponent("serve-home-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = ["serve", "--port", "0"] + args
-            var env = ProcessInfo.processInfo.environment
-            env["HOME"] = home.path
-            process.environment = env
-            let o = Pipe(), e = Pipe()
-            process.standardOutput = o
-            process.standardError = e
-            o.fileHandleForReading.readabilityHandler = { [weak self] h in let d = h.availableData; self?.lock.withLock { self?.out.append(d) } }
-            e.fileHandleForReading.readabilityHandler = { [weak self] h in let d = h.availableData; self?.lock.withLock { self?.err.append(d) } }
-            try process.run()
-        }
-
-        deinit {
-            if process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-            }
-            try? FileManager.default.removeItem(at: home)
-        }
-
-        var stdout: String { lock.withLock { String(decoding: out, as: UTF8.self) } }
-        var stderr: String { lock.withLock { String(decoding: err, as: UTF8.self) } }
-
-        /// The base URL printed (without the trailing slash), once it is.
-        func base(timeout: Double = 60) -> String? {
-            let deadline = Date(timeIntervalSinceNow: timeout)
-            while Date() < deadline {
-                let text = stdout
-                if let r = text.range(of: " at http://"), let end = text[r.upperBound...].firstIndex(of: "/") {
-                    return "http://" + text[r.upperBound..<end]
-                }
-                if !process.isRunning { return nil }
-                usleep(50_000)
-            }
-            return nil
-        }
-
-        /// SIGTERM, then the exit status (nil: it did not exit in time and was killed).
-        func terminate(timeout: Double = 20) -> Int32? {
-            guard process.isRunning else { return process.terminationStatus }
-            kill(process.processIdentifier, SIGTERM)
-            let deadline = Date(timeIntervalSinceNow: timeout)
-            while process.isRunning, Date() < deadline { usleep(50_000) }
-            if process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-                return nil
-            }
-            return process.terminationStatus
-        }
+    /// `capture serve --port 0 ARGS` with a fresh HOME (its album).
+    static func serve(_ args: [String]) throws -> RunningProcess {
+        try RunningProcess(["serve", "--port", "0"] + args, freshHome: true)
     }
 
     struct Response {
@@ -122,8 +60,8 @@ import Testing
 
     @Test func servesVividToCurlAndFFprobe() throws {
         let cam = try Self.camera()
-        let serving = try Serving(["--device", cam.path, "--size", "640x360", "--format", "YUYV", "--quality", "80"])
-        let base = try #require(serving.base(), "no URL: \(serving.stderr)")
+        let serving = try Self.serve(["--device", cam.path, "--size", "640x360", "--format", "YUYV", "--quality", "80"])
+        let base = try #require(serving.servedURL().map { String($0.dropLast()) }, "no URL: \(serving.stderr)")
 
         for path in ["/snapshot", "/?action=snapshot"] {
             let r = try Self.get(base + path)
@@ -166,8 +104,8 @@ import Testing
         let platform = URL(fileURLWithPath: "/sys/class/video4linux/\(node)/device").resolvingSymlinksInPath().lastPathComponent
         try #require(platform.hasPrefix("vivid."), "\(cam.path) is not on a vivid platform device (\(platform))")
 
-        let serving = try Serving(["--device", cam.path, "--size", "320x180", "--format", "YUYV", "--quality", "70"])
-        let base = try #require(serving.base(), "no URL: \(serving.stderr)")
+        let serving = try Self.serve(["--device", cam.path, "--size", "320x180", "--format", "YUYV", "--quality", "70"])
+        let base = try #require(serving.servedURL().map { String($0.dropLast()) }, "no URL: \(serving.stderr)")
         var removed = false
         defer {
             // vivid back as it was, for whatever runs next in this VM.

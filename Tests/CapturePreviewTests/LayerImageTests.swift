@@ -1,4 +1,5 @@
 @testable import CapturePreview
+import CaptureTestSupport
 import Foundation
 import Testing
 

@@ -6,67 +6,6 @@ extension DisplayTests {
     /// `capture preview` as a user runs it: a real window under Xvfb, keys pressed with xdotool, the
     /// album in a temporary HOME; and with no display, a one-line error.
     @Suite(.serialized) struct PreviewToolTests {
-        /// The `capture` tool built beside the test bundle.
-        static func tool(_ name: String = "capture") throws -> URL {
-            let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            for candidate in [dir.appendingPathComponent(name), dir.deletingLastPathComponent().appendingPathComponent(name)]
-            where FileManager.default.isExecutableFile(atPath: candidate.path) {
-                return candidate
-            }
-            throw TestFailure("no \(name) beside \(CommandLine.arguments[0]): build with 'swift build --build-tests'")
-        }
-
-        /// A running tool with its output collected as it comes.
-        final class Run: @unchecked Sendable {
-            let process = Process()
-            private let lock = NSLock()
-            private var out = Data(), err = Data()
-
-            init(_ args: [String], environment: [String: String], tool: String = "capture") throws {
-                process.executableURL = try PreviewToolTests.tool(tool)
-                process.arguments = args
-                process.environment = environment
-                let o = Pipe(), e = Pipe()
-                process.standardOutput = o
-                process.standardError = e
-                o.fileHandleForReading.readabilityHandler = { [weak self] h in
-                    let d = h.availableData
-                    self?.lock.withLock { self?.out.append(d) }
-                }
-                e.fileHandleForReading.readabilityHandler = { [weak self] h in
-                    let d = h.availableData
-                    self?.lock.withLock { self?.err.append(d) }
-                }
-                try process.run()
-            }
-            var stdout: String { lock.withLock { String(decoding: out, as: UTF8.self) } }
-            var stderr: String { lock.withLock { String(decoding: err, as: UTF8.self) } }
-
-            /// Waits up to `timeout` s for the output to satisfy `condition`.
-            func waitFor(timeout: Double = 20, _ condition: (String) -> Bool) -> Bool {
-                let deadline = Date(timeIntervalSinceNow: timeout)
-                while Date() < deadline {
-                    if condition(stdout) { return true }
-                    if !process.isRunning { return condition(stdout) }
-                    usleep(50_000)
-                }
-                return false
-            }
-
-            /// Waits up to `timeout` s for the exit; kills the tool after that. Nil: it hung.
-            func exitStatus(timeout: Double = 20) -> Int32? {
-                let deadline = Date(timeIntervalSinceNow: timeout)
-                while process.isRunning, Date() < deadline { usleep(50_000) }
-                if process.isRunning {
-                    kill(process.processIdentifier, SIGKILL)
-                    process.waitUntilExit()
-                    return nil
-                }
-                usleep(100_000)  // the last output
-                return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
-            }
-        }
-
         static func xdotool(_ display: String, _ args: [String]) throws {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: "/usr/bin/xdotool")
@@ -103,7 +42,7 @@ extension DisplayTests {
         @Test func withoutADisplayItSaysSoInOneLineAndExitsNonZero() throws {
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
-            let run = try Run(["preview", "--device", "virtual"], environment: Self.environment(display: nil, home: home))
+            let run = try RunningProcess(["preview", "--device", "virtual"], environment: Self.environment(display: nil, home: home))
             let status = run.exitStatus()
             #expect(status == 1, "exit status \(String(describing: status)), stderr: \(run.stderr)")
             let lines = run.stderr.split(separator: "\n").filter { !$0.contains("using the virtual camera") }
@@ -114,7 +53,7 @@ extension DisplayTests {
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
             // No X server listens there (and SDL must not fall back to another video driver).
-            let run = try Run(["preview", "--device", "virtual"], environment: Self.environment(display: ":4242", home: home))
+            let run = try RunningProcess(["preview", "--device", "virtual"], environment: Self.environment(display: ":4242", home: home))
             let status = run.exitStatus()
             #expect(status == 1, "exit status \(String(describing: status)), stderr: \(run.stderr)")
             let lines = run.stderr.split(separator: "\n").filter { $0.hasPrefix("capture:") && !$0.contains("using the virtual camera") }
@@ -125,7 +64,7 @@ extension DisplayTests {
             let x = try XvfbDisplay.shared()
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
-            let run = try Run(["preview", "--device", "virtual", "--window", "320x180"], environment: Self.environment(display: x.display, home: home))
+            let run = try RunningProcess(["preview", "--device", "virtual", "--window", "320x180"], environment: Self.environment(display: x.display, home: home))
             defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
             // The window shows up (xdotool finds it by title), then keys go to it under the pointer.
             var found = false
@@ -217,8 +156,8 @@ extension DisplayTests {
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
             let album = home.appendingPathComponent("album")
-            let run = try Run(["--device", "virtual", "--album", album.path, "--preview"],
-                              environment: Self.environment(display: x.display, home: home), tool: "still-camera")
+            let run = try RunningProcess(tool: "still-camera", ["--device", "virtual", "--album", album.path, "--preview"],
+                                         environment: Self.environment(display: x.display, home: home))
             defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
             var found = false
             for _ in 0..<300 where !found {
@@ -250,7 +189,7 @@ extension DisplayTests {
             let x = try XvfbDisplay.shared()
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
-            let run = try Run(["preview", "--device", "virtual", "--window", "160x90", "--gravity", "resizeAspectFill", "--mirror", "--fullscreen"],
+            let run = try RunningProcess(["preview", "--device", "virtual", "--window", "160x90", "--gravity", "resizeAspectFill", "--mirror", "--fullscreen"],
                               environment: Self.environment(display: x.display, home: home))
             defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
             var found = false

@@ -177,9 +177,3 @@ final class XvfbDisplay: @unchecked Sendable {
         return RGBImage(width: w, height: h, pixels: Array(bytes[i..<(i + w * h * 3)]))
     }
 }
-
-struct TestFailure: Error, CustomStringConvertible, Sendable {
-    var description: String
-    init(_ d: String) { description = d }
-}
-

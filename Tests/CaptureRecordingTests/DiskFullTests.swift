@@ -1,5 +1,6 @@
 import Capture
 import CaptureRecording
+import CaptureTestSupport
 import Foundation
 import Testing
 

@@ -1,6 +1,7 @@
 import Capture
 import CaptureBenchSupport
 import CaptureRecording
+import CaptureTestSupport
 import Foundation
 import Testing
 

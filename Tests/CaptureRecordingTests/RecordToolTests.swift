@@ -1,3 +1,4 @@
+import CaptureTestSupport
 import Foundation
 import Testing
 
@@ -5,23 +6,17 @@ import Testing
 @Suite struct RecordToolTests {
     /// Starts `capture record ... OUTPUT`; waits until ffprobe reads at least `frames` frames
     /// from the growing file (a deadline for hangs only). Returns the process and what it read.
-    private func startRecording(_ args: [String], until frames: Int) throws -> (Process, Pipe, Int) {
-        let p = Process()
-        p.executableURL = try captureTool()
-        p.arguments = ["record"] + args
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.run()
+    private func startRecording(_ args: [String], until frames: Int) throws -> (RunningProcess, Int) {
+        let p = try RunningProcess(["record"] + args)
         let output = URL(fileURLWithPath: args.last!)
         let end = Date().addingTimeInterval(90)
         var seen = 0
-        while Date() < end, p.isRunning {
+        while Date() < end, p.process.isRunning {
             if FileManager.default.fileExists(atPath: output.path), let probe = try? Probe(output) { seen = probe.frames }
             if seen >= frames { break }
             Thread.sleep(forTimeInterval: 0.2)
         }
-        return (p, out, seen)
+        return (p, seen)
     }
 
     /// A recording killed with SIGKILL leaves an MP4 that ffprobe reads: every fragment written
@@ -30,11 +25,10 @@ import Testing
         let folder = try TempFolder("kill")
         defer { folder.remove() }
         let url = folder.file("killed.mp4")
-        let (p, _, seen) = try startRecording(["--device", "virtual", "--size", "320x240", "--seconds", "120", url.path], until: 60)
+        let (p, seen) = try startRecording(["--device", "virtual", "--size", "320x240", "--seconds", "120", url.path], until: 60)
         #expect(seen >= 60, "the growing file showed \(seen) frames")
-        kill(p.processIdentifier, SIGKILL)
-        p.waitUntilExit()
-        #expect(p.terminationReason == .uncaughtSignal && p.terminationStatus == SIGKILL)
+        p.signal(SIGKILL)
+        #expect(p.exitStatus() == 128 + SIGKILL)
         let probe = try Probe(url)
         #expect(probe.codec == "h264" && probe.width == 320 && probe.height == 240, "\(probe)")
         #expect(probe.frames >= seen, "\(probe.frames) frames after the kill, \(seen) before")
@@ -49,21 +43,16 @@ import Testing
         let folder = try TempFolder("tool-prerecord")
         defer { folder.remove() }
         let url = folder.file("motion.mp4")
-        let p = Process()
-        p.executableURL = try captureTool()
-        p.arguments = ["record", "--device", "virtual", "--size", "320x240", "--pre-record", "1.5", "--seconds", "3", "--json", url.path]
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.run()
+        let p = try RunningProcess(["record", "--device", "virtual", "--size", "320x240", "--pre-record", "1.5", "--seconds", "3", "--json",
+                                    url.path])
         Thread.sleep(forTimeInterval: 3)
-        #expect(p.isRunning && !FileManager.default.fileExists(atPath: url.path), "no file before the trigger")
+        #expect(p.process.isRunning && !FileManager.default.fileExists(atPath: url.path), "no file before the trigger")
         let trigger = Date()
-        kill(p.processIdentifier, SIGUSR1)
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
+        p.signal(SIGUSR1)
+        let status = p.exitStatus(timeout: 60)
         let elapsed = Date().timeIntervalSince(trigger)
-        #expect(p.terminationReason == .exit && p.terminationStatus == 0)
+        let data = p.output.stdout
+        #expect(status == 0, "\(p.stderr)")
         let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any], "\(String(decoding: data, as: UTF8.self))")
         let duration = try #require(json["duration"] as? Double)
         #expect(abs(duration - 3) <= 1.0 / 30 + 0.001, "\(json)")
@@ -72,16 +61,9 @@ import Testing
         #expect(probe.frames == json["frames"] as? Int && abs(probe.duration - duration) < 0.002, "\(probe) \(json)")
 
         let quiet = folder.file("never.mp4")
-        let q = Process()
-        q.executableURL = try captureTool()
-        q.arguments = ["record", "--device", "virtual", "--size", "320x240", "--pre-record", "1", quiet.path]
-        q.standardOutput = FileHandle.nullDevice
-        q.standardError = FileHandle.nullDevice
-        try q.run()
+        let q = try RunningProcess(["record", "--device", "virtual", "--size", "320x240", "--pre-record", "1", quiet.path])
         Thread.sleep(forTimeInterval: 1.5)
-        kill(q.processIdentifier, SIGTERM)
-        q.waitUntilExit()
-        #expect(q.terminationReason == .exit && q.terminationStatus == 0)
+        #expect(q.terminate(timeout: 60) == 0, "\(q.stderr)")
         #expect(!FileManager.default.fileExists(atPath: quiet.path))
     }
 
@@ -90,13 +72,11 @@ import Testing
         let folder = try TempFolder("term")
         defer { folder.remove() }
         let url = folder.file("stopped.mkv")
-        let (p, out, seen) = try startRecording(["--device", "virtual", "--size", "320x240", "--codec", "mjpeg", "--json", url.path],
+        let (p, seen) = try startRecording(["--device", "virtual", "--size", "320x240", "--codec", "mjpeg", "--json", url.path],
                                                 until: 15)
         #expect(seen >= 15)
-        kill(p.processIdentifier, SIGTERM)
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        #expect(p.terminationReason == .exit && p.terminationStatus == 0)
+        #expect(p.terminate(timeout: 60) == 0, "\(p.stderr)")
+        let data = p.output.stdout
         let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any], "\(String(decoding: data, as: UTF8.self))")
         #expect(json["ended"] as? String == "stopped" && json["codec"] as? String == "mjpeg", "\(json)")
         let probe = try Probe(url)

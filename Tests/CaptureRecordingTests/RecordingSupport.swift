@@ -1,12 +1,8 @@
 import Capture
 import CaptureRecording
+import CaptureTestSupport
 import Foundation
 import Testing
-
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
-}
 
 /// A fresh folder for one test's files, removed by `remove()`.
 struct TempFolder {
@@ -19,32 +15,11 @@ struct TempFolder {
     func remove() { try? FileManager.default.removeItem(at: url) }
 }
 
-/// Runs a program to its end; its status, standard output and standard error.
+/// Runs a program to its end (`runProcess`); its status, standard output and standard error.
 @discardableResult
 func run(_ program: String, _ args: [String]) throws -> (status: Int32, out: Data, err: String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: program)
-    p.arguments = args
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
-    // Read both before waiting, so that a full pipe cannot stall the child.
-    let errData = LockedData()
-    let reader = Thread { errData.set(err.fileHandleForReading.readDataToEndOfFile()) }
-    reader.start()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    while !errData.isSet { Thread.sleep(forTimeInterval: 0.01) }
-    return (p.terminationStatus, o, String(decoding: errData.get(), as: UTF8.self))
-}
-
-final class LockedData: @unchecked Sendable {
-    private let lock = NSLock()
-    private var data: Data?
-    func set(_ d: Data) { lock.withLock { data = d } }
-    func get() -> Data { lock.withLock { data ?? Data() } }
-    var isSet: Bool { lock.withLock { data != nil } }
+    let r = try runProcess(program, args, timeout: 300)
+    return (r.status, r.stdout, r.stderr)
 }
 
 /// What ffprobe (a reader nobody here wrote) says of a movie file.
@@ -164,14 +139,7 @@ final class RecordingEvents: CaptureFileOutputRecordingDelegate, @unchecked Send
 }
 
 /// The `capture` tool beside the test bundle.
-func captureTool() throws -> URL {
-    let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    for candidate in [dir.appendingPathComponent("capture"), dir.deletingLastPathComponent().appendingPathComponent("capture")]
-    where FileManager.default.isExecutableFile(atPath: candidate.path) {
-        return candidate
-    }
-    throw TestFailure("no capture beside \(CommandLine.arguments[0]): build with 'swift build --build-tests'")
-}
+func captureTool() throws -> URL { try builtTool() }
 
 extension Duration {
     var seconds: Double { let c = components; return Double(c.seconds) + Double(c.attoseconds) / 1e18 }

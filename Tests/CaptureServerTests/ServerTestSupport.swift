@@ -4,11 +4,6 @@ import CaptureTestSupport
 import Foundation
 import Testing
 
-struct TestFailure: Error, CustomStringConvertible, Sendable {
-    var description: String
-    init(_ d: String) { description = d }
-}
-
 /// A virtual camera served in-process: its own camera (unique name), a running session with a
 /// still output, a server on a free port of 127.0.0.1 and a temporary album.
 final class ServedCamera: @unchecked Sendable {
@@ -46,55 +41,11 @@ final class ServedCamera: @unchecked Sendable {
     var base: String { "http://127.0.0.1:\(port)" }
 }
 
-/// A program run to its end, with its output.
-struct ProcessResult: Sendable {
-    var status: Int32
-    var stdout: Data
-    var stderr: String
-    var text: String { String(decoding: stdout, as: UTF8.self) }
-}
-
-/// Runs `path` with `args`; kills it after `timeout` s (a deadline against hangs, not a speed bound).
-func run(_ path: String, _ args: [String], timeout: Double = 60) throws -> ProcessResult {
-    guard FileManager.default.isExecutableFile(atPath: path) else {
-        throw TestFailure("\(path) is missing: scripts/test installs it (apt-get)")
-    }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = args
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    let collected = Collected()
-    out.fileHandleForReading.readabilityHandler = { h in collected.add(out: h.availableData) }
-    err.fileHandleForReading.readabilityHandler = { h in collected.add(err: h.availableData) }
-    try p.run()
-    let deadline = Date(timeIntervalSinceNow: timeout)
-    while p.isRunning, Date() < deadline { usleep(20_000) }
-    if p.isRunning { p.terminate() }
-    p.waitUntilExit()
-    out.fileHandleForReading.readabilityHandler = nil
-    err.fileHandleForReading.readabilityHandler = nil
-    collected.add(out: out.fileHandleForReading.readDataToEndOfFile())
-    collected.add(err: err.fileHandleForReading.readDataToEndOfFile())
-    return collected.result(status: p.terminationStatus)
-}
-
-final class Collected: @unchecked Sendable {
-    private let lock = NSLock()
-    private var out = Data(), err = Data()
-    func add(out d: Data) { lock.withLock { out.append(d) } }
-    func add(err d: Data) { lock.withLock { err.append(d) } }
-    func result(status: Int32) -> ProcessResult {
-        lock.withLock { ProcessResult(status: status, stdout: out, stderr: String(decoding: err, as: UTF8.self)) }
-    }
-}
-
 /// `curl` with a status line appended to its output: returns (status, body, headers).
 func curl(_ url: String, _ extra: [String] = []) throws -> (status: Int, body: Data, headers: String) {
     let headerFile = FileManager.default.temporaryDirectory.appendingPathComponent("curl-headers-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: headerFile) }
-    let r = try run("/usr/bin/curl", ["-s", "-S", "--max-time", "30", "-D", headerFile.path, "-o", "-"] + extra + [url])
+    let r = try runProcess("/usr/bin/curl", ["-s", "-S", "--max-time", "30", "-D", headerFile.path, "-o", "-"] + extra + [url])
     let headers = (try? String(contentsOf: headerFile, encoding: .utf8)) ?? ""
     let statusLine = headers.split(separator: "\r\n").last { $0.hasPrefix("HTTP/") } ?? ""
     let status = statusLine.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? -1

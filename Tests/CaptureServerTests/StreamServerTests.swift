@@ -32,7 +32,7 @@ import Testing
     @Test func ffprobeReadsTheStreamAsMJPEGAtTheCameraSize() throws {
         let served = try ServedCamera(width: 640, height: 480)
         defer { served.close() }
-        let r = try run("/usr/bin/ffprobe", ["-v", "error", "-show_streams", "-of", "json", "\(served.base)/stream"])
+        let r = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_streams", "-of", "json", "\(served.base)/stream"])
         #expect(r.status == 0, "ffprobe: \(r.stderr)")
         let json = try #require(try JSONSerialization.jsonObject(with: r.stdout) as? [String: Any])
         let stream = try #require((json["streams"] as? [[String: Any]])?.first)
@@ -274,7 +274,7 @@ import Testing
         #expect(saved.count == result["bytes"] as? Int)
         let image = try #require(TestJPEG.decode(saved))
         #expect(image.width == 320 && image.height == 240)
-        let check = try run("/usr/bin/jpeginfo", ["-c", path])
+        let check = try runProcess("/usr/bin/jpeginfo", ["-c", path])
         #expect(check.status == 0 && check.text.contains("OK"), "\(check.text)")
         let url = try #require(result["url"] as? String)
         let fetched = try curl(served.base + url)

@@ -3,6 +3,7 @@
 // file left behind, EXIF Make/Model in album photos (read back with exiftool), and audio of exactly
 // the length asked for (the WAV's frame count).
 import Capture
+import CaptureTestSupport
 import Foundation
 import Testing
 
@@ -12,35 +13,18 @@ import Testing
         var errorLines: [Substring] { stderr.split(separator: "\n") }
     }
 
-    static func tool() throws -> String {
-        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [dir.appendingPathComponent("capture"), dir.deletingLastPathComponent().appendingPathComponent("capture")]
-        where FileManager.default.isExecutableFile(atPath: candidate.path) {
-            return candidate.path
-        }
-        throw ToolTestFailure("no capture beside \(CommandLine.arguments[0]): build with 'swift build --build-tests'")
-    }
+    static func tool() throws -> String { try builtTool().path }
 
     /// Runs `path args` with HOME in `home` (so album photos land there) and waits for it.
     static func run(_ path: String, _ args: [String], home: URL? = nil) throws -> Result {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: path)
-        p.arguments = args
         var env = ProcessInfo.processInfo.environment
         if let home {
             env["HOME"] = home.path
             env["XDG_CONFIG_HOME"] = home.appendingPathComponent(".config").path
             env.removeValue(forKey: "XDG_PICTURES_DIR")
         }
-        p.environment = env
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        // Read both to the end before waiting: a full pipe would block the child.
-        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+        let r = try runProcess(path, args, environment: env, timeout: 300)
+        return Result(status: r.status, stdout: r.text, stderr: r.stderr)
     }
 
     static func capture(_ args: [String], home: URL? = nil) throws -> Result { try run(try tool(), args, home: home) }
@@ -58,7 +42,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let mounted = try run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(kib)k" + (options.isEmpty ? "" : "," + options), "tmpfs", dir.path])
         guard mounted.status == 0 else {
-            throw ToolTestFailure("cannot mount a tmpfs (these tests need root): \(mounted.stderr)")
+            throw TestFailure("cannot mount a tmpfs (these tests need root): \(mounted.stderr)")
         }
         defer { _ = try? run("/bin/umount", [dir.path]) }
         try body(dir)
@@ -202,9 +186,4 @@ import Testing
         }
         #expect(CaptureError(foundation: CancellationError()) == nil)
     }
-}
-
-struct ToolTestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
 }

@@ -1,0 +1,175 @@
+// Running programs from tests: this package's tools (built beside the test bundle) and the
+// system's readers and peers (curl, ffprobe, ffmpeg). Output is collected as it comes, so a
+// child that writes a lot never stalls on a full pipe.
+import Foundation
+
+/// A failure of a test's own set-up (a missing tool, a file that cannot be made).
+public struct TestFailure: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ d: String) { description = d }
+}
+
+/// A program's exit status and output.
+public struct ProcessResult: Sendable {
+    /// The exit status; 128 + the signal when a signal ended it; -1 while it runs.
+    public var status: Int32
+    public var stdout: Data
+    public var stderr: String
+    /// Standard output as text.
+    public var text: String { String(decoding: stdout, as: UTF8.self) }
+}
+
+/// An executable of this package (`capture`, `capture-bench`), built beside the test bundle.
+public func builtTool(_ name: String = "capture") throws -> URL {
+    let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for candidate in [dir.appendingPathComponent(name), dir.deletingLastPathComponent().appendingPathComponent(name)]
+    where FileManager.default.isExecutableFile(atPath: candidate.path) {
+        return candidate
+    }
+    throw TestFailure("no \(name) beside \(CommandLine.arguments[0]): build with 'swift build --build-tests'")
+}
+
+/// A started program whose output is collected as it comes. Thread-safe.
+public final class RunningProcess: @unchecked Sendable {
+    public let process = Process()
+    /// The fresh, empty HOME it runs with (removed with this object), when one was asked for.
+    public let home: URL?
+    private let sink = Sink()
+
+    /// What the two pipes brought so far; each pipe has one reader thread, so the bytes stay in order.
+    private final class Sink: @unchecked Sendable {
+        let lock = NSLock()
+        var out = Data(), err = Data()
+        let readers = DispatchGroup()
+
+        func read(_ handle: FileHandle, toErr: Bool) {
+            readers.enter()
+            let t = Thread { [self] in
+                while true {
+                    let d = handle.availableData
+                    if d.isEmpty { break }
+                    lock.withLock { if toErr { err.append(d) } else { out.append(d) } }
+                }
+                readers.leave()
+            }
+            t.start()
+        }
+    }
+
+    /// Starts `executable` with `arguments` in `environment` (default: this process's); with
+    /// `freshHome`, HOME is a new empty folder (the album lands there).
+    public init(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil, freshHome: Bool = false) throws {
+        guard FileManager.default.isExecutableFile(atPath: executable.path) else {
+            throw TestFailure("\(executable.path) is missing: scripts/test installs it (apt-get)")
+        }
+        var env = environment ?? ProcessInfo.processInfo.environment
+        if freshHome {
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tool-home-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            env["HOME"] = dir.path
+            home = dir
+        } else {
+            home = nil
+        }
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = env
+        let o = Pipe(), e = Pipe()
+        process.standardOutput = o
+        process.standardError = e
+        try process.run()
+        sink.read(o.fileHandleForReading, toErr: false)
+        sink.read(e.fileHandleForReading, toErr: true)
+    }
+
+    /// Starts this package's `tool` (see `builtTool`).
+    public convenience init(tool: String = "capture", _ arguments: [String], environment: [String: String]? = nil,
+                            freshHome: Bool = false) throws {
+        try self.init(try builtTool(tool), arguments, environment: environment, freshHome: freshHome)
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        if let home { try? FileManager.default.removeItem(at: home) }
+    }
+
+    /// Standard output so far.
+    public var stdout: String { sink.lock.withLock { String(decoding: sink.out, as: UTF8.self) } }
+    /// Standard error so far.
+    public var stderr: String { sink.lock.withLock { String(decoding: sink.err, as: UTF8.self) } }
+    /// Status (-1 while it runs) and output so far.
+    public var output: ProcessResult {
+        let status = process.isRunning ? -1 : Self.status(of: process)
+        return sink.lock.withLock { ProcessResult(status: status, stdout: sink.out, stderr: String(decoding: sink.err, as: UTF8.self)) }
+    }
+
+    /// Waits up to `timeout` s until standard output satisfies `condition` (false: it did not,
+    /// or the program ended without it).
+    public func waitFor(timeout: Double = 20, _ condition: (String) -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while Date() < deadline {
+            if condition(stdout) { return true }
+            if !process.isRunning {
+                drained()
+                return condition(stdout)
+            }
+            usleep(50_000)
+        }
+        return false
+    }
+
+    /// Sends `sig`.
+    public func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// Waits up to `timeout` s for the exit and gives its status (128 + the signal when one
+    /// ended it); nil when it hung, after killing it.
+    public func exitStatus(timeout: Double = 30) -> Int32? {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while process.isRunning, Date() < deadline { usleep(20_000) }
+        let hung = process.isRunning
+        if hung { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        drained()
+        return hung ? nil : Self.status(of: process)
+    }
+
+    /// SIGTERM, then `exitStatus(timeout:)`.
+    public func terminate(timeout: Double = 20) -> Int32? {
+        if process.isRunning { signal(SIGTERM) }
+        return exitStatus(timeout: timeout)
+    }
+
+    /// Once it ended: waits for the readers to reach the end of both pipes (bounded, in case a
+    /// child of the program still holds them).
+    private func drained() { _ = sink.readers.wait(timeout: .now() + 5) }
+
+    private static func status(of p: Process) -> Int32 {
+        p.terminationReason == .exit ? p.terminationStatus : 128 + p.terminationStatus
+    }
+}
+
+/// Runs `executable` to its end; kills it after `timeout` s (a guard against hangs, not a speed
+/// bound): then its status says the signal.
+public func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+                       timeout: Double = 60) throws -> ProcessResult {
+    let p = try RunningProcess(URL(fileURLWithPath: executable), arguments, environment: environment)
+    _ = p.exitStatus(timeout: timeout)
+    return p.output
+}
+
+extension RunningProcess {
+    /// The URL `capture serve` prints ("... at http://HOST:PORT/ ..."), with its slash, once it
+    /// does; nil when it ends first or `timeout` s pass.
+    public func servedURL(timeout: Double = 60) -> String? {
+        var url: String?
+        _ = waitFor(timeout: timeout) { text in
+            guard let r = text.range(of: " at http://"), let end = text[r.upperBound...].firstIndex(of: "/") else { return false }
+            url = "http://" + text[r.upperBound..<end] + "/"
+            return true
+        }
+        return url
+    }
+}
