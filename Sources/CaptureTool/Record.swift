@@ -3,6 +3,8 @@ import Capture
 import CaptureRecording
 import Foundation
 
+// The JSON keys `capture` prints are snake_case; the names are the keys.
+// swift-format-ignore: AlwaysUseLowerCamelCase
 struct RecordJSON: Encodable {
     var output: String, device: String, codec: String, encoder: String, width: Int?, height: Int?
     var frames: Int, drops: [String: Int], duration: Double, audio_duration: Double?, bytes: Int64, ended: String

@@ -275,6 +275,8 @@ func snapCommand(_ args: Arguments) throws {
     }
 }
 
+// The JSON keys `capture` prints are snake_case; the names are the keys.
+// swift-format-ignore: AlwaysUseLowerCamelCase
 struct StreamJSON: Encodable {
     var device: String, frames: Int, dropped: Int, drop_reasons: [String: Int]
     var first_sequence: UInt64?, last_sequence: UInt64?, fps: Double, width: Int, height: Int, format: String
@@ -292,6 +294,7 @@ struct LatencyJSON: Encodable {
         max = ms(l.maximum)
     }
 }
+// swift-format-ignore: AlwaysUseLowerCamelCase
 struct AudioStreamJSON: Encodable { var device: String, sample_rate: Int, channels: Int, frames: Int, lost_frames: Int, peak_dbfs: Double }
 
 final class StreamCounter: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
@@ -440,6 +443,8 @@ final class AudioRecorder: CaptureAudioDataOutputSampleBufferDelegate, CaptureVi
     }
 }
 
+// The JSON keys `capture` prints are snake_case; the names are the keys.
+// swift-format-ignore: AlwaysUseLowerCamelCase
 struct AudioJSON: Encodable {
     var device: String, sample_rate: Int, channels: Int, sample_format: String, frames: Int, buffers: Int
     var lost_frames: Int, peak_dbfs: Double, seconds: Double, output: String?

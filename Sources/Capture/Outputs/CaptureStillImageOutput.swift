@@ -375,7 +375,8 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             return st.pending.contains { $0.deadline <= now }
         }
         if expired {
-            fail(where: { $0.deadline <= now }) { r in
+            let late: (Request) -> Bool = { $0.deadline <= now }
+            fail(where: late) { r in
                 if let skipped = r.skipped {
                     return CaptureError(.corruptFrame, "no undamaged frame arrived in time (the last one: \(skipped.message)): check the camera's cable and bandwidth, or use another format")
                 }

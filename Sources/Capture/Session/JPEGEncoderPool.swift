@@ -358,8 +358,8 @@ private final class Core: @unchecked Sendable {
         lock()
         closing = true
         wakeAll()
-        let self_ = pthread_self()
-        let onWorker = workerThreads.contains { $0.map { pthread_equal($0, self_) != 0 } ?? false }
+        let caller = pthread_self()
+        let onWorker = workerThreads.contains { $0.map { pthread_equal($0, caller) != 0 } ?? false }
         // A worker cannot wait for itself; the others stop on their own. Every other caller
         // waits, not only the first: a second `shutdown` (say one made from inside `deliver`
         // got there first) must not return while frames are still being delivered.
