@@ -96,6 +96,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     private let conversion = Locked(0)
     private var converter: PixelFormatConverter?
     private var convertedPool: ConvertedBufferPool?
+    /// The format of the converted frames, kept so that a frame does not allocate its plane list.
+    private var convertedFormat: ActiveFormat?
     private let convertedSamples = FrameLeasePool(capacity: 4)
     // The views the delegate and the sequences get (used under `conversion`, like `converter`).
     private let views = SampleViewPool()
@@ -374,9 +376,16 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         out.planeCount = 1
         var outMeta = meta
         outMeta.bufferIndex = index
-        let active = ActiveFormat(pixelFormat: want, width: out.width, height: out.height,
+        let active: ActiveFormat
+        if let f = convertedFormat, f.pixelFormat == want, f.width == out.width, f.height == out.height, f.colorRange == out.colorRange,
+           f.planes.count == 1, f.planes[0].bytesPerLine == size.bytesPerLine, f.planes[0].sizeImage == size.byteCount {
+            active = f
+        } else {
+            active = ActiveFormat(pixelFormat: want, width: out.width, height: out.height,
                                   planes: [PlaneFormat(bytesPerLine: size.bytesPerLine, sizeImage: size.byteCount)],
                                   colorRange: out.colorRange)
+            convertedFormat = active
+        }
         return convertedSamples.wrap(FrameBuffer(image: out, metadata: outMeta, pool: pool), format: active)
     }
 
