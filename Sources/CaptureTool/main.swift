@@ -34,7 +34,9 @@ let commandUsages: KeyValuePairs<String, String> = [
     "devices": """
     usage: capture devices [--json]
            (cameras and microphones: path, media type, position, name, unique ID; then
-           whether this user may use each: "video authorization: STATUS[: ADVICE]", "audio ...")
+           whether this user may use each: "video authorization: STATUS[: ADVICE]", "audio ...";
+           --json: an array of devices, each with its media type's "authorization" and, unless
+           authorized, "authorizationAdvice")
     """,
     "snap": """
     usage: capture snap [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
@@ -182,6 +184,11 @@ func jsonString(_ value: some Encodable) throws -> String {
 struct DeviceJSON: Encodable {
     var path: String, name: String, uniqueID: String, position: String, mediaType: String, driver: String, busInfo: String
     var formats: [String]
+    /// The device's media type's authorization status, and what to do about it (absent when
+    /// authorized): the text output's "video authorization: STATUS: ADVICE" lines. Flat
+    /// strings in each entry, so the output stays an array that line-based readers (the shell
+    /// completions) parse unchanged.
+    var authorization: String, authorizationAdvice: String?
 }
 
 func devicesCommand(_ args: Arguments) throws {
@@ -194,10 +201,14 @@ func devicesCommand(_ args: Arguments) throws {
         all = CaptureDevice.devices(for: .video) + CaptureDevice.devices(for: .audio)
     }
     if args.flags.contains("json") {
+        // Once per media type: each check looks at the device nodes and groups.
+        let status = Dictionary(uniqueKeysWithValues: MediaType.allCases.map { ($0, CaptureDevice.authorizationStatus(for: $0)) })
+        let advice = Dictionary(uniqueKeysWithValues: MediaType.allCases.map { ($0, CaptureDevice.authorizationAdvice(for: $0)) })
         print(try jsonString(all.map {
             DeviceJSON(path: $0.path, name: $0.localizedName, uniqueID: $0.uniqueID, position: $0.position.rawValue,
                        mediaType: $0.mediaType.rawValue, driver: $0.modelID, busInfo: $0.busInfo,
-                       formats: $0.mediaType == .video ? $0.formats.map(\.description) : [])
+                       formats: $0.mediaType == .video ? $0.formats.map(\.description) : [],
+                       authorization: (status[$0.mediaType] ?? .notDetermined).rawValue, authorizationAdvice: advice[$0.mediaType] ?? nil)
         }))
     } else {
         for d in all {

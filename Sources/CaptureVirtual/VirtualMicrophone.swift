@@ -48,6 +48,19 @@ public final class VirtualMicrophone: Sendable {
     /// Whether it is plugged in.
     public var isConnected: Bool { connected.load(ordering: .acquiring) }
 
+    private let occupied = Atomic<Bool>(false)
+
+    /// Simulates another process holding the microphone, as one holding an ALSA `hw:` device:
+    /// opening it (an input, a session starting) fails with `.deviceBusy` until `release()`,
+    /// so a session started with `startRunning()` runs interrupted
+    /// (`.audioDeviceInUseByAnotherClient`). A capture already running goes on, as ALSA does
+    /// not take an open device away.
+    public func occupy() { occupied.store(true, ordering: .releasing) }
+    /// Ends `occupy()`: the microphone opens again.
+    public func release() { occupied.store(false, ordering: .releasing) }
+    /// Whether `occupy()` holds it.
+    public var isOccupied: Bool { occupied.load(ordering: .acquiring) }
+
     /// The installed microphones, in installation order.
     public static var installed: [VirtualMicrophone] { registry.withLock { $0 } }
 
@@ -67,6 +80,9 @@ public final class VirtualMicrophone: Sendable {
 
     package func makeSource() throws(CaptureError) -> VirtualAudioSource {
         guard isConnected else { throw CaptureError(.noSuchDevice, "the virtual microphone '\(name)' is disconnected") }
+        guard !isOccupied else {
+            throw CaptureError(.deviceBusy, "the virtual microphone '\(name)' is in use by another client: call release() to free it")
+        }
         return VirtualAudioSource(microphone: self)
     }
 }

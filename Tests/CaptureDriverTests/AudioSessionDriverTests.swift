@@ -1,9 +1,11 @@
 // Audio through the object model in the VM: CaptureDevice discovery, CaptureDeviceInput errors,
 // CaptureAudioDataOutput (delegate and async sequence), and audio with vivid video in one
-// session (seed 004). Nested in AudioDriverTests, which is serialized: the audio tests never
-// overlap (a loaded VM overruns sooner). Uses loopback subdevice 1.
+// session (seed 004), and the interruption while another process (arecord) holds the device.
+// Nested in AudioDriverTests, which is serialized: the audio tests never overlap (a loaded VM
+// overruns sooner). Uses loopback subdevices 1, 2 and 4.
 import CaptureALSA
 import CaptureBackend
+import CaptureTestSupport
 import Foundation
 import Testing
 @testable import Capture
@@ -302,6 +304,63 @@ extension AudioDriverTests {
         #expect(abs(videoFloor) < interval, "video stamps are \(videoFloor) s from the clock at delivery")
         #expect(abs(audioFloor) < interval, "audio stamps are \(audioFloor) s from the clock at delivery")
         #expect(abs(late - early) < interval, "the streams drift apart: \(early) s then \(late) s")
+    }
+
+    /// Another process (arecord) holds the ALSA device when the session starts: as a camera
+    /// another process streams from, the session runs interrupted
+    /// (audioDeviceInUseByAnotherClient, no runtime error) and starts the microphone by itself
+    /// once the process exits.
+    @Test(.timeLimit(.minutes(2))) func anotherProcessHoldingTheDeviceInterruptsUntilItExits() throws {
+        let name = "hw:Loopback,1,4"
+        let device = try CaptureDevice.audioDevice(named: name)
+        let session = CaptureSession()
+        let events = EventLog(session)
+        session.addInput(try CaptureDeviceInput(device: device))
+        let output = CaptureAudioDataOutput()
+        output.audioSettings = Self.format
+        let collector = AVCollector()
+        output.setSampleBufferDelegate(collector, queue: collector.audioQueue)
+        session.addOutput(output)
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/usr/bin/arecord")
+        child.arguments = ["-q", "-D", name, "-f", "S16_LE", "-r", "48000", "-c", "2", "-t", "raw", "/dev/null"]
+        child.standardOutput = FileHandle.nullDevice
+        child.standardError = FileHandle.nullDevice
+        try child.run()
+        defer {
+            if child.isRunning { kill(child.processIdentifier, SIGKILL) }
+            child.waitUntilExit()
+        }
+        // The substream's status file says when arecord has the device open.
+        let status = "/proc/asound/Loopback/pcm1c/sub4/status"
+        let end = Date().addingTimeInterval(20)
+        while Date() < end, child.isRunning,
+              (try? String(contentsOfFile: status, encoding: .utf8))?.hasPrefix("closed") ?? true {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        try #require(child.isRunning, "arecord exited: \(child.terminationStatus)")
+        try #require((try? String(contentsOfFile: status, encoding: .utf8)).map { !$0.hasPrefix("closed") } == true,
+                     "arecord did not open \(name)")
+        session.startRunning()
+        defer { session.stopRunning() }
+        #expect(session.isRunning)
+        let began = { (e: CaptureSession.Event) -> Bool in
+            if case .wasInterrupted(let d, .audioDeviceInUseByAnotherClient) = e { d === device } else { false }
+        }
+        #expect(events.wait(timeout: 10, began), "events: \(events.events)")
+        #expect(session.isInterrupted)
+        Thread.sleep(forTimeInterval: 1)
+        #expect(collector.audio.isEmpty)
+        #expect(!events.events.contains { if case .runtimeError = $0 { true } else { false } }, "\(events.events)")
+        kill(child.processIdentifier, SIGKILL)
+        child.waitUntilExit()
+        let ended = events.wait(timeout: 20) { if case .interruptionEnded(let d) = $0 { d === device } else { false } }
+        #expect(ended, "events: \(events.events)")
+        #expect(!session.isInterrupted)
+        #expect(collector.waitForAudio(10, timeout: 20), "no audio after the interruption ended: \(events.events)")
+        #expect(events.events.filter(began).count == 1)
+        #expect(!events.events.contains { if case .runtimeError = $0 { true } else { false } }, "\(events.events)")
+        print("audio interruption: \(events.events.map(\.description))")
     }
 }
 }

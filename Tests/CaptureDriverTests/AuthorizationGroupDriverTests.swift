@@ -45,26 +45,7 @@ import Testing
     /// Runs `capture devices` as root (`groups` nil) or as uid/gid 65534 with exactly `groups`,
     /// and returns what it says of video and audio authorization.
     static func devices(as groups: [gid_t]?) throws -> (video: Shown, audio: Shown, stdout: String) {
-        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let tool = try #require([dir.appendingPathComponent("capture"), dir.deletingLastPathComponent().appendingPathComponent("capture")]
-            .first { FileManager.default.isExecutableFile(atPath: $0.path) }, "no capture beside the test bundle: swift build --build-tests").path
-        let p = Process()
-        if let groups {
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            p.arguments = ["--reuid=65534", "--regid=65534", groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ","),
-                           "--", tool, "devices"]
-        } else {
-            p.executableURL = URL(fileURLWithPath: tool)
-            p.arguments = ["devices"]
-        }
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let e = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        try #require(p.terminationStatus == 0, "capture devices as \(groups.map { "nobody with groups \($0)" } ?? "root"): \(e)")
+        let (o, e) = try tool(["devices"], as: groups)
         func shown(_ media: String) throws -> Shown {
             let line = try #require(o.split(separator: "\n").first { $0.hasPrefix("\(media) authorization: ") }, "no \(media) line in: \(o)")
             let rest = line.dropFirst("\(media) authorization: ".count)
@@ -74,6 +55,31 @@ import Testing
         return (try shown("video"), try shown("audio"), o)
     }
 
+    /// Runs `capture ARGS` as `devices(as:)` does; returns its standard output and error.
+    static func tool(_ args: [String], as groups: [gid_t]?) throws -> (stdout: String, stderr: String) {
+        let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let tool = try #require([dir.appendingPathComponent("capture"), dir.deletingLastPathComponent().appendingPathComponent("capture")]
+            .first { FileManager.default.isExecutableFile(atPath: $0.path) }, "no capture beside the test bundle: swift build --build-tests").path
+        let p = Process()
+        if let groups {
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            p.arguments = ["--reuid=65534", "--regid=65534", groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ","),
+                           "--", tool] + args
+        } else {
+            p.executableURL = URL(fileURLWithPath: tool)
+            p.arguments = args
+        }
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let e = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        try #require(p.terminationStatus == 0, "capture \(args.joined(separator: " ")) as \(groups.map { "nobody with groups \($0)" } ?? "root"): \(e)")
+        return (o, e)
+    }
+
     @Test func rootIsAuthorized() throws {
         try Self.requireVM()
         #expect(CaptureDevice.authorizationStatus(for: .video) == .authorized)
@@ -81,6 +87,10 @@ import Testing
         let shown = try Self.devices(as: nil)
         #expect(shown.video.status == "authorized" && shown.video.advice.isEmpty, "\(shown.video)")
         #expect(shown.audio.status == "authorized" && shown.audio.advice.isEmpty, "\(shown.audio)")
+        let json = try Self.tool(["devices", "--json"], as: nil).stdout
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]], "\(json)")
+        #expect(Set(list.compactMap { $0["mediaType"] as? String }) == ["video", "audio"], "\(json)")
+        #expect(list.allSatisfy { $0["authorization"] as? String == "authorized" && $0["authorizationAdvice"] == nil }, "\(json)")
     }
 
     @Test func withoutTheGroupsDeniedWithAdvice() throws {
@@ -99,6 +109,18 @@ import Testing
                 #expect(shown.audio.status == "denied", "\(shown.audio)")
                 #expect(shown.audio.advice.contains("group 'audio'") && shown.audio.advice.contains("sudo usermod -aG audio $USER")
                         && shown.audio.advice.contains("/dev/snd/pcmC"), "\(shown.audio)")
+                // `devices --json` gives each device its media type's status and advice, as the text does.
+                let json = try Self.tool(["devices", "--json"], as: []).stdout
+                let list = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]], "\(json)")
+                for media in ["video", "audio"] {
+                    let text = media == "video" ? shown.video : shown.audio
+                    let entries = list.filter { $0["mediaType"] as? String == media }
+                    #expect(!entries.isEmpty, "no \(media) device in: \(json)")
+                    for d in entries {
+                        #expect(d["authorization"] as? String == "denied", "\(d)")
+                        #expect(d["authorizationAdvice"] as? String == text.advice, "\(d) against \(text)")
+                    }
+                }
             }
         }
     }

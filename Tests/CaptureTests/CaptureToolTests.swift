@@ -144,6 +144,33 @@ import Testing
         }
     }
 
+    /// `devices --json` carries what the text output's "MEDIA authorization: STATUS[: ADVICE]"
+    /// lines say, in every entry of that media type, and agrees with the library's own answer.
+    /// (The VM's AuthorizationGroupDriverTests checks it for a denied user.)
+    @Test func devicesJSONCarriesTheAuthorizationTheTextPrints() throws {
+        let text = try Self.capture(["devices"])
+        #expect(text.status == 0, "\(text.stderr)")
+        let json = try Self.capture(["devices", "--json"])
+        #expect(json.status == 0, "\(json.stderr)")
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]], "\(json.stdout)")
+        for media in MediaType.allCases {
+            let prefix = "\(media.rawValue) authorization: "
+            let line = try #require(text.stdout.split(separator: "\n").first { $0.hasPrefix(prefix) }, "\(text.stdout)")
+            let parts = line.dropFirst(prefix.count).split(separator: ":", maxSplits: 1)
+            let status = String(parts[0]), advice = parts.count > 1 ? String(parts[1].dropFirst()) : nil
+            #expect(status == CaptureDevice.authorizationStatus(for: media).rawValue)
+            #expect(advice == CaptureDevice.authorizationAdvice(for: media))
+            for d in list where d["mediaType"] as? String == media.rawValue {
+                #expect(d["authorization"] as? String == status, "\(d)")
+                #expect(d["authorizationAdvice"] as? String == advice, "\(d)")
+                // Absent, not null, when there is nothing to do.
+                #expect((d["authorizationAdvice"] != nil) == (advice != nil), "\(d)")
+            }
+        }
+        // The host lists at least the virtual camera, so the video check above ran.
+        #expect(list.contains { $0["mediaType"] as? String == "video" && $0["authorization"] is String }, "\(json.stdout)")
+    }
+
     /// `capture audio --seconds S` writes exactly round(S * rate) frames, whatever S and the rate.
     @Test(arguments: [0.5, 1, 2.3], [44_100, 48_000])
     func audioRecordsExactlyTheSecondsAsked(_ seconds: Double, _ rate: Int) throws {

@@ -1,7 +1,7 @@
-// Interruptions and connection state on the virtual camera: a stall and a stream held by another
-// client each give wasInterrupted then interruptionEnded (the session resumes by itself); an
-// unplug is a runtime error, not an interruption, and turns isConnected false with the
-// AVFoundation-style notification.
+// Interruptions and connection state on the virtual camera and microphone: a stall and a device
+// held by another client each give wasInterrupted then interruptionEnded (the session resumes by
+// itself); an unplug is a runtime error, not an interruption, and turns isConnected false with
+// the AVFoundation-style notification.
 import CaptureVirtual
 import CaptureBackend
 import Capture
@@ -97,6 +97,82 @@ import Testing
         Thread.sleep(forTimeInterval: 0.6)
         #expect(collector.count == 0, "a stopped session resumed its camera")
         #expect(!cam.isStreaming)
+    }
+
+    /// A microphone another client holds (the virtual microphone's `occupy()`, as another
+    /// process holding an ALSA hw: device) when the session starts: the session runs, the
+    /// camera delivers while the microphone is interrupted (audioDeviceInUseByAnotherClient,
+    /// once), and audio flows once the other client lets go.
+    @Test func microphoneHeldByAnotherClientInterruptsUntilReleased() throws {
+        let (cam, _, session, events, frames) = try rig("Interrupt Busy Mic Camera")
+        defer { VirtualCamera.uninstall(cam) }
+        let mic = VirtualMicrophone(name: "Interrupt Busy Mic")
+        VirtualMicrophone.install(mic)
+        defer { VirtualMicrophone.uninstall(mic) }
+        let device = try #require(CaptureDevice.devices(for: .audio).first { $0.uniqueID == mic.uniqueID })
+        session.addInput(try CaptureDeviceInput(device: device))
+        let output = CaptureAudioDataOutput()
+        output.audioSettings = .init(framesPerBuffer: 480)
+        let audio = AudioCollector()
+        output.setSampleBufferDelegate(audio, queue: audio.audioQueue)
+        session.addOutput(output)
+        mic.occupy()
+        // Making an input of a held microphone fails at once, as for a camera.
+        #expect(throws: CaptureError.self) { _ = try CaptureDeviceInput(device: device) }
+        do {
+            try session.start()
+            Issue.record("the throwing start ran with the microphone held")
+        } catch { #expect(error.code == .deviceBusy, "\(error)") }
+        #expect(!session.isRunning && !session.isInterrupted)
+        session.startRunning()
+        defer { session.stopRunning() }
+        #expect(session.isRunning)
+        let began = { (e: CaptureSession.Event) -> Bool in
+            if case .wasInterrupted(let d, .audioDeviceInUseByAnotherClient) = e { d === device } else { false }
+        }
+        #expect(events.wait(timeout: 3, began), "events: \(events.events)")
+        #expect(session.isInterrupted)
+        // The camera is not held up by the microphone.
+        #expect(frames.wait(for: 3, timeout: 5))
+        Thread.sleep(forTimeInterval: 0.6)
+        #expect(audio.audio.isEmpty)
+        #expect(output.audioFormat == nil)
+        #expect(!events.events.contains { Self.isEnded($0) })
+        mic.release()
+        #expect(events.wait(timeout: 5) { if case .interruptionEnded(let d) = $0 { d === device } else { false } },
+                "events: \(events.events)")
+        #expect(!session.isInterrupted)
+        #expect(audio.wait(audio: 5, timeout: 5))
+        #expect(output.audioFormat != nil)
+        #expect(!events.events.contains { if case .runtimeError = $0 { true } else { false } }, "\(events.events)")
+        // Began exactly once however many retries it took; the camera was never interrupted.
+        #expect(events.events.filter(began).count == 1)
+        #expect(events.events.filter { if case .wasInterrupted = $0 { true } else { false } }.count == 1)
+    }
+
+    /// The throwing start leaves a held microphone's session stopped with nothing running;
+    /// stopping while interrupted ends the retries (a release afterwards starts nothing).
+    @Test func stopWhileMicrophoneHeld() throws {
+        let mic = VirtualMicrophone(name: "Interrupt Stop Mic")
+        VirtualMicrophone.install(mic)
+        defer { VirtualMicrophone.uninstall(mic) }
+        let device = try #require(CaptureDevice.devices(for: .audio).first { $0.uniqueID == mic.uniqueID })
+        let session = CaptureSession()
+        let events = EventLog(session)
+        session.addInput(try CaptureDeviceInput(device: device))
+        let output = CaptureAudioDataOutput()
+        let audio = AudioCollector()
+        output.setSampleBufferDelegate(audio, queue: audio.audioQueue)
+        session.addOutput(output)
+        mic.occupy()
+        session.startRunning()
+        #expect(events.wait(timeout: 3) { Self.isBegan($0, .audioDeviceInUseByAnotherClient) })
+        session.stopRunning()
+        #expect(!session.isInterrupted && !session.isRunning)
+        mic.release()
+        Thread.sleep(forTimeInterval: 0.6)
+        #expect(audio.audio.isEmpty, "a stopped session resumed its microphone")
+        #expect(!events.events.contains { Self.isEnded($0) })
     }
 
     /// An unplug: a runtime error and deviceDisconnected, not an interruption; isConnected

@@ -17,7 +17,7 @@ py() { python3 -c "$@"; }
 invm=${CAPTURE_VM:-0}
 device_args=() small=320x240
 
-# capture devices --json: an array with the required keys; vivid nodes in the VM, virtual on the host.
+# capture devices --json: an array with the required keys (authorization too); vivid nodes in the VM, virtual on the host.
 "$bin/capture" devices --json >"$work/devices.json" 2>"$work/devices.err"
 check "devices --json exits 0" test $? -eq 0
 check "devices --json fields" py "
@@ -25,7 +25,7 @@ import json,sys
 d=json.load(open('$work/devices.json'))
 assert isinstance(d,list) and d, d
 for x in d:
-    for k in ('path','name','uniqueID','position','mediaType'): assert k in x, (k,x)
+    for k in ('path','name','uniqueID','position','mediaType','authorization'): assert k in x, (k,x)
 vid=[x for x in d if x['mediaType']=='video']
 if '$invm'=='1':
     assert sum(1 for x in vid if x['driver']=='vivid')==2, vid

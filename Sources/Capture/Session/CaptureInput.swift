@@ -13,7 +13,8 @@ public class CaptureInput: @unchecked Sendable {
 ///
 /// Creating it opens the device, so errors show up here: no such device, not a capture device,
 /// busy (another process streams it), permission denied, disconnected. A camera another process
-/// takes later interrupts the running session instead (`CaptureSession.isInterrupted`).
+/// takes later, or a microphone another process opens before the session starts it, interrupts
+/// the session instead (`CaptureSession.isInterrupted`).
 public final class CaptureDeviceInput: CaptureInput, @unchecked Sendable, CustomStringConvertible {
     /// The device this input reads.
     public let device: CaptureDevice

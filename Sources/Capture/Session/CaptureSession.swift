@@ -551,17 +551,19 @@ public class CaptureSession: @unchecked Sendable {
     public var isRunning: Bool { running.load(ordering: .acquiring) }
 
     /// Starts the flow of data, as `startRunning`. Errors go to `.runtimeError` events; use
-    /// `start()` to get them thrown. A camera another process streams from does not fail the
-    /// start: as in AVFoundation the session runs interrupted (`wasInterrupted` with
-    /// `.videoDeviceInUseByAnotherClient`, `isInterrupted`) and starts the camera by itself once
+    /// `start()` to get them thrown. A camera another process streams from, or a microphone
+    /// whose ALSA device another process holds, does not fail the start: as in AVFoundation the
+    /// session runs interrupted (`wasInterrupted` with `.videoDeviceInUseByAnotherClient` or
+    /// `.audioDeviceInUseByAnotherClient`, `isInterrupted`) and starts the device by itself once
     /// the other process lets go (`interruptionEnded`).
     public func startRunning() {
         do { try start(waitingForBusyDevices: true) } catch { hub.post(.runtimeError(error)) }
     }
 
     /// Starts the flow of data; throws if any input cannot start (then nothing runs), also
-    /// `.deviceBusy` when another process streams from a camera (`startRunning()` waits for it
-    /// instead). Once running, a camera taken or stalled is an interruption, not an error.
+    /// `.deviceBusy` when another process streams from a camera or holds a microphone
+    /// (`startRunning()` waits for it instead). Once running, a camera taken or a device stalled
+    /// is an interruption, not an error.
     public func start() throws(CaptureError) { try start(waitingForBusyDevices: false) }
 
     private func start(waitingForBusyDevices: Bool) throws(CaptureError) {
@@ -594,9 +596,9 @@ public class CaptureSession: @unchecked Sendable {
         }
         running.store(true, ordering: .releasing)
         hub.post(.didStartRunning)
-        // As AVFoundation: the session runs, interrupted, and resumes the camera on its own.
+        // As AVFoundation: the session runs, interrupted, and resumes the device on its own.
         for di in waiting {
-            hub.post(.wasInterrupted(di.device, reason: .videoDeviceInUseByAnotherClient))
+            hub.post(.wasInterrupted(di.device, reason: Self.inUseReason(di)))
             scheduleResume(di)
         }
     }
@@ -633,16 +635,27 @@ public class CaptureSession: @unchecked Sendable {
             return try startRunner(input, plan: plan, notes: &notes)
         } catch {
             guard takenByAnotherClient(input, error) else { throw error }
-            beginInterruption(input, reason: .videoDeviceInUseByAnotherClient, announce: announce)
+            beginInterruption(input, reason: Self.inUseReason(input), announce: announce)
             if announce { scheduleResume(input) }
             return nil
         }
     }
 
-    /// Whether `error` means another process (or session) streams from the camera: `EBUSY`
-    /// (not `ENOSPC`, the bus's bandwidth) and the device confirms that its stream is taken.
+    /// The reason an input another client holds is interrupted for, by its media type.
+    private static func inUseReason(_ input: CaptureDeviceInput) -> InterruptionReason {
+        input.device.mediaType == .audio ? .audioDeviceInUseByAnotherClient : .videoDeviceInUseByAnotherClient
+    }
+
+    /// Whether `error` means another process (or session) holds the device. A camera: `EBUSY`
+    /// (not `ENOSPC`, the bus's bandwidth) and the device confirms that its stream is taken. A
+    /// microphone: opening it failed busy (`snd_pcm_open`'s `EBUSY`: an ALSA `hw:` PCM has one
+    /// client per subdevice; the virtual microphone's `occupy()`), not a later call.
     private func takenByAnotherClient(_ input: CaptureDeviceInput, _ error: CaptureError) -> Bool {
-        guard error.code == .deviceBusy, error.errno != ENOSPC, input.device.mediaType == .video,
+        guard error.code == .deviceBusy else { return false }
+        if input.device.mediaType == .audio {
+            return error.operation == nil || error.operation == "snd_pcm_open"
+        }
+        guard error.errno != ENOSPC, input.device.mediaType == .video,
               let source = try? input.device.source() else { return false }
         do {
             try source.checkAvailable()
@@ -665,13 +678,14 @@ public class CaptureSession: @unchecked Sendable {
     }
 
     /// Tries to start an input another client held; ends the interruption when it runs.
+    /// Called on `controlQueue`.
     private func tryResume(_ input: CaptureDeviceInput) {
         lock.lock()
         defer { lock.unlock() }
         let id = ObjectIdentifier(input)
         resumeScheduled.remove(id)
         guard running.load(ordering: .acquiring), runners[id] == nil,
-              interruptions.withLock({ $0[id]?.reason }) == .videoDeviceInUseByAnotherClient,
+              interruptions.withLock({ $0[id]?.reason }) == Self.inUseReason(input),
               appliedInputs.contains(where: { $0 === input }) else { return }
         var notes: [String] = []
         do {
@@ -720,7 +734,7 @@ public class CaptureSession: @unchecked Sendable {
             self.interruptions.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(runner.input)) }
             if self.takenByAnotherClient(runner.input, error) {
                 // The stream was taken from under us: an interruption, not an error.
-                self.beginInterruption(runner.input, reason: .videoDeviceInUseByAnotherClient)
+                self.beginInterruption(runner.input, reason: Self.inUseReason(runner.input))
                 self.scheduleResume(runner.input)
                 return
             }

@@ -53,6 +53,11 @@ extension CaptureSession {
         /// (`EBUSY`). The session tries again every quarter second and resumes the camera when
         /// the other client lets go (as AVFoundation resumes when the interruption ends).
         case videoDeviceInUseByAnotherClient
+        /// Another process (or another session) holds the microphone's ALSA device, so it
+        /// cannot be opened (`EBUSY` from `snd_pcm_open`: a `hw:` device takes one client per
+        /// subdevice). The session tries again every quarter second and starts the microphone
+        /// when the other client lets go.
+        case audioDeviceInUseByAnotherClient
         /// The camera stopped delivering frames for much longer than its frame interval (a hung
         /// camera or driver); it ends with the next frame. Linux only: AVFoundation has no such
         /// reason.
