@@ -364,13 +364,13 @@ public final class CaptureStreamServer: @unchecked Sendable {
         }
         guard let gone else { return }
         defer { pendingWork.leave() }
-        guard let old = session.inputs.lazy.compactMap({ $0 as? CaptureDeviceInput }).first(where: { $0.device === gone.device }) else {
+        // The input that went (or the one an attempt that failed to start put in its place).
+        guard let old = session.inputs.lazy.compactMap({ $0 as? CaptureDeviceInput }).first(where: { gone.matches($0.device) }) else {
             // Somebody else changed the session's camera (the web app's toggle, the app).
             return finishReattach(gone)
         }
-        let cameras = CaptureDevice.devices(for: .video)
-        guard let device = cameras.first(where: { $0.uniqueID == gone.uniqueID && $0.isConnected })
-            ?? cameras.first(where: { $0.path == gone.path && $0.localizedName == gone.name && $0.isConnected }) else { return }
+        let cameras = CaptureDevice.devices(for: .video).filter(\.isConnected)
+        guard let device = cameras.first(where: { $0.uniqueID == gone.uniqueID }) ?? cameras.first(where: gone.matches) else { return }
         do throws(CaptureError) {
             try device.lockForConfiguration()
             defer { device.unlockForConfiguration() }
@@ -827,6 +827,11 @@ final class MissingCamera: Sendable {
         name = device.localizedName
         self.format = format
         self.interval = interval
+    }
+
+    /// Whether `other` is this camera: the same object, the same `uniqueID`, or the same path and name.
+    func matches(_ other: CaptureDevice) -> Bool {
+        other === device || other.uniqueID == uniqueID || (other.path == path && other.localizedName == name)
     }
 }
 
