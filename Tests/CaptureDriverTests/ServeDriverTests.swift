@@ -212,7 +212,9 @@ import Testing
             usleep(200_000)
         } while Date() < deadline
         #expect(source?["online"] as? Bool == true, "/state after the bind: \(String(describing: source))")
-        print("serve: online \(String(format: "%.2f", Date().timeIntervalSince(plugged))) s after the bind")
+        if source?["online"] as? Bool == true {
+            print("serve: online \(String(format: "%.2f", Date().timeIntervalSince(plugged))) s after the bind")
+        }
         #expect(serving.waitFor(timeout: 5) { $0.contains("online again") }, "no status line for the return: \(serving.stdout)")
         let back = try Self.get(base + "/snapshot", maxTime: 20)
         #expect(back.status == 200, "/snapshot after the bind: \(back.status) \(String(decoding: back.body.prefix(200), as: UTF8.self))")
@@ -224,6 +226,19 @@ import Testing
         let probed = (json?["streams"] as? [[String: Any]])?.first
         let codec = probed?["codec_name"] as? String, width = probed?["width"] as? Int, height = probed?["height"] as? Int
         #expect(codec == "mjpeg" && width == 320 && height == 180, "/stream after the bind: \(probe.output)")
-        #expect(serving.terminate() == 0, "capture serve did not stop cleanly: \(serving.stderr)")
+
+        // Gone again: SIGTERM stops it with status 0 while it waits for the camera.
+        let unboundAgain = try Self.shell("echo \(platform) > /sys/bus/platform/drivers/vivid/unbind")
+        try #require(unboundAgain.status == 0, "unbind \(platform) again: \(unboundAgain.output)")
+        removed = true
+        deadline = Date(timeIntervalSinceNow: 10)
+        repeat {
+            source = Self.source(try Self.get(base + "/state", maxTime: 5).body)
+            if source?["online"] as? Bool == false { break }
+            usleep(200_000)
+        } while Date() < deadline
+        #expect(source?["online"] as? Bool == false, "/state after the second unbind: \(String(describing: source))")
+        #expect(serving.terminate() == 0, "capture serve did not stop cleanly while the camera was gone: \(serving.stderr)")
+        if try Self.shell("echo \(platform) > /sys/bus/platform/drivers/vivid/bind").status == 0 { removed = false }
     }
 }
