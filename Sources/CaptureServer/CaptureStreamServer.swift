@@ -42,6 +42,13 @@ public final class CaptureStreamServer: @unchecked Sendable {
         public var snapshotTimeout: Double
         /// The album where the web app's shutter saves stills.
         public var photoLibrary: PhotoLibrary
+        /// Whether the server takes the camera back when it returns after an unplug, as uStreamer
+        /// does (true by default): while it is gone the server keeps answering (`/state` offline,
+        /// `/snapshot` and `/stream` 503) and looks for it every half second (the same
+        /// `uniqueID`, or the same path and name); once it is back, the server puts it in the
+        /// session in place of the input that went, with the same format and frame rate, and
+        /// starts the session if it stopped. False leaves the session to the app.
+        public var reattachesCamera = true
 
         public init(host: String = "127.0.0.1", port: Int = 8080, quality: Int = 80, credentials: Credentials? = nil,
                     allowedOrigin: String? = nil, maxClients: Int = 20, connectionTimeout: Int = 10,
@@ -61,7 +68,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
             a.host == b.host && a.port == b.port && a.quality == b.quality && a.credentials == b.credentials
                 && a.allowedOrigin == b.allowedOrigin && a.maxClients == b.maxClients
                 && a.connectionTimeout == b.connectionTimeout && a.snapshotTimeout == b.snapshotTimeout
-                && a.photoLibrary === b.photoLibrary
+                && a.photoLibrary === b.photoLibrary && a.reattachesCamera == b.reattachesCamera
         }
 
         public func hash(into h: inout Hasher) {
@@ -146,6 +153,10 @@ public final class CaptureStreamServer: @unchecked Sendable {
     private let pendingWork = DispatchGroup()
     private var timer: DispatchSourceTimer?
     private var eventToken: UUID?
+    /// The camera that went away and is looked for again (`reattachesCamera`), and the timer
+    /// that looks on the action queue.
+    private var missing: MissingCamera?
+    private var reattachTimer: DispatchSourceTimer?
     /// Stills the web app took, by file name, for `/album/NAME` (the newest few).
     private var stills: [(name: String, jpeg: Data)] = []
     private let expectedAuthorization: [UInt8]?
@@ -256,7 +267,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
             guard daemon != nil, !stopping else { return (false, nil, nil) }
             stopping = true
             resumeWaitingLocked(now: .now(), force: true)
-            defer { timer = nil; eventToken = nil }
+            reattachTimer?.cancel()
+            defer { timer = nil; eventToken = nil; reattachTimer = nil; missing = nil }
             return (true, timer, eventToken)
         }
         guard running else { return }
@@ -309,7 +321,9 @@ public final class CaptureStreamServer: @unchecked Sendable {
 
     private func sessionEvent(_ event: CaptureSession.Event) {
         switch event {
-        case .deviceDisconnected:
+        case .deviceDisconnected(let device):
+            // Its settings now: a camera plugged in again is a new object.
+            let gone = MissingCamera(device: device, format: device.activeFormat, interval: device.activeVideoMinFrameDuration)
             // On the frame queue, after the frames the device gave before it went (a late one
             // must not bring the server back online).
             queue.async { [self] in
@@ -317,10 +331,77 @@ public final class CaptureStreamServer: @unchecked Sendable {
                     offline = true
                     // Streams end at their next part boundary.
                     resumeWaitingLocked(now: .now(), force: true)
+                    if configuration.reattachesCamera, device.mediaType == .video, !stopping, daemon != nil {
+                        watchForLocked(gone)
+                    }
                 }
             }
         default:
             break
+        }
+    }
+
+    // MARK: Reattach (on the action queue)
+
+    /// Starts looking for `gone` every half second. Under `lock`.
+    private func watchForLocked(_ gone: MissingCamera) {
+        missing = gone
+        guard reattachTimer == nil else { return }
+        let t = DispatchSource.makeTimerSource(queue: actions)
+        t.schedule(deadline: .now() + 0.5, repeating: 0.5)
+        t.setEventHandler { [weak self] in self?.tryReattach() }
+        reattachTimer = t
+        t.resume()
+    }
+
+    /// Puts the missing camera back in the session if it is there again; else tries again at
+    /// the next tick. Gives up when the app replaced or removed its input meanwhile.
+    private func tryReattach() {
+        let gone: MissingCamera? = lock.withLock {
+            guard let m = missing, !stopping else { return nil }
+            pendingWork.enter()
+            return m
+        }
+        guard let gone else { return }
+        defer { pendingWork.leave() }
+        // The input that went (or the one an attempt that failed to start put in its place).
+        guard let old = session.inputs.lazy.compactMap({ $0 as? CaptureDeviceInput }).first(where: { gone.matches($0.device) }) else {
+            // Somebody else changed the session's camera (the web app's toggle, the app).
+            return finishReattach(gone)
+        }
+        let cameras = CaptureDevice.devices(for: .video).filter(\.isConnected)
+        guard let device = cameras.first(where: { $0.uniqueID == gone.uniqueID }) ?? cameras.first(where: gone.matches) else { return }
+        do throws(CaptureError) {
+            try device.lockForConfiguration()
+            defer { device.unlockForConfiguration() }
+            // The format only when the session does not choose it by its preset.
+            if session.sessionPreset == .inputPriority, let f = gone.format,
+               let same = device.formats.first(where: { $0.pixelFormat == f.pixelFormat && $0.dimensions == f.dimensions }) {
+                try device.setActiveFormat(same)
+            }
+            if let i = gone.interval, device.activeFormat?.supports(i) ?? false {
+                try device.setActiveVideoMinFrameDuration(i)
+            }
+            let input = try CaptureDeviceInput(device: device)
+            session.beginConfiguration()
+            session.removeInput(old)
+            session.addInput(input)
+            if case .rejected(let e) = session.commitConfiguration() { throw e }
+            if !session.isRunning { try session.start() }
+        } catch {
+            // Not ready yet (still enumerating, busy): the next tick tries again.
+            return
+        }
+        finishReattach(gone)
+    }
+
+    /// Stops looking for `gone` (unless another camera went meanwhile).
+    private func finishReattach(_ gone: MissingCamera) {
+        lock.withLock {
+            guard missing === gone else { return }
+            missing = nil
+            reattachTimer?.cancel()
+            reattachTimer = nil
         }
     }
 
@@ -727,6 +808,30 @@ public final class CaptureStreamServer: @unchecked Sendable {
                 "drop_reasons": Dictionary(uniqueKeysWithValues: dropped.map { ($0.key.rawValue, $0.value) }),
             ] as [String: Any]]
         }
+    }
+}
+
+/// A camera that went away, what identifies it when it is back, and the settings it had.
+final class MissingCamera: Sendable {
+    let device: CaptureDevice
+    let uniqueID: String
+    let path: String
+    let name: String
+    let format: CaptureDevice.Format?
+    let interval: FrameInterval?
+
+    init(device: CaptureDevice, format: CaptureDevice.Format?, interval: FrameInterval?) {
+        self.device = device
+        uniqueID = device.uniqueID
+        path = device.path
+        name = device.localizedName
+        self.format = format
+        self.interval = interval
+    }
+
+    /// Whether `other` is this camera: the same object, the same `uniqueID`, or the same path and name.
+    func matches(_ other: CaptureDevice) -> Bool {
+        other === device || other.uniqueID == uniqueID || (other.path == path && other.localizedName == name)
     }
 }
 

@@ -70,6 +70,7 @@ let commandUsages: KeyValuePairs<String, String> = [
     usage: capture serve [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
                          [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
            (MJPEG at /stream and /?action=stream, /snapshot, /state, the camera web app at /;
+           an unplugged camera is served as offline and taken back when it returns;
            Ctrl-C or SIGTERM stops it)
     """,
     "help": """
@@ -643,6 +644,22 @@ func serveCommand(_ args: Arguments) throws {
     let session = try makeSession(device, args, outputs: [still])
     defer { session.stopRunning() }
     let server = try CaptureStreamServer(session: session, configuration: config)
+    // The server keeps answering while the camera is gone and takes it back when it returns
+    // (`reattachesCamera`); the tool says when.
+    let gone = CameraGone()
+    session.addEventHandler { [weak session] event in
+        switch event {
+        case .deviceDisconnected(let d):
+            gone.set(true)
+            say("offline: \(d.localizedName) (\(d.path)) went away; waiting for it to come back")
+        case .didStartRunning:
+            guard gone.set(false) else { return }
+            let d = (session?.inputs.first as? CaptureDeviceInput)?.device
+            say("online again: \(d?.localizedName ?? "the camera") (\(d?.path ?? "?")) is back")
+        default:
+            break
+        }
+    }
     try server.start()
     defer { server.stop() }
     let url = server.url
@@ -658,6 +675,15 @@ func serveCommand(_ args: Arguments) throws {
 
 /// Writes a line to standard output at once (print buffers when the output is a pipe).
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
+/// Whether `capture serve`'s camera went away (set on the session's event queue).
+final class CameraGone: @unchecked Sendable {
+    private let lock = NSLock()
+    private var gone = false
+    /// Sets the flag; returns what it was.
+    @discardableResult
+    func set(_ value: Bool) -> Bool { lock.withLock { defer { gone = value }; return gone } }
+}
 
 final class ErrorBox: @unchecked Sendable {
     let lock = NSLock()

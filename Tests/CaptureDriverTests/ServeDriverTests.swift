@@ -1,8 +1,9 @@
 // `capture serve` on vivid in the VM: a real device served to real clients (curl, ffprobe), and a
-// device removed under a stream. vivid cannot be unloaded while the server holds it open ("in
-// use"), so the removal is the kernel's own unbind of its platform device: its nodes leave /dev and
-// every open descriptor gets ENODEV, as with a USB camera pulled out. Once the server has let go of
-// the device, `modprobe -r vivid` works (which the test proves), and vivid is loaded again.
+// device removed under a stream and plugged in again. The removal is the kernel's own unbind of
+// vivid's platform device: its nodes leave /dev and every open descriptor gets ENODEV, as with a
+// USB camera pulled out; the bind brings the nodes back, as plugging it in again. The server keeps
+// running offline, lets go of the removed device (no descriptor left on it), and takes the camera
+// back when it returns.
 import Capture
 import CaptureTestSupport
 import Foundation
@@ -95,7 +96,7 @@ import Testing
         #expect(serving.terminate() == 0, "capture serve did not stop cleanly: \(serving.stderr)")
     }
 
-    @Test func aDeviceRemovedMidStreamEndsTheStreamCleanlyAndStateSaysOffline() throws {
+    @Test func aDeviceRemovedMidStreamEndsTheStreamCleanlyAndIsTakenBackWhenPluggedInAgain() throws {
         let cam = try Self.camera()
         let modprobe = try #require(ProcessInfo.processInfo.environment["CAPTURE_VM_MODPROBE"], "needs the VM harness")
         let params = try #require(ProcessInfo.processInfo.environment["CAPTURE_VM_VIVID"], "needs vivid loaded")
@@ -183,19 +184,61 @@ import Testing
         #expect(try Self.get(base + "/").status == 200)
         #expect(serving.process.isRunning, "capture serve exited: \(serving.stderr)")
 
-        // Every descriptor on the removed device is closed: the module can go.
-        var unloaded = (status: Int32(1), output: "")
+        // Every descriptor on the removed device is closed (a held one reads "/dev/videoN (deleted)").
+        let fds = "/proc/\(serving.process.processIdentifier)/fd"
+        func heldRemoved() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: fds)) ?? []).compactMap {
+                try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fds)/\($0)")
+            }.filter { $0.hasPrefix("/dev/") && $0.hasSuffix("(deleted)") }
+        }
         deadline = Date(timeIntervalSinceNow: 10)
-        repeat {
-            unloaded = try Self.shell("\(modprobe) -r vivid")
-            if unloaded.status == 0 { break }
-            usleep(200_000)
-        } while Date() < deadline
-        #expect(unloaded.status == 0, "vivid cannot be unloaded (the server still holds the removed device?): \(unloaded.output)")
+        while Date() < deadline, !heldRemoved().isEmpty { usleep(200_000) }
+        #expect(heldRemoved().isEmpty, "the server still holds the removed device: \(heldRemoved())")
         // The status line says so too.
         deadline = Date(timeIntervalSinceNow: 12)
         while Date() < deadline, !serving.stdout.contains("offline") { usleep(200_000) }
         #expect(serving.stdout.contains("offline"), "no offline status line: \(serving.stdout)")
-        #expect(serving.terminate() == 0, "capture serve did not stop cleanly: \(serving.stderr)")
+        #expect(serving.process.isRunning, "capture serve exited while the camera was gone: \(serving.stderr)")
+
+        // Plugged in again: the server takes it back by itself.
+        let bound = try Self.shell("echo \(platform) > /sys/bus/platform/drivers/vivid/bind")
+        try #require(bound.status == 0, "bind \(platform): \(bound.output)")
+        removed = false
+        let plugged = Date()
+        deadline = Date(timeIntervalSinceNow: 20)
+        repeat {
+            source = Self.source(try Self.get(base + "/state", maxTime: 5).body)
+            if source?["online"] as? Bool == true { break }
+            usleep(200_000)
+        } while Date() < deadline
+        #expect(source?["online"] as? Bool == true, "/state after the bind: \(String(describing: source))")
+        if source?["online"] as? Bool == true {
+            print("serve: online \(String(format: "%.2f", Date().timeIntervalSince(plugged))) s after the bind")
+        }
+        #expect(serving.waitFor(timeout: 5) { $0.contains("online again") }, "no status line for the return: \(serving.stdout)")
+        let back = try Self.get(base + "/snapshot", maxTime: 20)
+        #expect(back.status == 200, "/snapshot after the bind: \(back.status) \(String(decoding: back.body.prefix(200), as: UTF8.self))")
+        let image = TestJPEG.decode(back.body)
+        #expect(image?.width == 320 && image?.height == 180, "/snapshot after the bind is not a 320x180 JPEG (\(back.body.count) bytes)")
+        let probe = try Self.shell("ffprobe -v error -analyzeduration 1000000 -show_streams -of json '\(base)/stream'")
+        #expect(probe.status == 0, "ffprobe /stream after the bind: \(probe.output)")
+        let json = try? JSONSerialization.jsonObject(with: Data(probe.output.utf8)) as? [String: Any]
+        let probed = (json?["streams"] as? [[String: Any]])?.first
+        let codec = probed?["codec_name"] as? String, width = probed?["width"] as? Int, height = probed?["height"] as? Int
+        #expect(codec == "mjpeg" && width == 320 && height == 180, "/stream after the bind: \(probe.output)")
+
+        // Gone again: SIGTERM stops it with status 0 while it waits for the camera.
+        let unboundAgain = try Self.shell("echo \(platform) > /sys/bus/platform/drivers/vivid/unbind")
+        try #require(unboundAgain.status == 0, "unbind \(platform) again: \(unboundAgain.output)")
+        removed = true
+        deadline = Date(timeIntervalSinceNow: 10)
+        repeat {
+            source = Self.source(try Self.get(base + "/state", maxTime: 5).body)
+            if source?["online"] as? Bool == false { break }
+            usleep(200_000)
+        } while Date() < deadline
+        #expect(source?["online"] as? Bool == false, "/state after the second unbind: \(String(describing: source))")
+        #expect(serving.terminate() == 0, "capture serve did not stop cleanly while the camera was gone: \(serving.stderr)")
+        if try Self.shell("echo \(platform) > /sys/bus/platform/drivers/vivid/bind").status == 0 { removed = false }
     }
 }

@@ -367,6 +367,73 @@ import Testing
         #expect(try curl(served.base + "/").status == 200)
     }
 
+    /// uStreamer's behaviour: an unplugged camera is served as offline, and once it is plugged
+    /// in again the server takes it back (same format) and new clients get fresh frames.
+    @Test func theServerTakesTheCameraBackWhenItIsPluggedInAgain() async throws {
+        let served = try ServedCamera(width: 320, height: 180)
+        defer { served.close() }
+        let reader = try StreamReader(port: served.port)
+        #expect(try reader.next()?.isCompleteJPEG == true)
+        served.camera.disconnect()
+        var ended = false
+        let readUntil = Date().addingTimeInterval(30)
+        while Date() < readUntil {
+            guard let p = try reader.next() else { ended = true; break }
+            #expect(p.isCompleteJPEG)
+        }
+        #expect(ended && reader.sawCloseDelimiter, "the stream did not end cleanly at the disconnect")
+        #expect(await eventually(timeout: 20) { !served.server.statistics.isOnline })
+        // Gone for a while (the server looks every half second and finds nothing): offline.
+        try await Task.sleep(for: .seconds(1.2))
+        #expect(try Self.online(served) == false)
+        #expect(try curl(served.base + "/snapshot").status == 503)
+        #expect(try curl(served.base + "/stream").status == 503)
+        #expect(try curl(served.base + "/").status == 200)
+        #expect(!served.session.isRunning)
+
+        let pluggedIn = monotonicSeconds()
+        served.camera.reconnect()
+        #expect(await eventually(timeout: 20) { served.server.statistics.isOnline }, "the server did not take the camera back")
+        #expect(try Self.online(served) == true)
+        #expect(served.session.isRunning)
+        let again = try StreamReader(port: served.port)
+        #expect(again.status == 200)
+        var parts: [StreamPart] = []
+        while parts.count < 5, let p = try again.next() { parts.append(p) }
+        #expect(parts.count == 5, "the new stream ended after \(parts.count) parts")
+        #expect(parts.allSatisfy { $0.isCompleteJPEG })
+        let seqs = parts.compactMap(\.sequence)
+        #expect(seqs.count == 5 && zip(seqs, seqs.dropFirst()).allSatisfy { $0 < $1 }, "sequences \(seqs)")
+        // Fresh frames, not the last one from before the unplug.
+        #expect(parts.allSatisfy { ($0.timestamp ?? 0) > pluggedIn }, "\(parts.map(\.timestamp)) before \(pluggedIn)")
+        let image = parts.last.flatMap { TestJPEG.decode(Data($0.jpeg)) }
+        #expect(image?.width == 320 && image?.height == 180, "the new stream's last part is not a 320x180 JPEG")
+        let snapshot = try curl(served.base + "/snapshot")
+        #expect(snapshot.status == 200 && TestJPEG.decode(snapshot.body)?.width == 320)
+    }
+
+    /// With `reattachesCamera` false the session is left to the app: the camera plugged in again
+    /// is not taken back.
+    @Test func withoutReattachTheServerStaysOffline() async throws {
+        let served = try ServedCamera(width: 320, height: 180) { $0.reattachesCamera = false }
+        defer { served.close() }
+        #expect(await eventually(timeout: 20) { served.server.statistics.isOnline })
+        served.camera.disconnect()
+        #expect(await eventually(timeout: 20) { !served.server.statistics.isOnline })
+        served.camera.reconnect()
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(!served.server.statistics.isOnline)
+        #expect(!served.session.isRunning)
+        #expect(try curl(served.base + "/snapshot").status == 503)
+    }
+
+    /// `/state`'s `source.online`.
+    static func online(_ served: ServedCamera) throws -> Bool? {
+        let (_, state, _) = try curl(served.base + "/state")
+        let result = (try JSONSerialization.jsonObject(with: state) as? [String: Any])?["result"] as? [String: Any]
+        return (result?["source"] as? [String: Any])?["online"] as? Bool
+    }
+
     @Test func stopEndsStreamsAndTheServerCanStartAgain() throws {
         let served = try ServedCamera()
         defer { served.close() }

@@ -298,8 +298,10 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     static func canonical(_ make: () -> CaptureDevice) -> CaptureDevice {
         let fresh = make()
         return registry.withLock { reg in
+            // A camera a session found unplugged and that is listed again was plugged back in:
+            // a new object (its old one keeps saying `isConnected == false`).
             if let old = reg[fresh.uniqueID], old.path == fresh.path, old.localizedName == fresh.localizedName,
-               old.isVirtual == fresh.isVirtual {
+               old.isVirtual == fresh.isVirtual, !old.state.withLock({ $0.disconnected }) {
                 return old
             }
             reg[fresh.uniqueID] = fresh
