@@ -24,6 +24,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// The session-side consumer of the microphone's audio.
     let audioConsumer = CaptureAudioDataOutput(frameConsumer: ())
     private let sink = RecordingSink()
+    /// Copies of the frames the recorder is behind on (see `init`).
+    private let detached = DetachedFrames()
+    /// Frames that may wait for the recording queue in the buffers they came in: beyond these,
+    /// frames are copied on receipt and their buffers go back at once.
+    static let heldFrameLimit = 2
     /// Serial: frames, drops, starts, stops and delegate calls, in order.
     let queue = DispatchQueue(label: "swift-capture.recording")
     private let lock = NSLock()
@@ -132,6 +137,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     public init() {
         consumer.alwaysDiscardsLateVideoFrames = false
+        // The backlog keeps every frame (in order, none newest-wins) but holds at most
+        // `heldFrameLimit` of the camera's buffers: a slow encoder costs the other outputs
+        // nothing, and what the recorder cannot keep it loses alone, counted.
+        let detached = detached
+        consumer.frameDetacher = .init(heldLimit: Self.heldFrameLimit) { sample in detached.detach(sample) }
         sink.owner = self
         consumer.setSampleBufferDelegate(sink, queue: queue)
         audioConsumer.setSampleBufferDelegate(sink, queue: queue)
@@ -247,6 +257,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         guard active == nil else { return }
         if window > .zero, standby == nil, settings.problem == nil {
             standby = Standby(window: window, settings: settings, fragment: fragment)
+            standby?.writer.detached = detached
         }
         consumer.videoSettings = standby.map { Self.product($0.settings) } ?? .init()
     }
@@ -328,7 +339,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                     sb.writer.close()
                     audioRing = []
                 }
-                return try MovieWriter(url: outputFileURL, container: container, fragmentInterval: fragment)
+                let writer = try MovieWriter(url: outputFileURL, container: container, fragmentInterval: fragment)
+                writer.detached = detached
+                return writer
             }
             switch result {
             case .failure(let error):

@@ -1,0 +1,86 @@
+import Capture
+import CaptureRecording
+import Foundation
+import Testing
+
+/// A recorder that cannot keep up (x264's `placebo` preset, which no machine of this kind runs at
+/// 30 fps) costs the session's other outputs nothing: it holds at most two of the camera's
+/// buffers, copies the frames it is behind on, and loses what it cannot keep alone, counted.
+@Suite(.serialized) struct SlowRecorderTests {
+    /// Counts an app output's frames and notes their sequence numbers.
+    final class Counter: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+        private let lock = NSLock()
+        private var seqs: [UInt64] = []
+        func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+            let s = sampleBuffer.sequenceNumber
+            lock.withLock { seqs.append(s) }
+        }
+        var sequences: [UInt64] { lock.withLock { seqs } }
+    }
+
+    @Test(arguments: [PixelFormat.nv12, .yuyv])
+    func slowH264RecorderLosesFramesAloneWithGapsInTime(_ format: PixelFormat) throws {
+        let rig = try RecordingRig("slow \(format)", .init(format, width: 1280, height: 720, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("slow")
+        defer { folder.remove() }
+        // An app output that keeps every frame in order (no newest-wins) and is quick.
+        let app = CaptureVideoDataOutput()
+        app.alwaysDiscardsLateVideoFrames = false
+        let counter = Counter()
+        app.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "test.slow-recorder.app"))
+        rig.session.addOutput(app)
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        var settings = MovieOutputSettings(codec: .h264, rateControl: .quality(23))
+        settings.preset = "placebo"
+        movie.setOutputSettings(settings, for: nil)
+        movie.maxRecordedDuration = .seconds(2)
+        try rig.session.start()
+        let url = folder.file("slow.mp4")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(events.waitForFinish(), "the recording never finished")
+        rig.session.stopRunning()
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.error?.code == .maximumDurationReached, "\(String(describing: summary.error))")
+
+        // The app's output got every frame the camera made: none lost for want of a buffer (the
+        // camera's own skips on a starved machine, `.discontinuity`, were never made).
+        let (delivered, appDrops) = app.statistics
+        #expect(appDrops[.outOfBuffers] == nil, "the app output lost \(appDrops) while the recorder was behind")
+        #expect(appDrops[.frameWasLate] == nil && appDrops[.corrupt] == nil, "\(appDrops)")
+        let seqs = counter.sequences
+        #expect(delivered == seqs.count && seqs.count >= 45, "\(seqs.count) frames to the app, \(appDrops)")
+        if let first = seqs.first, let last = seqs.last {
+            let skipped = appDrops[.discontinuity] ?? 0
+            #expect(Int(last - first) + 1 <= seqs.count + skipped,
+                    "the app's frames \(first)...\(last): \(seqs.count) delivered, \(skipped) never made by the camera")
+        }
+
+        // The recorder fell behind beyond its own storage and lost frames alone, as late.
+        let late = summary.framesDropped[.frameWasLate] ?? 0
+        #expect(late > 0, "x264 placebo kept up at 1280x720 (the recorder was never behind): \(summary)")
+        #expect(summary.framesDropped[.outOfBuffers] == nil, "the camera ran out of buffers: \(summary.framesDropped)")
+        // Each frame of the camera's sequence within the recording was written or counted lost once.
+        let range = try #require(summary.sequenceRange)
+        let dropped = summary.framesDropped.values.reduce(0, +)
+        #expect(summary.framesWritten + dropped >= range.count, "\(summary.framesWritten) written + \(dropped) dropped of \(range.count)")
+        // (Frames lost after the last one written, until the limit ended it, are counted too.)
+        #expect(summary.framesWritten + dropped <= range.count + 30, "\(summary.framesWritten) + \(dropped) of \(range.count)")
+
+        // The file: every frame written, at its capture time (lost frames leave gaps, not a shift).
+        let probe = try Probe(url)
+        #expect(probe.codec == "h264" && probe.width == 1280 && probe.height == 720, "\(probe)")
+        #expect(probe.frames == summary.framesWritten, "ffprobe read \(probe.frames), the recorder wrote \(summary.framesWritten)")
+        let times = try packetTimes(url)
+        #expect(times.count == summary.framesWritten && zip(times, times.dropFirst()).allSatisfy { $0 < $1 })
+        let longest = zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 0
+        #expect(longest > 1.5 / 30, "no gap in time: the longest step is \(longest) s")
+        // Spread over the capture time, not packed one frame interval apart.
+        let interval = 1.0 / 30
+        #expect(abs(summary.duration.seconds - Double(range.count) * interval) < 2 * interval,
+                "duration \(summary.duration) for camera frames \(range)")
+        #expect(abs(probe.duration - summary.duration.seconds) < 0.002, "ffprobe \(probe.duration) s, recorder \(summary.duration)")
+    }
+}
