@@ -9,8 +9,11 @@ import Foundation
 /// is not listed in `session.outputs`, and the session's one-output-per-kind rule leaves it out.
 /// Frames reach it in order on its recording queue, which encodes (H.264: one copy of each frame
 /// into the encoder) or writes (MJPEG: the camera's bytes as they came) each one before it lets
-/// go of it; while it is busy, frames wait holding their driver buffers, and frames the camera
-/// loses meanwhile are counted in `RecordingSummary.framesDropped`, never hidden.
+/// go of it. While it is busy, frames wait in order: at most two in the camera's buffers, the
+/// rest copied into the output's own storage (about a second of frames) so that the camera and
+/// the session's other outputs lose nothing; beyond that storage the output loses frames alone.
+/// Every frame lost is counted once in `RecordingSummary.framesDropped` (the output's own losses
+/// as `.frameWasLate`), never hidden.
 ///
 /// MP4 is written fragmented: a process killed mid-recording leaves a playable file with every
 /// fragment completed, at most `movieFragmentInterval` short. Timestamps are the capture
