@@ -83,4 +83,78 @@ import Testing
                 "duration \(summary.duration) for camera frames \(range)")
         #expect(abs(probe.duration - summary.duration.seconds) < 0.002, "ffprobe \(probe.duration) s, recorder \(summary.duration)")
     }
+
+    /// MJPEG passed through into Matroska written to a pipe whose reader stops for 2 s (a slow
+    /// destination: a network filesystem, a pipe into another program): the recorder's queue
+    /// blocks in the write, yet an app output taking the same JPEGs gets every one; the recorder
+    /// keeps about a second of frames in its own storage and loses the rest alone, as late.
+    @Test func mjpegRecorderBlockedOnItsDestinationCostsOthersNothing() throws {
+        let rig = try RecordingRig("slow mjpeg", .init(.mjpeg, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("slow-mjpeg")
+        defer { folder.remove() }
+        let app = CaptureVideoDataOutput()
+        app.alwaysDiscardsLateVideoFrames = false
+        app.videoSettings = .init(jpeg: .init(quality: 85))
+        let counter = Counter()
+        app.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "test.slow-mjpeg.app"))
+        rig.session.addOutput(app)
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        movie.setOutputSettings(.init(codec: .mjpeg), for: nil)
+        movie.maxRecordedDuration = .seconds(3)
+        let pipe = folder.file("pipe.mkv")
+        guard mkfifo(pipe.path, 0o600) == 0 else { throw TestFailure("mkfifo failed: \(errno)") }
+        // The reader: opens the pipe, reads a little, stops for 2 s, then reads to the end.
+        let copy = folder.file("copy.mkv")
+        let reader = Thread {
+            guard let input = FileHandle(forReadingAtPath: pipe.path) else { return }
+            _ = FileManager.default.createFile(atPath: copy.path, contents: nil)
+            guard let output = FileHandle(forWritingAtPath: copy.path) else { return }
+            let start = Date()
+            var paused = false
+            while true {
+                if !paused, Date().timeIntervalSince(start) > 0.3 {
+                    paused = true
+                    Thread.sleep(forTimeInterval: 2)
+                }
+                let chunk = input.readData(ofLength: 65536)
+                if chunk.isEmpty { break }
+                output.write(chunk)
+            }
+            try? output.close()
+            try? input.close()
+        }
+        reader.start()
+        try rig.session.start()
+        let events = RecordingEvents()
+        movie.startRecording(to: pipe, recordingDelegate: events)
+        #expect(events.waitForFinish(), "the recording never finished")
+        rig.session.stopRunning()
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.error?.code == .maximumDurationReached, "\(String(describing: summary.error))")
+        while reader.isExecuting || !reader.isFinished { Thread.sleep(forTimeInterval: 0.01) }
+
+        let (delivered, appDrops) = app.statistics
+        #expect(appDrops[.outOfBuffers] == nil && appDrops[.frameWasLate] == nil, "the app output lost \(appDrops)")
+        let seqs = counter.sequences
+        #expect(delivered == seqs.count && seqs.count >= 60, "\(seqs.count) frames to the app, \(appDrops)")
+        if let first = seqs.first, let last = seqs.last {
+            #expect(Int(last - first) + 1 <= seqs.count + (appDrops[.discontinuity] ?? 0), "the app's frames \(first)...\(last): \(seqs.count)")
+        }
+        let late = summary.framesDropped[.frameWasLate] ?? 0
+        #expect(late > 0, "the recorder was never behind by more than its storage: \(summary)")
+        #expect(summary.framesDropped[.outOfBuffers] == nil, "\(summary.framesDropped)")
+        let range = try #require(summary.sequenceRange)
+        let dropped = summary.framesDropped.values.reduce(0, +)
+        #expect(summary.framesWritten + dropped >= range.count, "\(summary.framesWritten) written + \(dropped) dropped of \(range.count)")
+        #expect(summary.framesWritten + dropped <= range.count + 30)
+
+        let probe = try Probe(copy)
+        #expect(probe.codec == "mjpeg" && probe.frames == summary.framesWritten, "\(probe), \(summary.framesWritten) written")
+        let times = try packetTimes(copy)
+        #expect(times.count == summary.framesWritten && zip(times, times.dropFirst()).allSatisfy { $0 < $1 })
+        let longest = zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 0
+        #expect(longest > 0.2, "no gap in time where the recorder lost frames: the longest step is \(longest) s")
+    }
 }
