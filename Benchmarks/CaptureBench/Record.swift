@@ -402,6 +402,10 @@ func recordSession(_ a: Arguments) {
     let withApp = a.flags.contains("app-output")
     let s = openSession(device: device, size: (w, h), format: format, rate: 30, outputs: withApp ? [app] : [])
     s.addOutput(movie)
+    // `--preset P`: x264's preset (a slower one makes a recorder that falls behind).
+    var settings = MovieOutputSettings()
+    if let preset = a.string("preset") { settings.preset = preset }
+    movie.setOutputSettings(settings, for: nil)
     do { try s.start() } catch { fail("cannot start: \(error)") }
     let url = URL(fileURLWithPath: "\(dir)/capture-bench-record-\(getpid())-session.mp4")
     defer { try? FileManager.default.removeItem(at: url) }
@@ -423,6 +427,7 @@ func recordSession(_ a: Arguments) {
     r.add("frames_written", n1 - n0)
     r.add("frames_dropped", movie.lastRecording?.framesDropped.values.reduce(0, +) ?? -1)
     r.add("drop_reasons", (movie.lastRecording?.framesDropped ?? [:]).map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " "))
+    r.add("preset", settings.preset)
     r.add("frames_written_total", movie.lastRecording?.framesWritten ?? -1)
     if withApp {
         let (delivered, dropped) = app.statistics

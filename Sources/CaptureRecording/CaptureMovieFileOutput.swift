@@ -9,7 +9,7 @@ import Foundation
 /// is not listed in `session.outputs`, and the session's one-output-per-kind rule leaves it out.
 /// Frames reach it in order on its recording queue, which encodes (H.264: one copy of each frame
 /// into the encoder) or writes (MJPEG: the camera's bytes as they came) each one before it lets
-/// go of it. While it is busy, frames wait in order: at most two in the camera's buffers, the
+/// go of it. While it is busy, frames wait in order: at most one in the camera's buffer, the
 /// rest copied into the output's own storage (about a second of frames) so that the camera and
 /// the session's other outputs lose nothing; beyond that storage the output loses frames alone.
 /// Every frame lost is counted once in `RecordingSummary.framesDropped` (the output's own losses
@@ -29,9 +29,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     private let sink = RecordingSink()
     /// Copies of the frames the recorder is behind on (see `init`).
     private let detached = DetachedFrames()
-    /// Frames that may wait for the recording queue in the buffers they came in: beyond these,
-    /// frames are copied on receipt and their buffers go back at once.
-    static let heldFrameLimit = 2
+    /// Frames that may wait for (or be with) the recording queue in the buffers they came in:
+    /// beyond this one, frames are copied on receipt and their buffers go back at once. (A camera
+    /// streams with 4 buffers: one being filled, one the capture thread hands on, one with a quick
+    /// app output; holding 2 cost an app output frames under load.)
+    static let heldFrameLimit = 1
     /// Serial: frames, drops, starts, stops and delegate calls, in order.
     let queue = DispatchQueue(label: "swift-capture.recording")
     private let lock = NSLock()
