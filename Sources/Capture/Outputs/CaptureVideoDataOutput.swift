@@ -286,6 +286,12 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                 let job: Wakeup? = state.withLock { st in
                     st.dropped[.frameWasLate, default: 0] += 1
                     guard st.delegate != nil else { return nil }
+                    // A run of losses is one report, so the backlog does not grow while behind.
+                    if case .drop(var d, let c) = st.backlog.last, d.reason == .frameWasLate, c === connection {
+                        d.count += 1
+                        st.backlog[st.backlog.count - 1] = .drop(d, c)
+                        return nil
+                    }
                     st.backlog.append(.drop(DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: sample.sequenceNumber), connection))
                     return startDrainIfIdle(&st)
                 }
