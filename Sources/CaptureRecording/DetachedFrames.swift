@@ -82,13 +82,6 @@ final class DetachedFrames: @unchecked Sendable {
         return pool?.buffer(containing: pointer)
     }
 
-    /// Copies made so far hold this many bytes of slots (for tests and figures).
-    var slotBytes: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return pool.map { $0.byteCount * $0.count } ?? 0
-    }
-
     private func wrap(_ image: ImageBuffer, _ sample: SampleBuffer, _ pool: SlotPool, _ index: Int) -> SampleBuffer {
         let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: sample.sequenceNumber), timestamp: sample.presentationTimeStamp,
                                  bufferIndex: index)
@@ -142,8 +135,6 @@ private final class SlotPool: BufferPool, @unchecked Sendable {
             av_buffer_unref(&ref)
         }
     }
-
-    var count: Int { lock.withLock { slots.count } }
 
     func base(_ i: Int) -> UnsafeMutableRawPointer { lock.withLock { UnsafeMutableRawPointer(slots[i].pointee.data!) } }
 
