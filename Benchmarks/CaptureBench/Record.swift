@@ -373,9 +373,16 @@ final class QuietRecordingDelegate: CaptureFileOutputRecordingDelegate, @uncheck
     }
 }
 
+/// An app's video data output that takes every frame and does nothing with it (`--app-output`).
+final class IdleFrameDelegate: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+    func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {}
+}
+
 /// `record --session`: a CaptureMovieFileOutput in a running session on the virtual camera
 /// (its frames in the camera's format, the recorder's own consumer and queue), allocations per
-/// written frame over a window after a warm-up second: all, and FFmpeg's and x264's.
+/// written frame over a window after a warm-up second: all, and FFmpeg's and x264's. With
+/// `--app-output`, an app's video data output (every frame, no newest-wins) runs beside it and
+/// its frames and losses are reported too (whether a slow recorder costs it anything).
 func recordSession(_ a: Arguments) {
     guard markFFmpegLibraries() > 0 else { fail("FFmpeg's libraries are not loaded") }
     let (w, h) = a.size((1280, 720))
@@ -388,8 +395,17 @@ func recordSession(_ a: Arguments) {
     defer { VirtualCamera.uninstall(camera) }
     guard let device = CaptureDevice.device(withUniqueID: camera.uniqueID) else { fail("virtual camera not listed") }
     let movie = CaptureMovieFileOutput()
-    let s = openSession(device: device, size: (w, h), format: format, rate: 30, outputs: [])
+    let app = CaptureVideoDataOutput()
+    app.alwaysDiscardsLateVideoFrames = false
+    let appDelegate = IdleFrameDelegate()
+    app.setSampleBufferDelegate(appDelegate, queue: DispatchQueue(label: "capture-bench.app-output"))
+    let withApp = a.flags.contains("app-output")
+    let s = openSession(device: device, size: (w, h), format: format, rate: 30, outputs: withApp ? [app] : [])
     s.addOutput(movie)
+    // `--preset P`: x264's preset (a slower one makes a recorder that falls behind).
+    var settings = MovieOutputSettings()
+    if let preset = a.string("preset") { settings.preset = preset }
+    movie.setOutputSettings(settings, for: nil)
     do { try s.start() } catch { fail("cannot start: \(error)") }
     let url = URL(fileURLWithPath: "\(dir)/capture-bench-record-\(getpid())-session.mp4")
     defer { try? FileManager.default.removeItem(at: url) }
@@ -411,6 +427,13 @@ func recordSession(_ a: Arguments) {
     r.add("frames_written", n1 - n0)
     r.add("frames_dropped", movie.lastRecording?.framesDropped.values.reduce(0, +) ?? -1)
     r.add("drop_reasons", (movie.lastRecording?.framesDropped ?? [:]).map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " "))
+    r.add("preset", settings.preset)
+    r.add("frames_written_total", movie.lastRecording?.framesWritten ?? -1)
+    if withApp {
+        let (delivered, dropped) = app.statistics
+        r.add("app_frames_delivered", delivered)
+        r.add("app_drop_reasons", dropped.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " "))
+    }
     r.add("cpu_ms_per_frame", (c1 - c0) / frames * 1000)
     r.add("allocations_per_frame", Double(a1 - a0) / frames)
     r.add("allocations_per_frame_ffmpeg", Double(f1 - f0) / frames)

@@ -13,7 +13,7 @@
 //   capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N]
 //                        [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR]
 //                        [--peer none] [--json]
-//   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--json]
+//   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--app-output] [--json]
 //                        (needs ffmpeg; see Record.swift)
 import CaptureVirtual
 import CaptureImaging
@@ -37,7 +37,7 @@ struct Arguments {
         while let a = it.next() {
             guard a.hasPrefix("--") else { fail("unexpected argument \(a)") }
             let key = String(a.dropFirst(2))
-            if ["json", "strip-dht", "session"].contains(key) { flags.insert(key) } else if let v = it.next() { values[key] = v } else {
+            if ["json", "strip-dht", "session", "app-output"].contains(key) { flags.insert(key) } else if let v = it.next() { values[key] = v } else {
                 fail("\(a) needs a value")
             }
         }
@@ -742,7 +742,7 @@ default:
            capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
            capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH] [--seconds S] [--rounds N] [--json]
            capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR] [--peer none] [--json]
-           capture-bench record --session [--size WxH] [--format F] [--seconds S] [--json]
+           capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--app-output] [--json]
     """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))
 }

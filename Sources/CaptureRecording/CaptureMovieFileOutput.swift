@@ -9,8 +9,11 @@ import Foundation
 /// is not listed in `session.outputs`, and the session's one-output-per-kind rule leaves it out.
 /// Frames reach it in order on its recording queue, which encodes (H.264: one copy of each frame
 /// into the encoder) or writes (MJPEG: the camera's bytes as they came) each one before it lets
-/// go of it; while it is busy, frames wait holding their driver buffers, and frames the camera
-/// loses meanwhile are counted in `RecordingSummary.framesDropped`, never hidden.
+/// go of it. While it is busy, frames wait in order: at most one in the camera's buffer, the
+/// rest copied into the output's own storage (about a second of frames) so that the camera and
+/// the session's other outputs lose nothing; beyond that storage the output loses frames alone.
+/// Every frame lost is counted once in `RecordingSummary.framesDropped` (the output's own losses
+/// as `.frameWasLate`), never hidden.
 ///
 /// MP4 is written fragmented: a process killed mid-recording leaves a playable file with every
 /// fragment completed, at most `movieFragmentInterval` short. Timestamps are the capture
@@ -24,6 +27,13 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// The session-side consumer of the microphone's audio.
     let audioConsumer = CaptureAudioDataOutput(frameConsumer: ())
     private let sink = RecordingSink()
+    /// Copies of the frames the recorder is behind on (see `init`).
+    private let detached = DetachedFrames()
+    /// Frames that may wait for (or be with) the recording queue in the buffers they came in:
+    /// beyond this one, frames are copied on receipt and their buffers go back at once. (A camera
+    /// streams with 4 buffers: one being filled, one the capture thread hands on, one with a quick
+    /// app output; holding 2 cost an app output frames under load.)
+    static let heldFrameLimit = 1
     /// Serial: frames, drops, starts, stops and delegate calls, in order.
     let queue = DispatchQueue(label: "swift-capture.recording")
     private let lock = NSLock()
@@ -132,6 +142,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     public init() {
         consumer.alwaysDiscardsLateVideoFrames = false
+        // The backlog keeps every frame (in order, none newest-wins) but holds at most
+        // `heldFrameLimit` of the camera's buffers: a slow encoder costs the other outputs
+        // nothing, and what the recorder cannot keep it loses alone, counted.
+        let detached = detached
+        consumer.frameDetacher = .init(heldLimit: Self.heldFrameLimit) { sample in detached.detach(sample) }
         sink.owner = self
         consumer.setSampleBufferDelegate(sink, queue: queue)
         audioConsumer.setSampleBufferDelegate(sink, queue: queue)
@@ -247,6 +262,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         guard active == nil else { return }
         if window > .zero, standby == nil, settings.problem == nil {
             standby = Standby(window: window, settings: settings, fragment: fragment)
+            standby?.writer.detached = detached
         }
         consumer.videoSettings = standby.map { Self.product($0.settings) } ?? .init()
     }
@@ -328,7 +344,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                     sb.writer.close()
                     audioRing = []
                 }
-                return try MovieWriter(url: outputFileURL, container: container, fragmentInterval: fragment)
+                let writer = try MovieWriter(url: outputFileURL, container: container, fragmentInterval: fragment)
+                writer.detached = detached
+                return writer
             }
             switch result {
             case .failure(let error):

@@ -62,6 +62,11 @@ package final class MovieWriter {
     private var stream: UnsafeMutablePointer<AVStream>?
     private var encoder: UnsafeMutablePointer<AVCodecContext>?
     private var frame: UnsafeMutablePointer<AVFrame>?
+    /// The encoder's view of a frame the recorder copied into a slot of `detached`: x264 reads
+    /// it there, so that copy is the frame's only one (its buffer is borrowed, never unref'd here).
+    private var direct: UnsafeMutablePointer<AVFrame>?
+    /// Where the recorder's copies of frames lie (nil: frames are copied into `frame`).
+    var detached: DetachedFrames?
     private var packet: UnsafeMutablePointer<AVPacket>?
     private var container: MovieContainer
     private var fragmentMicroseconds: Int64
@@ -342,6 +347,11 @@ package final class MovieWriter {
         f.pointee.width = enc.pointee.width
         f.pointee.height = enc.pointee.height
         guard av_frame_get_buffer(f, 0) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
+        guard let d = av_frame_alloc() else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
+        direct = d
+        d.pointee.format = f.pointee.format
+        d.pointee.width = f.pointee.width
+        d.pointee.height = f.pointee.height
     }
 
     /// Packet bytes handed to the muxer (RTSP has no file to measure).
@@ -364,13 +374,21 @@ package final class MovieWriter {
     package func write(_ sample: SampleBuffer, at nanoseconds: Int64) throws(RecordingError) {
         guard format != nil, let packet, let stream else { throw RecordingError(.invalidState, "the file is closed") }
         if let encoder, let frame {
-            guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
-            copy(sample, into: frame)
             var p = pts(nanoseconds, in: encoder.pointee.time_base)
             if p <= lastPTS { p = lastPTS + 1 }
             lastPTS = p
-            frame.pointee.pts = p
-            let r = avcodec_send_frame(encoder, frame)
+            let r: Int32
+            if let d = direct, borrow(sample, into: d) {
+                // The recorder's copy, read where it lies.
+                d.pointee.pts = p
+                r = avcodec_send_frame(encoder, d)
+                unborrow(d)
+            } else {
+                guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
+                copy(sample, into: frame)
+                frame.pointee.pts = p
+                r = avcodec_send_frame(encoder, frame)
+            }
             guard r >= 0 else { throw RecordingError(.encoderFailed, "libx264 failed on a frame: \(ffMessage(r))") }
             try drainEncoder()
         } else {
@@ -394,6 +412,83 @@ package final class MovieWriter {
             }
             guard r >= 0 else { throw writeError(r, "writing a frame", path: path) }
         }
+    }
+
+    /// Points `d` at a frame the recorder copied into one of its slots (the planes as `copy`
+    /// reads them), with the slot's buffer borrowed; false when `sample` is not such a copy or
+    /// does not hold a whole frame.
+    private func borrow(_ sample: SampleBuffer, into d: UnsafeMutablePointer<AVFrame>) -> Bool {
+        guard let detached, let v = videoFormat, sample.pixelFormat == v.pixelFormat,
+              sample.dimensions == VideoDimensions(width: v.width, height: v.height) else { return false }
+        let h = v.height, w = v.width, chromaRows = (h + 1) / 2, cw = (w + 1) / 2
+        func pitch(_ plane: Int, natural: Int) -> Int {
+            let p = sample.bytesPerRow(plane: plane)
+            return p > 0 ? p : natural
+        }
+        func start(_ plane: Int) -> (UnsafeRawPointer, Int)? {
+            sample.withUnsafeBytes(plane: plane) { b in b.baseAddress.map { ($0, b.count) } }
+        }
+        guard let (base0, count0) = start(0), let buffer = detached.buffer(containing: base0) else { return false }
+        let stride0 = pitch(0, natural: w)
+        // (start, pitch) of the chroma planes, as `copy` reads them.
+        let p1: (UnsafeRawPointer, Int), p2: (UnsafeRawPointer, Int)?
+        var ok = count0 >= stride0 * (h - 1) + w
+        if v.pixelFormat == .nv12 {
+            if sample.planeCount >= 2 {
+                guard let (b1, c1) = start(1) else { return false }
+                let s1 = pitch(1, natural: w)
+                p1 = (b1, s1)
+                p2 = nil
+                ok = ok && c1 >= s1 * (chromaRows - 1) + w
+            } else {
+                p1 = (base0 + stride0 * h, stride0)
+                p2 = nil
+                ok = ok && count0 >= stride0 * h + stride0 * (chromaRows - 1) + w
+            }
+        } else {
+            if sample.planeCount >= 3 {
+                guard let (b1, c1) = start(1), let (b2, c2) = start(2) else { return false }
+                let s1 = pitch(1, natural: cw), s2 = pitch(2, natural: cw)
+                p1 = (b1, s1)
+                p2 = (b2, s2)
+                ok = ok && c1 >= s1 * (chromaRows - 1) + cw && c2 >= s2 * (chromaRows - 1) + cw
+            } else {
+                let cs = stride0 / 2
+                p1 = (base0 + stride0 * h, cs)
+                p2 = (base0 + stride0 * h + cs * chromaRows, cs)
+                ok = ok && count0 >= stride0 * h + cs * chromaRows + cs * (chromaRows - 1) + cw
+            }
+        }
+        // Every plane in the one slot.
+        guard ok, detached.buffer(containing: p1.0) == buffer, p2.map({ detached.buffer(containing: $0.0) == buffer }) ?? true else {
+            return false
+        }
+        let raw = UnsafeMutableRawPointer(d)
+        let data = (raw + MemoryLayout<AVFrame>.offset(of: \AVFrame.data)!).assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+        let lines = (raw + MemoryLayout<AVFrame>.offset(of: \AVFrame.linesize)!).assumingMemoryBound(to: Int32.self)
+        let bufs = (raw + MemoryLayout<AVFrame>.offset(of: \AVFrame.buf)!).assumingMemoryBound(to: UnsafeMutablePointer<AVBufferRef>?.self)
+        func set(_ i: Int, _ plane: (UnsafeRawPointer, Int)?) {
+            data[i] = plane.map { UnsafeMutablePointer(mutating: $0.0.assumingMemoryBound(to: UInt8.self)) }
+            lines[i] = Int32(plane?.1 ?? 0)
+        }
+        set(0, (base0, stride0))
+        set(1, p1)
+        set(2, p2)
+        bufs[0] = buffer
+        return true
+    }
+
+    /// Takes back what `borrow` lent `d` (the encoder took references of its own).
+    private func unborrow(_ d: UnsafeMutablePointer<AVFrame>) {
+        let raw = UnsafeMutableRawPointer(d)
+        let data = (raw + MemoryLayout<AVFrame>.offset(of: \AVFrame.data)!).assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
+        let lines = (raw + MemoryLayout<AVFrame>.offset(of: \AVFrame.linesize)!).assumingMemoryBound(to: Int32.self)
+        let bufs = (raw + MemoryLayout<AVFrame>.offset(of: \AVFrame.buf)!).assumingMemoryBound(to: UnsafeMutablePointer<AVBufferRef>?.self)
+        for i in 0..<3 {
+            data[i] = nil
+            lines[i] = 0
+        }
+        bufs[0] = nil
     }
 
     /// Copies an NV12 or I420 frame (one buffer or one per plane) into the encoder's frame.
@@ -677,6 +772,7 @@ package final class MovieWriter {
         if audioFrame != nil { av_frame_free(&audioFrame) }
         audioStream = nil
         if frame != nil { av_frame_free(&frame) }
+        if direct != nil { av_frame_free(&direct) }
         if packet != nil { av_packet_free(&packet) }
         if let f = format {
             if f.pointee.pb != nil { avio_closep(&f.pointee.pb) }

@@ -74,6 +74,31 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         var delivered = 0
         var dropped: [DropReason: Int] = [:]
         var latency = LatencyHistogram()
+        var detacher: FrameDetacher?
+        /// Frames waiting (or with the delegate) that hold the buffers they came in (not detached).
+        var heldFrames = 0
+    }
+
+    /// How a frame consumer that keeps a backlog (the recorder) lets go of the buffers frames come
+    /// in while it is behind: once `heldLimit` frames wait (or are with the delegate) holding
+    /// theirs, each new frame is handed to `detach` on the delivering thread (the capture thread
+    /// or a JPEG encoder thread) and its copy waits instead, so the driver's buffer (or the JPEG
+    /// ring's sample) goes back at once. `detach` returns a sample of the consumer's own storage
+    /// with one hold (the caller's), or nil when it has no room: the frame is then lost to this
+    /// consumer alone, as `.frameWasLate`. Only with `alwaysDiscardsLateVideoFrames` false.
+    package struct FrameDetacher: Sendable {
+        package var heldLimit: Int
+        package var detach: @Sendable (SampleBuffer) -> SampleBuffer?
+        package init(heldLimit: Int, detach: @escaping @Sendable (SampleBuffer) -> SampleBuffer?) {
+            self.heldLimit = max(0, heldLimit)
+            self.detach = detach
+        }
+    }
+
+    /// See `FrameDetacher`; nil (the default): frames wait holding their buffers. Any thread.
+    package var frameDetacher: FrameDetacher? {
+        get { state.withLock { $0.detacher } }
+        set { state.withLock { $0.detacher = newValue } }
     }
     /// A dispatch source is thread-safe; the type is just not marked so.
     private struct Wakeup: @unchecked Sendable {
@@ -84,8 +109,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     }
     private let wakeupIDs = Atomic<UInt64>(0)
     private enum Pending {
-        /// A frame waiting; a frame lease here carries a hold this output took (see `enqueue`).
-        case frame(SampleBuffer, CaptureConnection)
+        /// A frame waiting; a frame lease here carries a hold this output took (see `enqueue`);
+        /// `held`: it holds the buffer it came in (not a consumer's copy).
+        case frame(SampleBuffer, CaptureConnection, held: Bool)
         case drop(DroppedFrames, CaptureConnection)
         var isFrame: Bool { if case .frame = self { true } else { false } }
     }
@@ -149,8 +175,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// their holds back (their buffers go back to the driver unless someone else holds them).
     private static func discardBacklog(_ st: inout State) {
         var frames = 0
-        for case .frame(let f, _) in st.backlog {
+        for case .frame(let f, _, let held) in st.backlog {
             frames += 1
+            if held { st.heldFrames -= 1 }
             f.release()
         }
         if frames > 0 { st.dropped[.frameWasLate, default: 0] += frames }
@@ -246,19 +273,54 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// Queues a frame for the delegate and the async sequences (the drain converts it and hands
     /// it to both), with a hold of this output's on it until then.
     private func enqueue(_ sample: SampleBuffer, connection: CaptureConnection) {
+        // A consumer behind by `heldLimit` frames copies this one and lets go of its buffer.
+        let detach: (@Sendable (SampleBuffer) -> SampleBuffer?)? = state.withLock { st in
+            guard !st.discardsLate, let d = st.detacher, st.heldFrames >= d.heldLimit,
+                  st.delegate != nil || !st.streams.isEmpty else { return nil }
+            return d.detach
+        }
+        var copy: SampleBuffer?
+        if let detach {
+            // (Outside the lock: the copy takes a while, and the drain goes on meanwhile. One
+            // thread delivers a connection's frames, so the decision still holds.)
+            copy = detach(sample)
+            if copy == nil {
+                let job: Wakeup? = state.withLock { st in
+                    st.dropped[.frameWasLate, default: 0] += 1
+                    guard st.delegate != nil else { return nil }
+                    // A run of losses is one report, so the backlog does not grow while behind.
+                    if case .drop(var d, let c) = st.backlog.last, d.reason == .frameWasLate, c === connection {
+                        d.count += 1
+                        st.backlog[st.backlog.count - 1] = .drop(d, c)
+                        return nil
+                    }
+                    st.backlog.append(.drop(DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: sample.sequenceNumber), connection))
+                    return startDrainIfIdle(&st)
+                }
+                job?.poke()
+                return
+            }
+        }
         let (job, late): (Wakeup?, SampleBuffer?) = state.withLock { st in
-            guard st.delegate != nil || !st.streams.isEmpty else { return (nil, nil) }
+            guard st.delegate != nil || !st.streams.isEmpty else { return (nil, copy) }
             var late: SampleBuffer?
             if st.busy, st.discardsLate, let i = st.backlog.firstIndex(where: \.isFrame) {
                 // The delegate is still busy: the waiting frame is late, the new one replaces it.
-                if case .frame(let old, _) = st.backlog[i] {
+                if case .frame(let old, _, let held) = st.backlog[i] {
+                    if held { st.heldFrames -= 1 }
                     st.backlog[i] = .drop(DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: old.sequenceNumber), connection)
                     late = old
                 }
                 st.dropped[.frameWasLate, default: 0] += 1
             }
-            sample.hold()
-            st.backlog.append(.frame(sample, connection))
+            if let copy {
+                // The copy's one hold is the backlog's.
+                st.backlog.append(.frame(copy, connection, held: false))
+            } else {
+                sample.hold()
+                st.heldFrames += 1
+                st.backlog.append(.frame(sample, connection, held: true))
+            }
             return (startDrainIfIdle(&st), late)
         }
         // Outside the lock: the last hold queues the buffer back to the driver.
@@ -289,8 +351,11 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         // sequences, both dealt with under the next step's lock.
         var handed: Int64?
         var forStreams: SampleBuffer?
+        // The frame just handed out held its buffer until now (for `heldFrames`).
+        var wasHeld = false
         while true {
             let next: (Pending, (any CaptureVideoDataOutputSampleBufferDelegate)?)? = state.withLock { st in
+                if wasHeld { st.heldFrames -= 1 }
                 if let handed { st.latency.record(handed) }
                 if let f = forStreams { for s in st.streams.values { s.yield(f) } }
                 // A newer delegate took over: its own drain carries on from here.
@@ -307,12 +372,14 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                 return (item, st.delegate)
             }
             handed = nil
+            wasHeld = false
             // The delegate and the sequences have had the last frame: unless one of them kept it,
             // its buffer goes back now.
             if forStreams != nil { conversion.withLock { _ in views.settle(&forStreams) } }
             guard let (item, delegate) = next else { return }
             switch item {
-            case .frame(let sample, let connection):
+            case .frame(let sample, let connection, let held):
+                wasHeld = held
                 // The hold `enqueue` took goes back once the frame is handed out (a view of it
                 // holds it for the app) or converted.
                 defer { sample.release() }

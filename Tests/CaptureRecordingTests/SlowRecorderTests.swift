@@ -1,0 +1,171 @@
+import Capture
+import CaptureRecording
+import Foundation
+import Testing
+
+/// A recorder that cannot keep up (x264's `placebo` preset, which no machine of this kind runs at
+/// 30 fps) costs the session's other outputs nothing: it holds at most two of the camera's
+/// buffers, copies the frames it is behind on, and loses what it cannot keep alone, counted.
+@Suite(.serialized) struct SlowRecorderTests {
+    /// Counts an app output's frames and notes their sequence numbers.
+    final class Counter: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+        private let lock = NSLock()
+        private var seqs: [UInt64] = []
+        func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+            let s = sampleBuffer.sequenceNumber
+            lock.withLock { seqs.append(s) }
+        }
+        var sequences: [UInt64] { lock.withLock { seqs } }
+    }
+
+    struct Case: Sendable, CustomStringConvertible {
+        var format: PixelFormat
+        var width: Int
+        var height: Int
+        var description: String { "\(format) \(width)x\(height)" }
+    }
+
+    /// (Sizes at which placebo runs at a few frames per second even on an idle machine of this
+    /// kind, so that the recorder is behind by more than its storage within the 2 s; a YUYV
+    /// frame is also converted on the recording queue.)
+    @Test(arguments: [Case(format: .nv12, width: 1920, height: 1080), Case(format: .yuyv, width: 1280, height: 720)])
+    func slowH264RecorderLosesFramesAloneWithGapsInTime(_ c: Case) throws {
+        let format = c.format
+        let rig = try RecordingRig("slow \(c)", .init(format, width: c.width, height: c.height, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("slow")
+        defer { folder.remove() }
+        // An app output that keeps every frame in order (no newest-wins) and is quick.
+        let app = CaptureVideoDataOutput()
+        app.alwaysDiscardsLateVideoFrames = false
+        let counter = Counter()
+        app.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "test.slow-recorder.app"))
+        rig.session.addOutput(app)
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        var settings = MovieOutputSettings(codec: .h264, rateControl: .quality(23))
+        settings.preset = "placebo"
+        movie.setOutputSettings(settings, for: nil)
+        movie.maxRecordedDuration = .seconds(2)
+        try rig.session.start()
+        let url = folder.file("slow.mp4")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(events.waitForFinish(), "the recording never finished")
+        rig.session.stopRunning()
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.error?.code == .maximumDurationReached, "\(String(describing: summary.error))")
+
+        // The app's output got every frame the camera made: none lost for want of a buffer (the
+        // camera's own skips on a starved machine, `.discontinuity`, were never made).
+        let (delivered, appDrops) = app.statistics
+        #expect(appDrops[.outOfBuffers] == nil, "the app output lost \(appDrops) while the recorder was behind")
+        #expect(appDrops[.frameWasLate] == nil && appDrops[.corrupt] == nil, "\(appDrops)")
+        let seqs = counter.sequences
+        #expect(delivered == seqs.count && seqs.count >= 45, "\(seqs.count) frames to the app, \(appDrops)")
+        if let first = seqs.first, let last = seqs.last {
+            let skipped = appDrops[.discontinuity] ?? 0
+            #expect(Int(last - first) + 1 <= seqs.count + skipped,
+                    "the app's frames \(first)...\(last): \(seqs.count) delivered, \(skipped) never made by the camera")
+        }
+
+        // The recorder fell behind beyond its own storage and lost frames alone, as late.
+        let late = summary.framesDropped[.frameWasLate] ?? 0
+        #expect(late > 0, "x264 placebo kept up at \(c) (the recorder was never behind): \(summary)")
+        #expect(summary.framesDropped[.outOfBuffers] == nil, "the camera ran out of buffers: \(summary.framesDropped)")
+        // Each frame of the camera's sequence within the recording was written or counted lost once.
+        let range = try #require(summary.sequenceRange)
+        let dropped = summary.framesDropped.values.reduce(0, +)
+        #expect(summary.framesWritten + dropped >= range.count, "\(summary.framesWritten) written + \(dropped) dropped of \(range.count)")
+        // (Frames lost after the last one written, until the limit ended it, are counted too.)
+        #expect(summary.framesWritten + dropped <= range.count + 30, "\(summary.framesWritten) + \(dropped) of \(range.count)")
+
+        // The file: every frame written, at its capture time (lost frames leave gaps, not a shift).
+        let probe = try Probe(url)
+        #expect(probe.codec == "h264" && probe.width == c.width && probe.height == c.height, "\(probe)")
+        #expect(probe.frames == summary.framesWritten, "ffprobe read \(probe.frames), the recorder wrote \(summary.framesWritten)")
+        let times = try packetTimes(url)
+        #expect(times.count == summary.framesWritten && zip(times, times.dropFirst()).allSatisfy { $0 < $1 })
+        let longest = zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 0
+        #expect(longest > 1.5 / 30, "no gap in time: the longest step is \(longest) s")
+        // Spread over the capture time, not packed one frame interval apart.
+        let interval = 1.0 / 30
+        #expect(abs(summary.duration.seconds - Double(range.count) * interval) < 2 * interval,
+                "duration \(summary.duration) for camera frames \(range)")
+        #expect(abs(probe.duration - summary.duration.seconds) < 0.002, "ffprobe \(probe.duration) s, recorder \(summary.duration)")
+    }
+
+    /// MJPEG passed through into Matroska written to a pipe whose reader stops for 2 s (a slow
+    /// destination: a network filesystem, a pipe into another program): the recorder's queue
+    /// blocks in the write, yet an app output taking the same JPEGs gets every one; the recorder
+    /// keeps about a second of frames in its own storage and loses the rest alone, as late.
+    @Test func mjpegRecorderBlockedOnItsDestinationCostsOthersNothing() throws {
+        let rig = try RecordingRig("slow mjpeg", .init(.mjpeg, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("slow-mjpeg")
+        defer { folder.remove() }
+        let app = CaptureVideoDataOutput()
+        app.alwaysDiscardsLateVideoFrames = false
+        app.videoSettings = .init(jpeg: .init(quality: 85))
+        let counter = Counter()
+        app.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "test.slow-mjpeg.app"))
+        rig.session.addOutput(app)
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        movie.setOutputSettings(.init(codec: .mjpeg), for: nil)
+        movie.maxRecordedDuration = .seconds(3)
+        let pipe = folder.file("pipe.mkv")
+        guard mkfifo(pipe.path, 0o600) == 0 else { throw TestFailure("mkfifo failed: \(errno)") }
+        // The reader: opens the pipe, reads a little, stops for 2 s, then reads to the end.
+        let copy = folder.file("copy.mkv")
+        let reader = Thread {
+            guard let input = FileHandle(forReadingAtPath: pipe.path) else { return }
+            _ = FileManager.default.createFile(atPath: copy.path, contents: nil)
+            guard let output = FileHandle(forWritingAtPath: copy.path) else { return }
+            let start = Date()
+            var paused = false
+            while true {
+                if !paused, Date().timeIntervalSince(start) > 0.3 {
+                    paused = true
+                    Thread.sleep(forTimeInterval: 2)
+                }
+                let chunk = input.readData(ofLength: 65536)
+                if chunk.isEmpty { break }
+                output.write(chunk)
+            }
+            try? output.close()
+            try? input.close()
+        }
+        reader.start()
+        try rig.session.start()
+        let events = RecordingEvents()
+        movie.startRecording(to: pipe, recordingDelegate: events)
+        #expect(events.waitForFinish(), "the recording never finished")
+        rig.session.stopRunning()
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.error?.code == .maximumDurationReached, "\(String(describing: summary.error))")
+        while reader.isExecuting || !reader.isFinished { Thread.sleep(forTimeInterval: 0.01) }
+
+        let (delivered, appDrops) = app.statistics
+        #expect(appDrops[.outOfBuffers] == nil && appDrops[.frameWasLate] == nil, "the app output lost \(appDrops)")
+        let seqs = counter.sequences
+        #expect(delivered == seqs.count && seqs.count >= 60, "\(seqs.count) frames to the app, \(appDrops)")
+        if let first = seqs.first, let last = seqs.last {
+            #expect(Int(last - first) + 1 <= seqs.count + (appDrops[.discontinuity] ?? 0), "the app's frames \(first)...\(last): \(seqs.count)")
+        }
+        let late = summary.framesDropped[.frameWasLate] ?? 0
+        #expect(late > 0, "the recorder was never behind by more than its storage: \(summary)")
+        #expect(summary.framesDropped[.outOfBuffers] == nil, "\(summary.framesDropped)")
+        let range = try #require(summary.sequenceRange)
+        let dropped = summary.framesDropped.values.reduce(0, +)
+        #expect(summary.framesWritten + dropped >= range.count, "\(summary.framesWritten) written + \(dropped) dropped of \(range.count)")
+        #expect(summary.framesWritten + dropped <= range.count + 30)
+
+        let probe = try Probe(copy)
+        #expect(probe.codec == "mjpeg" && probe.frames == summary.framesWritten, "\(probe), \(summary.framesWritten) written")
+        let times = try packetTimes(copy)
+        #expect(times.count == summary.framesWritten && zip(times, times.dropFirst()).allSatisfy { $0 < $1 })
+        let longest = zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 0
+        #expect(longest > 0.2, "no gap in time where the recorder lost frames: the longest step is \(longest) s")
+    }
+}
