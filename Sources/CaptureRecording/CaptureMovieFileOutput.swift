@@ -61,6 +61,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         var settings: [ObjectIdentifier: MovieOutputSettings] = [:]
         var last: RecordingSummary?
         var eventToken: UUID?
+        /// When `stopRecording()` was called, until the recording queue has ended the recording.
+        var stopAt: CaptureTime?
     }
 
     private final class Recording {
@@ -373,6 +375,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// this call and still waiting for the recorder are written first. Does nothing when not
     /// recording.
     public func stopRecording() {
+        // The frames queued before the stop are handled first; a frame captured after it ends
+        // the recording as soon as it is reached, so a recorder that stays behind (a slow
+        // encoder) does not hold the stop until its backlog runs dry.
+        let now = CaptureTime.now()
+        locked { $0.stopAt = now }
         queue.async { [self] in finish(error: nil) }
     }
 
@@ -396,6 +403,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     fileprivate func handle(_ sample: SampleBuffer, connection: CaptureConnection) {
         guard let pixelFormat = sample.pixelFormat, let dims = sample.dimensions else { return }
+        if active != nil, let stopAt = locked({ $0.stopAt }), stopAt < sample.presentationTimeStamp {
+            finish(error: nil)
+        }
         guard let rec = active else {
             if let sb = standby, !feed(sb, sample, pixelFormat, dims, connection: connection), sb.format != nil,
                sb.format?.0 != pixelFormat || sb.format?.1 != dims, Self.wanted(pixelFormat, sb.settings) {
@@ -644,6 +654,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     /// Ends the active recording (if any) with `error` (nil: stopped).
     func finish(error: RecordingError?) {
+        locked { $0.stopAt = nil }
         guard let rec = active else { return }
         active = nil
         // (Pre-record starts over with a new encoder.)

@@ -1,5 +1,6 @@
 import Capture
 import CaptureRecording
+import CaptureTestSupport
 import Foundation
 import Testing
 
@@ -167,5 +168,40 @@ import Testing
         #expect(times.count == summary.framesWritten && zip(times, times.dropFirst()).allSatisfy { $0 < $1 })
         let longest = zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 0
         #expect(longest > 0.2, "no gap in time where the recorder lost frames: the longest step is \(longest) s")
+    }
+
+    /// `stopRecording()` while the recorder is behind ends the recording at the stop: the frames
+    /// captured before it that the recorder still holds are written, the ones after it are not
+    /// waited for. (Before, the stop waited behind a backlog that a slow encoder never emptied:
+    /// with the camera running it never finished.)
+    @Test func aStopWhileBehindEndsTheRecordingAtTheStop() throws {
+        let rig = try RecordingRig("slow stop", .init(.nv12, width: 1920, height: 1080, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("slow-stop")
+        defer { folder.remove() }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        var settings = MovieOutputSettings(codec: .h264, rateControl: .quality(23))
+        settings.preset = "placebo"
+        movie.setOutputSettings(settings, for: nil)
+        try rig.session.start()
+        let url = folder.file("stopped.mp4")
+        let events = RecordingEvents()
+        let asked = CaptureTime.now()
+        movie.startRecording(to: url, recordingDelegate: events)
+        Thread.sleep(forTimeInterval: 1.5)
+        let stopped = CaptureTime.now()
+        movie.stopRecording()
+        // The camera keeps running meanwhile.
+        #expect(events.waitForFinish(timeout: 60), "the recording did not finish while the camera ran")
+        rig.session.stopRunning()
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.error == nil, "\(String(describing: summary.error))")
+        // Nothing captured after the stop is in it (the recording starts at or after `asked`).
+        let span = Double(stopped - asked) / 1e9
+        #expect(summary.duration <= .seconds(span + 1.0 / 30), "\(summary.duration) recorded for a stop \(span) s after the start")
+        #expect(summary.framesWritten > 0)
+        let probe = try Probe(url)
+        #expect(probe.frames == summary.framesWritten, "ffprobe \(probe.frames), written \(summary.framesWritten)")
     }
 }
