@@ -22,23 +22,31 @@ let package = Package(
         // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
         // libjpeg62-turbo-dev, libasound2-dev; libsdl2-dev and libpng-dev for CapturePreview only,
         // libmicrohttpd-dev for CaptureServer only).
-        .systemLibrary(name: "CLibV4L2", path: "Sources/CSystem/libv4l2", pkgConfig: "libv4l2",
-                       providers: [.apt(["libv4l-dev"])]),
-        .systemLibrary(name: "CTurboJPEG", path: "Sources/CSystem/turbojpeg", pkgConfig: "libturbojpeg",
-                       providers: [.apt(["libturbojpeg0-dev"])]),
-        .systemLibrary(name: "CLibJPEG", path: "Sources/CSystem/libjpeg", pkgConfig: "libjpeg",
-                       providers: [.apt(["libjpeg62-turbo-dev"])]),
-        .systemLibrary(name: "CSDL2", path: "Sources/CSystem/sdl2",
-                       providers: [.apt(["libsdl2-dev"])]),
-        .systemLibrary(name: "CPNG", path: "Sources/CSystem/png", pkgConfig: "libpng",
-                       providers: [.apt(["libpng-dev"])]),
-        .systemLibrary(name: "CALSA", path: "Sources/CSystem/alsa", pkgConfig: "alsa",
-                       providers: [.apt(["libasound2-dev"])]),
-        .systemLibrary(name: "CMicroHTTPD", path: "Sources/CSystem/microhttpd", pkgConfig: "libmicrohttpd",
-                       providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(
+            name: "CLibV4L2", path: "Sources/CSystem/libv4l2", pkgConfig: "libv4l2",
+            providers: [.apt(["libv4l-dev"])]),
+        .systemLibrary(
+            name: "CTurboJPEG", path: "Sources/CSystem/turbojpeg", pkgConfig: "libturbojpeg",
+            providers: [.apt(["libturbojpeg0-dev"])]),
+        .systemLibrary(
+            name: "CLibJPEG", path: "Sources/CSystem/libjpeg", pkgConfig: "libjpeg",
+            providers: [.apt(["libjpeg62-turbo-dev"])]),
+        .systemLibrary(
+            name: "CSDL2", path: "Sources/CSystem/sdl2",
+            providers: [.apt(["libsdl2-dev"])]),
+        .systemLibrary(
+            name: "CPNG", path: "Sources/CSystem/png", pkgConfig: "libpng",
+            providers: [.apt(["libpng-dev"])]),
+        .systemLibrary(
+            name: "CALSA", path: "Sources/CSystem/alsa", pkgConfig: "alsa",
+            providers: [.apt(["libasound2-dev"])]),
+        .systemLibrary(
+            name: "CMicroHTTPD", path: "Sources/CSystem/microhttpd", pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]),
         // Only what Swift cannot import: ioctl request codes, variadic calls, packed structs.
-        .target(name: "CV4L2Shim", dependencies: ["CLibV4L2", "CTurboJPEG", "CLibJPEG", "CALSA"],
-                cSettings: [.unsafeFlags(["-O3"])]),
+        .target(
+            name: "CV4L2Shim", dependencies: ["CLibV4L2", "CTurboJPEG", "CLibJPEG", "CALSA"],
+            cSettings: [.unsafeFlags(["-O3"])]),
         // The layers, bottom to top; a target depends only on targets above it in this list.
         // System: the one syscall funnel, typed errno, descriptors, poll/eventfd/inotify, `Locked`.
         .target(name: "CaptureSystem", dependencies: ["CV4L2Shim"], path: "Sources/CaptureSystem"),
@@ -47,33 +55,44 @@ let package = Package(
         // times, audio buffers.
         .target(name: "CaptureBackend", dependencies: ["CaptureSystem"], path: "Sources/CaptureBackend"),
         // Backends: V4L2 cameras, ALSA microphones.
-        .target(name: "CaptureV4L2", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
-                path: "Sources/CaptureV4L2"),
-        .target(name: "CaptureALSA", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
-                path: "Sources/CaptureALSA"),
+        .target(
+            name: "CaptureV4L2", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
+            path: "Sources/CaptureV4L2"),
+        .target(
+            name: "CaptureALSA", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
+            path: "Sources/CaptureALSA"),
         // Imaging: images to JPEG, pixel-format conversion, JPEG markers, EXIF (no object model).
-        .target(name: "CaptureImaging", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
-                path: "Sources/CaptureImaging"),
+        .target(
+            name: "CaptureImaging", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
+            path: "Sources/CaptureImaging"),
         // The virtual camera and microphone: in-process backends, public API.
-        .target(name: "CaptureVirtual", dependencies: ["CaptureImaging", "CaptureBackend", "CaptureSystem"],
-                path: "Sources/CaptureVirtual"),
+        .target(
+            name: "CaptureVirtual", dependencies: ["CaptureImaging", "CaptureBackend", "CaptureSystem"],
+            path: "Sources/CaptureVirtual"),
         // The object model (devices, session, outputs, the frame pipeline); re-exports the
         // vocabulary, imaging and virtual-device types users need.
-        .target(name: "Capture", dependencies: ["CaptureVirtual", "CaptureImaging", "CaptureV4L2", "CaptureALSA",
-                                                "CaptureBackend", "CaptureSystem", "CV4L2Shim"]),
+        .target(
+            name: "Capture",
+            dependencies: [
+                "CaptureVirtual", "CaptureImaging", "CaptureV4L2", "CaptureALSA",
+                "CaptureBackend", "CaptureSystem", "CV4L2Shim",
+            ]),
         // Preview: the camera in a window (SDL2); a product of its own, so the core needs no SDL2.
         .target(name: "CapturePreview", dependencies: ["Capture", "CSDL2", "CTurboJPEG", "CPNG"]),
         // Recording: FFmpeg's muxers and libx264 (Debian: libavformat-dev, libavcodec-dev,
         // libavutil-dev); a product of its own, so the core needs no FFmpeg.
-        .systemLibrary(name: "CFFmpeg", path: "Sources/CSystem/ffmpeg", pkgConfig: "libavformat",
-                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
+        .systemLibrary(
+            name: "CFFmpeg", path: "Sources/CSystem/ffmpeg", pkgConfig: "libavformat",
+            providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
         .target(name: "CaptureRecording", dependencies: ["Capture", "CFFmpeg"]),
         // Only what Swift cannot call in libmicrohttpd (the variadic MHD_start_daemon); the server's alone.
         .target(name: "CCaptureServerShim", dependencies: ["CMicroHTTPD"]),
         // Serving: MJPEG stream, snapshot, state and the camera web app over HTTP (libmicrohttpd); a
         // product of its own, so the core needs no libmicrohttpd.
         .target(name: "CaptureServer", dependencies: ["Capture", "CaptureSystem", "CMicroHTTPD", "CCaptureServerShim"]),
-        .executableTarget(name: "CaptureTool", dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer"], path: "Sources/CaptureTool"),
+        .executableTarget(
+            name: "CaptureTool", dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer"],
+            path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
         .executableTarget(name: "LiveCapture", dependencies: ["Capture", "CapturePreview"], path: "Examples/LiveCapture"),
@@ -81,25 +100,41 @@ let package = Package(
         .target(name: "CAllocCounter", path: "Benchmarks/CAllocCounter"),
         // The library's frame paths on recorded frames, for capture-bench and the encoder tests.
         .target(name: "CaptureBenchSupport", dependencies: ["Capture"], path: "Benchmarks/CaptureBenchSupport"),
-        .executableTarget(name: "CaptureBench", dependencies: ["Capture", "CaptureBenchSupport", "CaptureV4L2", "CaptureALSA",
-                                                            "CaptureVirtual", "CaptureImaging", "CaptureBackend",
-                                                            "CaptureSystem", "CV4L2Shim", "CAllocCounter",
-                                                            // `preview`: the window against SDL and TurboJPEG called directly.
-                                                            "CapturePreview", "CSDL2", "CTurboJPEG",
-                                                            // `record`: the recorder's encode and write path.
-                                                            "CaptureRecording"],
-                          path: "Benchmarks/CaptureBench"),
+        .executableTarget(
+            name: "CaptureBench",
+            dependencies: [
+                "Capture", "CaptureBenchSupport", "CaptureV4L2", "CaptureALSA",
+                "CaptureVirtual", "CaptureImaging", "CaptureBackend",
+                "CaptureSystem", "CV4L2Shim", "CAllocCounter",
+                // `preview`: the window against SDL and TurboJPEG called directly.
+                "CapturePreview", "CSDL2", "CTurboJPEG",
+                // `record`: the recorder's encode and write path.
+                "CaptureRecording",
+            ],
+            path: "Benchmarks/CaptureBench"),
         // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.
         .target(name: "CaptureTestSupport", dependencies: ["Capture", "CV4L2Shim"], path: "Tests/CaptureTestSupport"),
-        .testTarget(name: "CaptureTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
-                                                         "CaptureImaging", "CaptureBackend", "CaptureSystem",
-                                                         "CV4L2Shim", "CaptureTestSupport", "CaptureBenchSupport"]),
+        .testTarget(
+            name: "CaptureTests",
+            dependencies: [
+                "Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
+                "CaptureImaging", "CaptureBackend", "CaptureSystem",
+                "CV4L2Shim", "CaptureTestSupport", "CaptureBenchSupport",
+            ]),
         .testTarget(name: "CapturePreviewTests", dependencies: ["CapturePreview", "Capture", "CaptureTestSupport"]),
-        .testTarget(name: "CaptureRecordingTests", dependencies: ["CaptureRecording", "Capture", "CaptureTestSupport",
-                                                                  "CaptureBenchSupport"]),
+        .testTarget(
+            name: "CaptureRecordingTests",
+            dependencies: [
+                "CaptureRecording", "Capture", "CaptureTestSupport",
+                "CaptureBenchSupport",
+            ]),
         .testTarget(name: "CaptureServerTests", dependencies: ["CaptureServer", "Capture", "CaptureTestSupport"]),
-        .testTarget(name: "CaptureDriverTests", dependencies: ["Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
-                                                               "CaptureImaging", "CaptureBackend", "CaptureSystem",
-                                                               "CV4L2Shim", "CaptureTestSupport", "CaptureRecording"]),
+        .testTarget(
+            name: "CaptureDriverTests",
+            dependencies: [
+                "Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
+                "CaptureImaging", "CaptureBackend", "CaptureSystem",
+                "CV4L2Shim", "CaptureTestSupport", "CaptureRecording",
+            ]),
     ]
 )

@@ -86,8 +86,9 @@ func previewRoute(_ device: CaptureDevice, size: (Int, Int), seconds: Double) ->
     layer.session = nil
     window.close()
     let frames = after.framesDrawn - before.framesDrawn
-    return RouteRun(cpuPerFrame: (c1 - c0) / Double(max(1, frames)), frames: frames,
-                    replaced: after.framesReplaced - before.framesReplaced, dropped: after.framesDropped - before.framesDropped)
+    return RouteRun(
+        cpuPerFrame: (c1 - c0) / Double(max(1, frames)), frames: frames,
+        replaced: after.framesReplaced - before.framesReplaced, dropped: after.framesDropped - before.framesDropped)
 }
 
 /// (a), the direct C route: the same frames uploaded to a YUY2 streaming texture and drawn at
@@ -108,11 +109,15 @@ func uploadRoute(frames: [[UInt8]], pitch: Int, size: (Int, Int), rate: Double, 
         SDL_Quit()
     }
     let undefined: Int32 = 0x1FFF_0000
-    guard let win = SDL_CreateWindow("capture-bench upload", undefined, undefined, Int32(size.0), Int32(size.1),
-                                     SDL_WINDOW_SHOWN.rawValue | SDL_WINDOW_RESIZABLE.rawValue),
-          let ren = SDL_CreateRenderer(win, -1, 0),
-          let tex = SDL_CreateTexture(ren, SDL_PIXELFORMAT_YUY2.rawValue, Int32(SDL_TEXTUREACCESS_STREAMING.rawValue),
-                                      Int32(size.0), Int32(size.1)) else {
+    guard
+        let win = SDL_CreateWindow(
+            "capture-bench upload", undefined, undefined, Int32(size.0), Int32(size.1),
+            SDL_WINDOW_SHOWN.rawValue | SDL_WINDOW_RESIZABLE.rawValue),
+        let ren = SDL_CreateRenderer(win, -1, 0),
+        let tex = SDL_CreateTexture(
+            ren, SDL_PIXELFORMAT_YUY2.rawValue, Int32(SDL_TEXTUREACCESS_STREAMING.rawValue),
+            Int32(size.0), Int32(size.1))
+    else {
         fail("SDL: \(String(cString: SDL_GetError()))")
     }
     defer {
@@ -170,8 +175,9 @@ final class DirectScaledDecode {
 
     func decode(_ jpeg: UnsafeRawBufferPointer) -> Bool {
         out.withUnsafeMutableBufferPointer { o in
-            tjDecompress2(handle, jpeg.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt(jpeg.count), o.baseAddress,
-                          Int32(width), Int32(width * 4), Int32(height), Int32(TJPF_BGRA.rawValue), 0) == 0
+            tjDecompress2(
+                handle, jpeg.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt(jpeg.count), o.baseAddress,
+                Int32(width), Int32(width * 4), Int32(height), Int32(TJPF_BGRA.rawValue), 0) == 0
         }
     }
 }
@@ -213,10 +219,12 @@ func previewBench(_ a: Arguments) {
         fail("\(error.message) (the benchmark draws real windows: start Xvfb and set DISPLAY)")
     }
 
-    let camera = VirtualCamera(name: "Bench Preview Camera", position: .front, formats: [
-        VirtualCamera.Mode(.yuyv, width: w, height: h, frameRates: [rate]),
-        VirtualCamera.Mode(.mjpeg, width: jpegSize.0, height: jpegSize.1, frameRates: [30]),
-    ])
+    let camera = VirtualCamera(
+        name: "Bench Preview Camera", position: .front,
+        formats: [
+            VirtualCamera.Mode(.yuyv, width: w, height: h, frameRates: [rate]),
+            VirtualCamera.Mode(.mjpeg, width: jpegSize.0, height: jpegSize.1, frameRates: [30]),
+        ])
     VirtualCamera.install(camera)
     defer { VirtualCamera.uninstall(camera) }
     guard let device = CaptureDevice.device(withUniqueID: camera.uniqueID) else { fail("virtual camera not listed") }
@@ -238,8 +246,11 @@ func previewBench(_ a: Arguments) {
         guard let probe = tjInitDecompress() else { fail("tjInitDecompress failed") }
         defer { tjDestroy(probe) }
         let f = jpegFrames[0]
-        guard tjDecompressHeader3(probe, f.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt(f.count),
-                                  &header.w, &header.h, &header.sub, &header.cs) == 0 else { fail("the MJPEG frames are not readable JPEG") }
+        guard
+            tjDecompressHeader3(
+                probe, f.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt(f.count),
+                &header.w, &header.h, &header.sub, &header.cs) == 0
+        else { fail("the MJPEG frames are not readable JPEG") }
     }
     let direct = directScaledSize(width: Int(header.w), height: Int(header.h), target: windowSize)
     let ours = ScaledJPEGDecoder()
@@ -247,7 +258,9 @@ func previewBench(_ a: Arguments) {
     // Warm-up, and the same picture size on both routes.
     for f in jpegFrames {
         guard let s = ours.decode(f, target: windowSize) else { fail("ScaledJPEGDecoder could not decode a frame") }
-        guard s == (direct.width, direct.height) else { fail("ScaledJPEGDecoder chose \(s), TurboJPEG's factor \(direct.factor) gives \(direct.width)x\(direct.height)") }
+        guard s == (direct.width, direct.height) else {
+            fail("ScaledJPEGDecoder chose \(s), TurboJPEG's factor \(direct.factor) gives \(direct.width)x\(direct.height)")
+        }
         guard theirs.decode(f) else { fail("tjDecompress2: \(String(cString: tjGetErrorStr2(theirs.handle)))") }
     }
     func decodeCPU(_ body: (UnsafeRawBufferPointer) -> Void) -> Double {

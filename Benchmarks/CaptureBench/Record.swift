@@ -124,8 +124,9 @@ func recordBench(_ a: Arguments) {
     guard let nv12Size = PixelFormatConverter.frameSize(.nv12, width: w, height: h) else { fail("bad size") }
     let nv12Memory = DriverLikeBuffers(frames: [Data(count: nv12Size.byteCount)])
     let converted = FrameReplay(pixelFormat: .nv12, width: w, height: h, bytesPerLine: nv12Size.bytesPerLine, buffers: nv12Memory.used)
-    let direct = FrameReplay(pixelFormat: .nv12, width: w, height: h, bytesPerLine: w,
-                             buffers: format == .nv12 ? used : nv12Memory.used)
+    let direct = FrameReplay(
+        pixelFormat: .nv12, width: w, height: h, bytesPerLine: w,
+        buffers: format == .nv12 ? used : nv12Memory.used)
     let converter = PixelFormatConverter()
     let samples = ReplaySamples()
     let frameNanoseconds = Int64(1_000_000_000 / rate)
@@ -136,17 +137,21 @@ func recordBench(_ a: Arguments) {
         let c0 = processCPUNow(), a0 = calloc_counter_total(), f0 = calloc_counter_marked_total()
         var extra = 0
         do {
-            guard let writer = try MovieWriter(url: URL(fileURLWithPath: ours), fragmentInterval: .seconds(1)) else { fail("no container for \(ours)") }
-            try writer.begin(.init(width: w, height: h, pixelFormat: .nv12, frameInterval: FrameInterval(framesPerSecond: Double(rate))),
-                             audio: nil, settings: settings)
+            guard let writer = try MovieWriter(url: URL(fileURLWithPath: ours), fragmentInterval: .seconds(1)) else {
+                fail("no container for \(ours)")
+            }
+            try writer.begin(
+                .init(width: w, height: h, pixelFormat: .nv12, frameInterval: FrameInterval(framesPerSecond: Double(rate))),
+                audio: nil, settings: settings)
             extra = threadCount() - t0
             for i in 0..<n {
                 let k = i % count
                 let sample: SampleBuffer
                 if format == .yuyv {
                     let b = used[k]
-                    let image = ImageBuffer(pixelFormat: .yuyv, width: w, height: h, colorRange: .limited,
-                                            plane0: PlaneView(base: b.baseAddress, count: b.count, bytesPerLine: 0))
+                    let image = ImageBuffer(
+                        pixelFormat: .yuyv, width: w, height: h, colorRange: .limited,
+                        plane0: PlaneView(base: b.baseAddress, count: b.count, bytesPerLine: 0))
                     do { try converter.convert(image, to: .nv12, into: nv12Memory.buffers[0]) } catch { fail("convert: \(error)") }
                     sample = converted.sample(0, sequence: UInt32(i), reusing: samples)
                 } else {
@@ -157,8 +162,9 @@ func recordBench(_ a: Arguments) {
             }
             try writer.finish(videoEnd: Int64(n) * frameNanoseconds)
         } catch { fail("recording: \(error)") }
-        return RecordRun(cpu: processCPUNow() - c0, allocations: Double(calloc_counter_total() - a0),
-                         ffmpegAllocations: Double(calloc_counter_marked_total() - f0), bytes: fileSize(ours), extraThreads: extra)
+        return RecordRun(
+            cpu: processCPUNow() - c0, allocations: Double(calloc_counter_total() - a0),
+            ffmpegAllocations: Double(calloc_counter_marked_total() - f0), bytes: fileSize(ours), extraThreads: extra)
     }
 
     // --peer none: ours alone (for callgrind, which cannot follow the ffmpeg child).
@@ -167,13 +173,15 @@ func recordBench(_ a: Arguments) {
         guard withPeer else { return RecordRun(cpu: .nan, allocations: 0, ffmpegAllocations: 0, bytes: 0, extraThreads: 0) }
         try? FileManager.default.removeItem(atPath: theirs)
         let c0 = childrenCPUNow()
-        let r = runTool(["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-y",
-                         "-f", "rawvideo", "-pix_fmt", format == .yuyv ? "yuyv422" : "nv12", "-s", "\(w)x\(h)",
-                         "-framerate", "\(rate)", "-stream_loop", "-1", "-i", input, "-frames:v", "\(n)",
-                         "-c:v", "libx264", "-preset", settings.preset, "-tune", "zerolatency", "-crf", "\(crf)",
-                         "-bf", "0", "-g", "\(gop)", "-pix_fmt", "nv12",
-                         "-movflags", "frag_keyframe+empty_moov+default_base_moof",
-                         "-min_frag_duration", "750000", "-frag_duration", "2000000", "-flush_packets", "1", theirs])
+        let r = runTool([
+            "ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-y",
+            "-f", "rawvideo", "-pix_fmt", format == .yuyv ? "yuyv422" : "nv12", "-s", "\(w)x\(h)",
+            "-framerate", "\(rate)", "-stream_loop", "-1", "-i", input, "-frames:v", "\(n)",
+            "-c:v", "libx264", "-preset", settings.preset, "-tune", "zerolatency", "-crf", "\(crf)",
+            "-bf", "0", "-g", "\(gop)", "-pix_fmt", "nv12",
+            "-movflags", "frag_keyframe+empty_moov+default_base_moof",
+            "-min_frag_duration", "750000", "-frag_duration", "2000000", "-flush_packets", "1", theirs,
+        ])
         guard r.status == 0 else { fail("ffmpeg failed (\(r.status)): \(r.stderr)") }
         return RecordRun(cpu: childrenCPUNow() - c0, allocations: 0, ffmpegAllocations: 0, bytes: fileSize(theirs), extraThreads: 0)
     }
@@ -210,7 +218,9 @@ func recordBench(_ a: Arguments) {
         let (mine, peer) = (x264Options(ours), x264Options(theirs))
         sameOptions = sameOptions && mine != nil && mine == peer
         options = mine ?? "?"
-        if mine != peer { FileHandle.standardError.write(Data("record: x264 options differ:\n ours:   \(mine ?? "-")\n ffmpeg: \(peer ?? "-")\n".utf8)) }
+        if mine != peer {
+            FileHandle.standardError.write(Data("record: x264 options differ:\n ours:   \(mine ?? "-")\n ffmpeg: \(peer ?? "-")\n".utf8))
+        }
     }
 
     var r = Report()
@@ -267,8 +277,9 @@ func mjpegRecording(_ path: String, dir: String, rounds: Int, into r: inout Repo
         try? FileManager.default.removeItem(atPath: out)
         do {
             guard let writer = try MovieWriter(url: URL(fileURLWithPath: out), fragmentInterval: .seconds(1)) else { fail("no container") }
-            try writer.begin(.init(width: w, height: h, pixelFormat: .jpeg, frameInterval: FrameInterval(framesPerSecond: 30)),
-                             audio: nil, settings: MovieOutputSettings(codec: .mjpeg))
+            try writer.begin(
+                .init(width: w, height: h, pixelFormat: .jpeg, frameInterval: FrameInterval(framesPerSecond: 30)),
+                audio: nil, settings: MovieOutputSettings(codec: .mjpeg))
             let c0 = processCPUNow(), a0 = calloc_counter_total(), f0 = calloc_counter_marked_total(), b0 = calloc_counter_total_bytes()
             for i in 0..<perRound {
                 let sample = replay.sample(i % used.count, sequence: UInt32(i), reusing: samples)
@@ -345,7 +356,9 @@ func x264Options(_ path: String) -> String? {
     guard let d = FileManager.default.contents(atPath: path) else { return nil }
     let b = [UInt8](d.prefix(1 << 20))
     let key = Array("x264 - core".utf8)
-    guard b.count > key.count, let at = (0..<(b.count - key.count)).first(where: { b[$0..<($0 + key.count)].elementsEqual(key) }) else { return nil }
+    guard b.count > key.count, let at = (0..<(b.count - key.count)).first(where: { b[$0..<($0 + key.count)].elementsEqual(key) }) else {
+        return nil
+    }
     let end = b[at...].firstIndex(of: 0) ?? b.count
     return String(decoding: b[at..<end], as: UTF8.self)
 }
@@ -366,8 +379,10 @@ func markFFmpegLibraries() -> Int {
 /// Records nothing but counts: the recording delegate of `recordSession`.
 final class QuietRecordingDelegate: CaptureFileOutputRecordingDelegate, @unchecked Sendable {
     let finished = DispatchSemaphore(value: 0)
-    func fileOutput(_ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
-                    error: RecordingError?) {
+    func fileOutput(
+        _ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
+        error: RecordingError?
+    ) {
         if let error, !error.recordingSuccessfullyFinished { FileHandle.standardError.write(Data("record: \(error)\n".utf8)) }
         finished.signal()
     }
@@ -389,8 +404,9 @@ func recordSession(_ a: Arguments) {
     let format = a.format("NV12")
     let seconds = a.double("seconds", 4)
     let dir = a.string("dir") ?? (FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory())
-    let camera = VirtualCamera(name: "Bench Camera", position: .front,
-                               formats: [VirtualCamera.Mode(format, width: w, height: h, frameRates: [30])])
+    let camera = VirtualCamera(
+        name: "Bench Camera", position: .front,
+        formats: [VirtualCamera.Mode(format, width: w, height: h, frameRates: [30])])
     VirtualCamera.install(camera)
     defer { VirtualCamera.uninstall(camera) }
     guard let device = CaptureDevice.device(withUniqueID: camera.uniqueID) else { fail("virtual camera not listed") }

@@ -37,7 +37,11 @@ struct Arguments {
         while let a = it.next() {
             guard a.hasPrefix("--") else { fail("unexpected argument \(a)") }
             let key = String(a.dropFirst(2))
-            if ["json", "strip-dht", "session", "app-output"].contains(key) { flags.insert(key) } else if let v = it.next() { values[key] = v } else {
+            if ["json", "strip-dht", "session", "app-output"].contains(key) {
+                flags.insert(key)
+            } else if let v = it.next() {
+                values[key] = v
+            } else {
                 fail("\(a) needs a value")
             }
         }
@@ -184,13 +188,14 @@ func hotpath(_ a: Arguments) {
     let threads = max(1, a.int("threads", 1))
     let seconds = a.double("seconds", 3)
     let range: ColorRange = a.string("range") == "full" ? .full : .limited
-    let subsampling: ChromaSubsampling? = switch a.string("subsampling") {
-    case nil: nil
-    case "422": .s422
-    case "420": .s420
-    case "444": .s444
-    case let s?: fail("--subsampling wants 422 or 420, not \(s)")
-    }
+    let subsampling: ChromaSubsampling? =
+        switch a.string("subsampling") {
+        case nil: nil
+        case "422": .s422
+        case "420": .s420
+        case "444": .s444
+        case let s?: fail("--subsampling wants 422 or 420, not \(s)")
+        }
 
     let file = readFile(path)
     let frameBytes = rawFrameBytes(format, w, h)
@@ -246,10 +251,14 @@ func hotpath(_ a: Arguments) {
     // The still output's path: the JPEG copied into a reused Data.
     var stillEncoder: JPEGEncoder?, stillScratch: [UInt8] = []
     let stillSamples = StillSamples()
-    for s in prewrapped { _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, into: stillSamples) }
+    for s in prewrapped {
+        _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, into: stillSamples)
+    }
     a0 = calloc_counter_thread()
     for _ in 0..<2 {
-        for s in prewrapped { _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, into: stillSamples) }
+        for s in prewrapped {
+            _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, into: stillSamples)
+        }
     }
     let allocsStill = Double(calloc_counter_thread() - a0) / Double(2 * count)
 
@@ -280,15 +289,25 @@ func hotpath(_ a: Arguments) {
     // The encoder pool: wall-clock throughput with N workers and with 1, fed as fast as they take.
     if threads > 1 || a.string("threads") != nil {
         let one = runPool(replay: replay, workers: 1, quality: quality, subsampling: subsampling, seconds: seconds)
-        let many = threads == 1 ? one : runPool(replay: replay, workers: threads, quality: quality,
-                                                     subsampling: subsampling, seconds: seconds)
+        let many =
+            threads == 1
+            ? one
+            : runPool(
+                replay: replay, workers: threads, quality: quality,
+                subsampling: subsampling, seconds: seconds)
         r.add("threads", threads)
         // The same threads with no pool between them (each its own encoder and frames): what the
         // machine allows at that moment, to tell the pool's cost from other load.
-        r.add("independent_1_fps", independentThreads(replay: replay, threads: 1, quality: quality,
-                                                       subsampling: subsampling, seconds: seconds))
-        r.add("independent_fps", independentThreads(replay: replay, threads: threads, quality: quality,
-                                                     subsampling: subsampling, seconds: seconds))
+        r.add(
+            "independent_1_fps",
+            independentThreads(
+                replay: replay, threads: 1, quality: quality,
+                subsampling: subsampling, seconds: seconds))
+        r.add(
+            "independent_fps",
+            independentThreads(
+                replay: replay, threads: threads, quality: quality,
+                subsampling: subsampling, seconds: seconds))
         r.add("pool_1_fps", one.fps)
         r.add("pool_fps", many.fps)
         r.add("pool_scaling", many.fps / one.fps)
@@ -301,8 +320,10 @@ func hotpath(_ a: Arguments) {
     r.print(json: a.json)
 }
 
-func independentThreads(replay: FrameReplay, threads: Int, quality: Int, subsampling: ChromaSubsampling?,
-                        seconds: Double) -> Double {
+func independentThreads(
+    replay: FrameReplay, threads: Int, quality: Int, subsampling: ChromaSubsampling?,
+    seconds: Double
+) -> Double {
     let counts = UnsafeMutablePointer<Int>.allocate(capacity: threads)
     counts.initialize(repeating: 0, count: threads)
     defer { counts.deallocate() }
@@ -404,9 +425,10 @@ func runPool(replay: FrameReplay, workers: Int, quality: Int, subsampling: Chrom
     let t1 = wallNow(), c1 = processCPUNow(), a1 = calloc_counter_total()
     let frames = tally.lock.withLock { tally.frames } - f0
     let bytes = tally.lock.withLock { tally.bytes } - b0
-    return PoolRun(fps: Double(frames) / (t1 - t0), cpuPerFrame: (c1 - c0) / Double(frames),
-                   allocationsPerFrame: Double(a1 - a0) / Double(frames), inOrder: tally.inOrder,
-                   dropped: tally.dropped, bytesPerFrame: Double(bytes) / Double(frames))
+    return PoolRun(
+        fps: Double(frames) / (t1 - t0), cpuPerFrame: (c1 - c0) / Double(frames),
+        allocationsPerFrame: Double(a1 - a0) / Double(frames), inOrder: tally.inOrder,
+        dropped: tally.dropped, bytesPerFrame: Double(bytes) / Double(frames))
 }
 
 // MARK: - passthrough
@@ -549,8 +571,10 @@ final class CountingDelegate: CaptureVideoDataOutputSampleBufferDelegate, @unche
     }
 }
 
-func openSession(device: CaptureDevice, size: (Int, Int), format: PixelFormat, rate: Double?,
-                 outputs: [CaptureOutput]) -> CaptureSession {
+func openSession(
+    device: CaptureDevice, size: (Int, Int), format: PixelFormat, rate: Double?,
+    outputs: [CaptureOutput]
+) -> CaptureSession {
     guard let f = device.bestFormat(for: VideoDimensions(width: size.0, height: size.1), pixelFormat: format) else {
         fail("\(device) offers no \(format) format near \(size.0)x\(size.1): \(device.formats)")
     }
@@ -583,8 +607,9 @@ func session(_ a: Arguments) {
     let quality = a.int("quality", 85)
     // --still-quality Q: stills at another quality than the JPEG stream (no shared encode).
     let stillQuality = a.int("still-quality", quality)
-    let camera = VirtualCamera(name: "Bench Camera", position: .front,
-                               formats: [VirtualCamera.Mode(format, width: w, height: h, frameRates: [rate])])
+    let camera = VirtualCamera(
+        name: "Bench Camera", position: .front,
+        formats: [VirtualCamera.Mode(format, width: w, height: h, frameRates: [rate])])
     VirtualCamera.install(camera)
     defer { VirtualCamera.uninstall(camera) }
     guard let device = CaptureDevice.device(withUniqueID: camera.uniqueID) else { fail("virtual camera not listed") }
@@ -691,8 +716,9 @@ func live(_ a: Arguments) {
     delegate.pool = pool
     let video = CaptureVideoDataOutput()
     video.setSampleBufferDelegate(delegate, queue: DispatchQueue(label: "bench.live"))
-    let s = openSession(device: device, size: (w, h), format: format, rate: a.string("rate").map { Double($0) ?? 30 },
-                        outputs: [video])
+    let s = openSession(
+        device: device, size: (w, h), format: format, rate: a.string("rate").map { Double($0) ?? 30 },
+        outputs: [video])
     do { try s.start() } catch { fail("cannot start: \(error)") }
     Thread.sleep(forTimeInterval: 1)
     let f0 = tally.lock.withLock { tally.frames }, c0 = processCPUNow(), t0 = wallNow()
@@ -734,15 +760,16 @@ case "live": live(arguments)
 case "preview": previewBench(arguments)
 case "record": recordBench(arguments)
 default:
-    print("""
-    usage: capture-bench hotpath --input FILE --size WxH --format YUYV|UYVY|NV12|YU12 --quality Q
-                                 [--subsampling 422|420] [--threads N] [--seconds S] [--range limited|full] [--json]
-           capture-bench passthrough --input FILE.mjpeg [--strip-dht] [--seconds S] [--json]
-           capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--still-quality Q] [--jpeg-threads N] [--json]
-           capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
-           capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH] [--seconds S] [--rounds N] [--json]
-           capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR] [--peer none] [--json]
-           capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--app-output] [--json]
-    """)
+    print(
+        """
+        usage: capture-bench hotpath --input FILE --size WxH --format YUYV|UYVY|NV12|YU12 --quality Q
+                                     [--subsampling 422|420] [--threads N] [--seconds S] [--range limited|full] [--json]
+               capture-bench passthrough --input FILE.mjpeg [--strip-dht] [--seconds S] [--json]
+               capture-bench session [--size WxH] [--format F] [--rate FPS] [--seconds S] [--quality Q] [--still-quality Q] [--jpeg-threads N] [--json]
+               capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
+               capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH] [--seconds S] [--rounds N] [--json]
+               capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR] [--peer none] [--json]
+               capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--app-output] [--json]
+        """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))
 }

@@ -5,7 +5,6 @@ import CaptureBackend
 import CaptureImaging
 import Foundation
 
-
 /// Recorded frames served as a driver serves its mmap buffers: each `sample(_:sequence:)` wraps
 /// one of the caller's buffers as a `FrameBuffer` (zero-copy) whose release is counted like a
 /// requeue. Lets `capture-bench` run the library's real encode paths on frames from a file.
@@ -28,24 +27,30 @@ package final class FrameReplay: @unchecked Sendable {
 
     /// `buffers` must stay valid while any sample from this replay lives. `bytesPerLine` 0 means
     /// rows without padding.
-    package init(pixelFormat: PixelFormat, width: Int, height: Int, bytesPerLine: Int = 0,
-                 colorRange: ColorRange = .limited, buffers: [UnsafeRawBufferPointer]) {
+    package init(
+        pixelFormat: PixelFormat, width: Int, height: Int, bytesPerLine: Int = 0,
+        colorRange: ColorRange = .limited, buffers: [UnsafeRawBufferPointer]
+    ) {
         self.buffers = buffers
-        format = ActiveFormat(pixelFormat: pixelFormat, width: width, height: height,
-                              planes: [PlaneFormat(bytesPerLine: bytesPerLine, sizeImage: buffers.first?.count ?? 0)],
-                              colorRange: colorRange)
+        format = ActiveFormat(
+            pixelFormat: pixelFormat, width: width, height: height,
+            planes: [PlaneFormat(bytesPerLine: bytesPerLine, sizeImage: buffers.first?.count ?? 0)],
+            colorRange: colorRange)
     }
 
     package var count: Int { buffers.count }
 
     func frame(_ index: Int, sequence: UInt32) -> FrameBuffer {
         let b = buffers[index]
-        let image = ImageBuffer(pixelFormat: format.pixelFormat, width: format.width, height: format.height,
-                                colorRange: format.colorRange,
-                                plane0: PlaneView(base: b.baseAddress, count: b.count,
-                                                  bytesPerLine: format.planes[0].bytesPerLine))
-        return FrameBuffer(image: image, metadata: FrameMetadata(sequence: sequence, timestamp: .now(), bufferIndex: index),
-                           pool: pool)
+        let image = ImageBuffer(
+            pixelFormat: format.pixelFormat, width: format.width, height: format.height,
+            colorRange: format.colorRange,
+            plane0: PlaneView(
+                base: b.baseAddress, count: b.count,
+                bytesPerLine: format.planes[0].bytesPerLine))
+        return FrameBuffer(
+            image: image, metadata: FrameMetadata(sequence: sequence, timestamp: .now(), bufferIndex: index),
+            pool: pool)
     }
 
     /// Buffer `index` as the video data output hands frames out (a `FrameBuffer` in a `SampleBuffer`).
@@ -96,11 +101,14 @@ package enum EncodePaths {
 
     /// What `CaptureStillImageOutput` runs for any frame: the JPEG in `stills`' reused sample
     /// (nil when the caller still holds it); `scratch` serves MJPEG frames.
-    package static func still(_ sample: SampleBuffer, encoder: inout JPEGEncoder?, quality: Int,
-                              scratch: inout [UInt8], into stills: StillSamples) throws(CaptureError) -> SampleBuffer? {
+    package static func still(
+        _ sample: SampleBuffer, encoder: inout JPEGEncoder?, quality: Int,
+        scratch: inout [UInt8], into stills: StillSamples
+    ) throws(CaptureError) -> SampleBuffer? {
         guard let image = sample.videoImage else { throw CaptureError(.invalidArgument, "not a video sample") }
-        let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: sample.sequenceNumber), timestamp: sample.presentationTimeStamp,
-                                 bufferIndex: -1)
+        let meta = FrameMetadata(
+            sequence: UInt32(truncatingIfNeeded: sample.sequenceNumber), timestamp: sample.presentationTimeStamp,
+            bufferIndex: -1)
         let dims = VideoDimensions(width: image.width, height: image.height)
         return try sample.withVideoImage { _ throws(CaptureError) in
             try StillEncoding.still(image, encoder: &encoder, settings: .init(quality: quality), exif: nil, scratch: &scratch) {

@@ -8,7 +8,8 @@ enum LiveAudio {
         guard let name else { return }
         do {
             if name == "virtual", VirtualMicrophone.installed.isEmpty { VirtualMicrophone.install(VirtualMicrophone()) }
-            let device = name == "virtual"
+            let device =
+                name == "virtual"
                 ? CaptureDevice.devices(for: .audio).first { $0.virtualMicrophone != nil }
                 : try CaptureDevice.audioDevice(named: name)
             guard let device else { print("audio: no such device \(name)"); return }

@@ -64,7 +64,8 @@ do { try session.start() } catch { fail("cannot start: \(error)") }
 print("capturing from \(videoDevice.localizedName) for \(seconds) s")
 
 @MainActor func toggle() {
-    let other = camera(videoInput.device.position == .front ? .back : .front)
+    let other =
+        camera(videoInput.device.position == .front ? .back : .front)
         ?? CaptureDevice.devices(for: .video).first { $0 !== videoInput.device }
     guard let other, other !== videoInput.device, let input = try? CaptureDeviceInput(device: other) else {
         print("toggle: no other camera")

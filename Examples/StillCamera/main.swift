@@ -53,7 +53,9 @@ final class StillCamera: @unchecked Sendable {
             let sample = try await output.captureStillImage(from: connection)
             guard let jpeg = CaptureStillImageOutput.jpegStillImageDataRepresentation(sample) else { fail("no JPEG data") }
             let url = try await library.save(jpeg: jpeg, metadata: nil)
-            print("saved \(label): \(url.path) \(sample.dimensions?.description ?? "?") \(jpeg.count) bytes from \(input.device.localizedName)")
+            print(
+                "saved \(label): \(url.path) \(sample.dimensions?.description ?? "?") \(jpeg.count) bytes from \(input.device.localizedName)"
+            )
         } catch {
             fail("take photo failed: \(error)")
         }
@@ -63,7 +65,8 @@ final class StillCamera: @unchecked Sendable {
     func toggleCamera() {
         guard CaptureDevice.hasMultipleCameras else { print("only one camera: no toggle"); return }
         // The other side's camera; cameras that do not say where they face just take turns.
-        let other = camera(at: input.device.position == .front ? .back : .front)
+        let other =
+            camera(at: input.device.position == .front ? .back : .front)
             ?? CaptureDevice.devices(for: .video).first { $0 !== input.device }
         guard let other, let newInput = try? CaptureDeviceInput(device: other) else { print("toggle camera failed"); return }
         session.beginConfiguration()

@@ -23,8 +23,11 @@ public func fuzzHuffman(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     precondition(again!.frame == markers.frame, "the frame header changed")
     let exif = EXIFInfo(orientation: .right, make: "fuzz", model: "m", dateTime: "2026:01:01 00:00:00")
     let made = (try? MJPEG.makeStill(bytes, exif: exif, into: &output)) != nil
-    precondition(made == exact, made ? "makeStill took a frame the exact parser refuses"
-                                     : "makeStill refused a frame the exact parser accepts")
+    precondition(
+        made == exact,
+        made
+            ? "makeStill took a frame the exact parser refuses"
+            : "makeStill refused a frame the exact parser accepts")
     guard made else { return 0 }
     let still = output.withUnsafeBytes { raw -> (JPEGMarkers?, EXIFInfo?) in
         (try? JPEGMarkers(parsing: raw), EXIFInfo(jpeg: raw))

@@ -22,8 +22,10 @@ package enum ALSA {
     /// alsa-lib's result (a negative errno) for `operation` on `device`, as the failed call.
     /// `snd_pcm_open` is the opening call: the mapper reads a missing card there as no such
     /// device, later the same errno as the device gone.
-    package static func error(_ result: Int32, operation: String, device: String,
-                              soundNodes: String = "/dev/snd") -> BackendError {
+    package static func error(
+        _ result: Int32, operation: String, device: String,
+        soundNodes: String = "/dev/snd"
+    ) -> BackendError {
         var e = Errno(rawValue: result < 0 ? -result : result)
         // alsa-lib resolves card names by opening each card's control device and reports a card
         // it may not open as missing (ENODEV/ENOENT): if sound devices exist that this user may
@@ -84,8 +86,9 @@ package enum ALSA {
         guard snd_ctl_card_info_malloc(&info) >= 0, let info else { return nil }
         defer { snd_ctl_card_info_free(info) }
         guard snd_ctl_card_info(ctl, info) >= 0 else { return nil }
-        return Card(index: index, id: string(snd_ctl_card_info_get_id(info)), name: string(snd_ctl_card_info_get_name(info)),
-                    longName: string(snd_ctl_card_info_get_longname(info)), driver: string(snd_ctl_card_info_get_driver(info)))
+        return Card(
+            index: index, id: string(snd_ctl_card_info_get_id(info)), name: string(snd_ctl_card_info_get_name(info)),
+            longName: string(snd_ctl_card_info_get_longname(info)), driver: string(snd_ctl_card_info_get_driver(info)))
     }
 
     package static func string(_ p: UnsafePointer<CChar>?) -> String { p.map { String(cString: $0) } ?? "" }
@@ -113,7 +116,8 @@ package enum ALSA {
         let standard = AudioFormatRange.commonSampleRates.filter {
             $0 >= lowRate && $0 <= highRate && snd_pcm_hw_params_test_rate(pcm, hw, UInt32($0), 0) == 0
         }
-        return AudioFormatRange(sampleFormats: formats, sampleRates: lowRate...highRate, standardSampleRates: standard,
-                                channelCounts: lowCh...highCh)
+        return AudioFormatRange(
+            sampleFormats: formats, sampleRates: lowRate...highRate, standardSampleRates: standard,
+            channelCounts: lowCh...highCh)
     }
 }

@@ -38,8 +38,9 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
         ALSA.quietLibrary()
         var handle: OpaquePointer?
         // Non-blocking open: a busy device fails with EBUSY at once instead of waiting for it.
-        try ALSA.check(snd_pcm_open(&handle, name, SND_PCM_STREAM_CAPTURE, SND_PCM_NONBLOCK), "snd_pcm_open",
-                       device: name)
+        try ALSA.check(
+            snd_pcm_open(&handle, name, SND_PCM_STREAM_CAPTURE, SND_PCM_NONBLOCK), "snd_pcm_open",
+            device: name)
         guard let handle else { throw BackendError.audio(.noHandle, name, operation: "snd_pcm_open") }
         let efd: FileDescriptor
         switch FileDescriptor.makeEventFD() {
@@ -83,8 +84,9 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
         if cardIndex >= 0, let card = ALSA.card(cardIndex), !name.hasPrefix("default") {
             return ALSADiscovery.info(card: card, device: dev, pcmName: pcmName, path: name)
         }
-        return SourceInfo(uniqueID: name, name: pcmName.isEmpty ? name : pcmName, driver: "alsa", busInfo: "", path: name,
-                          position: .unspecified)
+        return SourceInfo(
+            uniqueID: name, name: pcmName.isEmpty ? name : pcmName, driver: "alsa", busInfo: "", path: name,
+            position: .unspecified)
     }
 
     package func formats() throws(BackendError) -> AudioFormatRange { range }
@@ -119,7 +121,8 @@ package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
         try ALSA.check(snd_pcm_hw_params_set_rate_near(pcm, hw, &rate, &dir), "snd_pcm_hw_params_set_rate_near", device: dev)
         var period = snd_pcm_uframes_t(request.periodFrames)
         dir = 0
-        try ALSA.check(snd_pcm_hw_params_set_period_size_near(pcm, hw, &period, &dir), "snd_pcm_hw_params_set_period_size_near", device: dev)
+        try ALSA.check(
+            snd_pcm_hw_params_set_period_size_near(pcm, hw, &period, &dir), "snd_pcm_hw_params_set_period_size_near", device: dev)
         var bufferSize = snd_pcm_uframes_t(max(request.bufferFrames, Int(period) * 2))
         try ALSA.check(snd_pcm_hw_params_set_buffer_size_near(pcm, hw, &bufferSize), "snd_pcm_hw_params_set_buffer_size_near", device: dev)
         try ALSA.check(snd_pcm_hw_params(pcm, hw), "snd_pcm_hw_params", device: dev)

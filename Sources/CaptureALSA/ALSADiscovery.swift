@@ -26,7 +26,7 @@ package enum ALSADiscovery {
             let source = try ALSAAudioSource(name: "default", info: defaultInfo)
             let formats = probeFormats ? try? source.formats() : nil
             found.insert(AudioDeviceInfo(info: defaultInfo, card: nil, device: nil, subdeviceCount: 1, formats: formats), at: 0)
-        } catch where [.resourceBusy, .permissionDenied, .notPermitted].contains(error.errno) {
+        } catch  where [.resourceBusy, .permissionDenied, .notPermitted].contains(error.errno) {
             found.insert(AudioDeviceInfo(info: defaultInfo, card: nil, device: nil, subdeviceCount: 1, formats: nil), at: 0)
         } catch {
             // No capture behind "default" (no card, or a playback-only one).
@@ -46,15 +46,17 @@ package enum ALSADiscovery {
         return indices.sorted()
     }
 
-    package static let defaultInfo = SourceInfo(uniqueID: "default", name: "Default audio input", driver: "alsa", busInfo: "",
-                                        path: "default", position: .unspecified)
+    package static let defaultInfo = SourceInfo(
+        uniqueID: "default", name: "Default audio input", driver: "alsa", busInfo: "",
+        path: "default", position: .unspecified)
 
     /// The identity discovery gives card `card`'s PCM device `device`.
     package static func info(card: ALSA.Card, device: Int, pcmName: String, path: String? = nil) -> SourceInfo {
-        SourceInfo(uniqueID: "hw:CARD=\(card.id),DEV=\(device)",
-                   name: pcmName.isEmpty || pcmName == card.name ? "\(card.name) (device \(device))" : "\(card.name): \(pcmName)",
-                   driver: card.driver, busInfo: card.longName, path: path ?? "hw:\(card.index),\(device)",
-                   position: .unspecified)
+        SourceInfo(
+            uniqueID: "hw:CARD=\(card.id),DEV=\(device)",
+            name: pcmName.isEmpty || pcmName == card.name ? "\(card.name) (device \(device))" : "\(card.name): \(pcmName)",
+            driver: card.driver, busInfo: card.longName, path: path ?? "hw:\(card.index),\(device)",
+            position: .unspecified)
     }
 
     private static func devices(of card: ALSA.Card, probeFormats: Bool) -> [AudioDeviceInfo] {
@@ -78,8 +80,10 @@ package enum ALSADiscovery {
             if probeFormats, let source = try? ALSAAudioSource(name: info.uniqueID, info: info) {
                 formats = try? source.formats()
             }
-            result.append(AudioDeviceInfo(info: info, card: card.index, device: Int(dev), subdeviceCount: subdevices,
-                                          formats: formats))
+            result.append(
+                AudioDeviceInfo(
+                    info: info, card: card.index, device: Int(dev), subdeviceCount: subdevices,
+                    formats: formats))
         }
         return distinctNames(result)
     }
@@ -114,15 +118,17 @@ package enum ALSADiscovery {
             guard e.hasPrefix("pcm"), e.hasSuffix("c") else { return nil }
             return Int(e.dropFirst(3).dropLast())
         }.sorted()
-        return distinctNames(devices.map { dev in
-            var fields: [String: String] = [:]
-            for line in (read("\(dir)/pcm\(dev)c/info") ?? "").split(separator: "\n") {
-                let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-                if parts.count == 2 { fields[parts[0]] = parts[1] }
-            }
-            return AudioDeviceInfo(info: info(card: card, device: dev, pcmName: fields["name"] ?? ""), card: index, device: dev,
-                                   subdeviceCount: Int(fields["subdevices_count"] ?? "") ?? 1, formats: nil)
-        })
+        return distinctNames(
+            devices.map { dev in
+                var fields: [String: String] = [:]
+                for line in (read("\(dir)/pcm\(dev)c/info") ?? "").split(separator: "\n") {
+                    let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                    if parts.count == 2 { fields[parts[0]] = parts[1] }
+                }
+                return AudioDeviceInfo(
+                    info: info(card: card, device: dev, pcmName: fields["name"] ?? ""), card: index, device: dev,
+                    subdeviceCount: Int(fields["subdevices_count"] ?? "") ?? 1, formats: nil)
+            })
     }
 
     /// Opens a capture source by discovery ID, plain ALSA name or path. Throws the failed

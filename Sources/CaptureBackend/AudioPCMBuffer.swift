@@ -143,10 +143,13 @@ public final class AudioPCMBuffer: @unchecked Sendable {
             let index: (Int) -> Int = format.isInterleaved ? { $0 * channels + channel } : { channel * n + $0 }
             switch format.sampleFormat {
             case .s16:
-                for i in 0..<n { out[i] = Float(Int16(littleEndian: raw.loadUnaligned(fromByteOffset: index(i) * 2, as: Int16.self))) / 32768 }
+                for i in 0..<n {
+                    out[i] = Float(Int16(littleEndian: raw.loadUnaligned(fromByteOffset: index(i) * 2, as: Int16.self))) / 32768
+                }
             case .s32:
                 for i in 0..<n {
-                    out[i] = Float(Double(Int32(littleEndian: raw.loadUnaligned(fromByteOffset: index(i) * 4, as: Int32.self))) / 2_147_483_648)
+                    out[i] = Float(
+                        Double(Int32(littleEndian: raw.loadUnaligned(fromByteOffset: index(i) * 4, as: Int32.self))) / 2_147_483_648)
                 }
             case .float32:
                 for i in 0..<n {
@@ -185,15 +188,20 @@ package enum AudioLevelMeter {
             case .s16:
                 accumulate(raw, Int16.self, scale: 1.0 / 32768, format, frames, &peak, &sumSquares) { Double(Int16(littleEndian: $0)) }
             case .s32:
-                accumulate(raw, Int32.self, scale: 1.0 / 2_147_483_648, format, frames, &peak, &sumSquares) { Double(Int32(littleEndian: $0)) }
+                accumulate(raw, Int32.self, scale: 1.0 / 2_147_483_648, format, frames, &peak, &sumSquares) {
+                    Double(Int32(littleEndian: $0))
+                }
             case .float32:
-                accumulate(raw, UInt32.self, scale: 1, format, frames, &peak, &sumSquares) { Double(Float(bitPattern: UInt32(littleEndian: $0))) }
+                accumulate(raw, UInt32.self, scale: 1, format, frames, &peak, &sumSquares) {
+                    Double(Float(bitPattern: UInt32(littleEndian: $0)))
+                }
             }
         }
         return (0..<channels).map { c in
             let rms = frames > 0 ? (sumSquares[c] / Double(frames)).squareRoot() : 0
-            return AudioChannelLevel(averagePowerLevel: AudioChannelLevel.decibels(rms),
-                                     peakHoldLevel: AudioChannelLevel.decibels(peak[c]))
+            return AudioChannelLevel(
+                averagePowerLevel: AudioChannelLevel.decibels(rms),
+                peakHoldLevel: AudioChannelLevel.decibels(peak[c]))
         }
     }
 
@@ -207,7 +215,8 @@ package enum AudioLevelMeter {
         guard let base = raw.baseAddress, frames > 0 else { return }
         // Data's storage is malloc'ed, so aligned for any sample type; fall back to copying if not.
         let aligned = Int(bitPattern: base) % MemoryLayout<T>.alignment == 0
-        let copy: [T] = aligned ? [] : (0..<(frames * channels)).map { raw.loadUnaligned(fromByteOffset: $0 * MemoryLayout<T>.size, as: T.self) }
+        let copy: [T] =
+            aligned ? [] : (0..<(frames * channels)).map { raw.loadUnaligned(fromByteOffset: $0 * MemoryLayout<T>.size, as: T.self) }
         func run(_ samples: UnsafeBufferPointer<T>) {
             for c in 0..<channels {
                 var p = 0.0, sq = 0.0

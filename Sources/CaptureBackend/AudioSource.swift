@@ -16,8 +16,10 @@ public struct AudioFormatRange: Sendable, Hashable, CustomStringConvertible {
     /// The fewest and most channels.
     public var channelCounts: ClosedRange<Int>
 
-    public init(sampleFormats: [AudioFormat.SampleFormat], sampleRates: ClosedRange<Int>, standardSampleRates: [Int],
-                channelCounts: ClosedRange<Int>) {
+    public init(
+        sampleFormats: [AudioFormat.SampleFormat], sampleRates: ClosedRange<Int>, standardSampleRates: [Int],
+        channelCounts: ClosedRange<Int>
+    ) {
         self.sampleFormats = sampleFormats
         self.sampleRates = sampleRates
         self.standardSampleRates = standardSampleRates
@@ -53,9 +55,13 @@ public struct AudioFormatRange: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String {
-        let rates = standardSampleRates.isEmpty ? "\(sampleRates.lowerBound)-\(sampleRates.upperBound) Hz"
+        let rates =
+            standardSampleRates.isEmpty
+            ? "\(sampleRates.lowerBound)-\(sampleRates.upperBound) Hz"
             : standardSampleRates.map(String.init).joined(separator: "/") + " Hz"
-        let ch = channelCounts.lowerBound == channelCounts.upperBound ? "\(channelCounts.lowerBound)"
+        let ch =
+            channelCounts.lowerBound == channelCounts.upperBound
+            ? "\(channelCounts.lowerBound)"
             : "\(channelCounts.lowerBound)-\(channelCounts.upperBound)"
         return "\(sampleFormats.map(\.rawValue).joined(separator: "/")), \(rates), \(ch) ch"
     }

@@ -115,8 +115,10 @@ package struct BackendError: Error, Sendable, Equatable, CustomStringConvertible
 
 extension BackendError {
     /// Runs `body` of an in-process backend, wrapping its `CaptureError` as `.described`.
-    package static func describing<T: ~Copyable>(device: String, kind: DeviceKind,
-                                                 _ body: () throws(CaptureError) -> T) throws(BackendError) -> T {
+    package static func describing<T: ~Copyable>(
+        device: String, kind: DeviceKind,
+        _ body: () throws(CaptureError) -> T
+    ) throws(BackendError) -> T {
         do { return try body() } catch { throw BackendError(.described(error), device: device, kind: kind) }
     }
 }

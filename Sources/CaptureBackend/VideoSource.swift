@@ -174,7 +174,10 @@ package struct SourceFormat: Sendable, Hashable {
     package var isCompressed: Bool
     package var isEmulated: Bool
 
-    package init(pixelFormat: PixelFormat, description: String, width: Int, height: Int, intervals: FrameIntervalSet, isCompressed: Bool, isEmulated: Bool) {
+    package init(
+        pixelFormat: PixelFormat, description: String, width: Int, height: Int, intervals: FrameIntervalSet, isCompressed: Bool,
+        isEmulated: Bool
+    ) {
         self.pixelFormat = pixelFormat
         self.description = description
         self.width = width
@@ -188,7 +191,8 @@ package struct SourceFormat: Sendable, Hashable {
 /// A control a device offers (V4L2 control or a virtual camera's).
 package struct SourceControl: Sendable, Hashable {
     package enum Kind: Sendable, Hashable {
-        case integer, boolean, menu, integerMenu, button, integer64, string, other(UInt32)
+        case integer, boolean, menu, integerMenu, button, integer64, string
+        case other(UInt32)
     }
     package var id: UInt32
     package var name: String
@@ -210,7 +214,10 @@ package struct SourceControl: Sendable, Hashable {
     }
     package func hash(into h: inout Hasher) { h.combine(id); h.combine(name) }
 
-    package init(id: UInt32, name: String, kind: Kind, minimum: Int64, maximum: Int64, step: UInt64, defaultValue: Int64, menu: [(value: Int64, name: String)], isReadOnly: Bool, isInactive: Bool) {
+    package init(
+        id: UInt32, name: String, kind: Kind, minimum: Int64, maximum: Int64, step: UInt64, defaultValue: Int64,
+        menu: [(value: Int64, name: String)], isReadOnly: Bool, isInactive: Bool
+    ) {
         self.id = id
         self.name = name
         self.kind = kind

@@ -50,8 +50,8 @@ public struct EXIFInfo: Sendable, Hashable {
         let tagCount0 = (make == nil ? 0 : 1) + (model == nil ? 0 : 1) + 1 + (dateTime == nil ? 0 : 1) + 1
         let tagCountExif = dateTime == nil ? 1 : 2
         let tiff = out.count + 6
-        out.append(contentsOf: [0x45, 0x78, 0x69, 0x66, 0, 0]) // "Exif\0\0"
-        out.append(contentsOf: [0x49, 0x49, 0x2A, 0x00, 0x08, 0x00, 0x00, 0x00]) // II, 42, IFD0 at 8
+        out.append(contentsOf: [0x45, 0x78, 0x69, 0x66, 0, 0])  // "Exif\0\0"
+        out.append(contentsOf: [0x49, 0x49, 0x2A, 0x00, 0x08, 0x00, 0x00, 0x00])  // II, 42, IFD0 at 8
 
         // Offsets are from the TIFF header. Values longer than 4 bytes go after the IFD, at even offsets.
         var data = 8 + 2 + 12 * tagCount0 + 4
@@ -77,7 +77,7 @@ public struct EXIFInfo: Sendable, Hashable {
         Self.u16(&out, orientation.rawValue); Self.u16(&out, 0)
         if let dateBytes { Self.entry(&out, tag: 0x0132, type: 2, count: dateBytes.count, inline: dateBytes, offset: dateAt) }
         Self.u16(&out, 0x8769); Self.u16(&out, 4); Self.u32(&out, 1); Self.u32(&out, UInt32(exifIFD))
-        Self.u32(&out, 0) // no IFD1
+        Self.u32(&out, 0)  // no IFD1
 
         func fill(_ bytes: [UInt8]?, at offset: Int) {
             guard let bytes, bytes.count > 4 else { return }
@@ -92,7 +92,7 @@ public struct EXIFInfo: Sendable, Hashable {
         precondition(out.count - tiff == exifIFD)
         Self.u16(&out, UInt16(tagCountExif))
         Self.u16(&out, 0x9000); Self.u16(&out, 7); Self.u32(&out, 4)
-        out.append(contentsOf: [0x30, 0x32, 0x33, 0x32]) // "0232"
+        out.append(contentsOf: [0x30, 0x32, 0x33, 0x32])  // "0232"
         if let dateBytes { Self.entry(&out, tag: 0x9003, type: 2, count: dateBytes.count, inline: dateBytes, offset: originalAt) }
         Self.u32(&out, 0)
         fill(dateBytes, at: originalAt)

@@ -192,8 +192,10 @@ package struct ImageLayout {
     }
 
     /// The last row only needs its pixels, not its padding (drivers differ on `bytesused`).
-    private static func check(_ plane: PlaneView, offset: Int, rows: Int, stride: Int, rowBytes: Int,
-                              plane index: Int) throws(CaptureError) {
+    private static func check(
+        _ plane: PlaneView, offset: Int, rows: Int, stride: Int, rowBytes: Int,
+        plane index: Int
+    ) throws(CaptureError) {
         let need = try sum(offset, try sum(try product(stride, rows - 1), rowBytes))
         guard plane.count >= need, plane.count >= 0 else {
             throw CaptureError(.corruptFrame, "plane \(index) holds \(plane.count) bytes; the format needs \(need)")
@@ -213,11 +215,11 @@ package struct ImageLayout {
         im.plane0 = y?.assumingMemoryBound(to: UInt8.self)
         im.stride0 = yStride
         switch kind {
-        case let .packed422(y0, y1, cbOffset, crOffset):
+        case .packed422(let y0, let y1, let cbOffset, let crOffset):
             im.layout = Int32(CV4L2_JPEG_PACKED422.rawValue)
             im.y0_offset = Int32(y0); im.y1_offset = Int32(y1)
             im.cb_offset = Int32(cbOffset); im.cr_offset = Int32(crOffset)
-        case let .semiPlanar(cbFirst):
+        case .semiPlanar(let cbFirst):
             im.layout = Int32(CV4L2_JPEG_SEMIPLANAR.rawValue)
             im.plane1 = cb?.assumingMemoryBound(to: UInt8.self)
             im.stride1 = cbStride

@@ -86,33 +86,43 @@ public final class JPEGDecoder {
         guard let base = jpeg.baseAddress, jpeg.count >= 4 else { throw CaptureError(.corruptFrame, "JPEG: too short") }
         let h = try tj()
         var width: Int32 = 0, height: Int32 = 0, sub: Int32 = 0, colorspace: Int32 = 0
-        guard tjDecompressHeader3(h, base.assumingMemoryBound(to: UInt8.self), UInt(jpeg.count),
-                                  &width, &height, &sub, &colorspace) == 0 else {
+        guard
+            tjDecompressHeader3(
+                h, base.assumingMemoryBound(to: UInt8.self), UInt(jpeg.count),
+                &width, &height, &sub, &colorspace) == 0
+        else {
             throw failure(h, "tjDecompressHeader3")
         }
         guard width > 0, height > 0, Int(width) * Int(height) <= maximumPixelCount else {
             throw CaptureError(.corruptFrame, "JPEG: \(width)x\(height) is larger than the \(maximumPixelCount)-pixel limit")
         }
-        return Header(width: Int(width), height: Int(height), subsampling: ChromaSubsampling(turboJPEGValue: sub),
-                      turboJPEGSubsampling: Int(sub))
+        return Header(
+            width: Int(width), height: Int(height), subsampling: ChromaSubsampling(turboJPEGValue: sub),
+            turboJPEGSubsampling: Int(sub))
     }
 
     /// Decodes into `output`, rows `bytesPerLine` apart (0: width × bytes per pixel).
     /// Throws `.invalidArgument` when `output` is too small, `.corruptFrame` for damaged input.
     @discardableResult
-    public func decode(_ jpeg: UnsafeRawBufferPointer, as layout: PixelLayout, into output: UnsafeMutableRawBufferPointer,
-                       bytesPerLine: Int = 0) throws(CaptureError) -> Header {
+    public func decode(
+        _ jpeg: UnsafeRawBufferPointer, as layout: PixelLayout, into output: UnsafeMutableRawBufferPointer,
+        bytesPerLine: Int = 0
+    ) throws(CaptureError) -> Header {
         let header = try readHeader(jpeg)
         let row = header.width * layout.bytesPerPixel
         let pitch = bytesPerLine == 0 ? row : bytesPerLine
         guard pitch >= row, let out = output.baseAddress,
-              output.count >= pitch * (header.height - 1) + row else {
+            output.count >= pitch * (header.height - 1) + row
+        else {
             throw CaptureError(.invalidArgument, "output buffer too small for \(header.width)x\(header.height)")
         }
         let h = try tj()
-        guard tjDecompress2(h, jpeg.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt(jpeg.count),
-                            out.assumingMemoryBound(to: UInt8.self), Int32(header.width), Int32(pitch),
-                            Int32(header.height), layout.turboJPEGFormat, Self.flags) == 0 else {
+        guard
+            tjDecompress2(
+                h, jpeg.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt(jpeg.count),
+                out.assumingMemoryBound(to: UInt8.self), Int32(header.width), Int32(pitch),
+                Int32(header.height), layout.turboJPEGFormat, Self.flags) == 0
+        else {
             throw failure(h, "tjDecompress2")
         }
         return header
@@ -140,8 +150,10 @@ public final class JPEGDecoder {
     /// Decodes to full-range YUV planes in the JPEG's own subsampling (4:2:0, 4:2:2 or grey) and
     /// hands them to `body` as an `ImageBuffer` (YU12, 422P or GREY), valid only during the call.
     /// The plane memory is reused from call to call.
-    package func decodeToPlanes<R>(_ jpeg: UnsafeRawBufferPointer,
-                           _ body: (ImageBuffer) throws(CaptureError) -> R) throws(CaptureError) -> R {
+    package func decodeToPlanes<R>(
+        _ jpeg: UnsafeRawBufferPointer,
+        _ body: (ImageBuffer) throws(CaptureError) -> R
+    ) throws(CaptureError) -> R {
         let header = try readHeader(jpeg)
         let format: PixelFormat
         switch header.subsampling {
@@ -168,18 +180,21 @@ public final class JPEGDecoder {
             var pointers: [UnsafeMutablePointer<UInt8>?] = [base, base + sizes[0], base + sizes[0] + sizes[1]]
             let status = pointers.withUnsafeMutableBufferPointer { p in
                 strides.withUnsafeMutableBufferPointer { s in
-                    tjDecompressToYUVPlanes(h, jpeg.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt(jpeg.count),
-                                            p.baseAddress, w, s.baseAddress, hgt, Self.flags)
+                    tjDecompressToYUVPlanes(
+                        h, jpeg.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt(jpeg.count),
+                        p.baseAddress, w, s.baseAddress, hgt, Self.flags)
                 }
             }
             guard status == 0 else { return .failure(failure(h, "tjDecompressToYUVPlanes")) }
-            var image = ImageBuffer(pixelFormat: format, width: header.width, height: header.height, colorRange: .full,
-                                    plane0: PlaneView(base: UnsafeRawPointer(base), count: sizes[0], bytesPerLine: Int(strides[0])))
+            var image = ImageBuffer(
+                pixelFormat: format, width: header.width, height: header.height, colorRange: .full,
+                plane0: PlaneView(base: UnsafeRawPointer(base), count: sizes[0], bytesPerLine: Int(strides[0])))
             if planes == 3 {
                 image.planeCount = 3
                 image.plane1 = PlaneView(base: UnsafeRawPointer(base + sizes[0]), count: sizes[1], bytesPerLine: Int(strides[1]))
-                image.plane2 = PlaneView(base: UnsafeRawPointer(base + sizes[0] + sizes[1]), count: sizes[2],
-                                         bytesPerLine: Int(strides[2]))
+                image.plane2 = PlaneView(
+                    base: UnsafeRawPointer(base + sizes[0] + sizes[1]), count: sizes[2],
+                    bytesPerLine: Int(strides[2]))
             }
             return Result { () throws(CaptureError) in try body(image) }
         }

@@ -60,20 +60,27 @@ public final class JPEGEncoder {
     /// formats (for NV12 and YU12 the chroma planes follow the luma plane; `NM12`/`YM12` are
     /// taken as their single-planar twins). `bytesPerLine` 0 means rows without padding.
     /// The returned bytes stay valid until the next `encode`.
-    public func encode(_ bytes: UnsafeRawBufferPointer, pixelFormat: PixelFormat, width: Int, height: Int,
-                       bytesPerLine: Int = 0, colorRange: ColorRange = .limited,
-                       exif: EXIFInfo? = nil) throws(CaptureError) -> UnsafeRawBufferPointer {
-        let image = ImageBuffer(pixelFormat: pixelFormat, width: width, height: height, colorRange: colorRange,
-                                plane0: PlaneView(base: bytes.baseAddress, count: bytes.count, bytesPerLine: bytesPerLine))
+    public func encode(
+        _ bytes: UnsafeRawBufferPointer, pixelFormat: PixelFormat, width: Int, height: Int,
+        bytesPerLine: Int = 0, colorRange: ColorRange = .limited,
+        exif: EXIFInfo? = nil
+    ) throws(CaptureError) -> UnsafeRawBufferPointer {
+        let image = ImageBuffer(
+            pixelFormat: pixelFormat, width: width, height: height, colorRange: colorRange,
+            plane0: PlaneView(base: bytes.baseAddress, count: bytes.count, bytesPerLine: bytesPerLine))
         return try encode(image, exif: exif)
     }
 
     /// `encode(_:pixelFormat:width:height:bytesPerLine:colorRange:exif:)` copied into a `Data`.
-    public func encodeData(_ bytes: UnsafeRawBufferPointer, pixelFormat: PixelFormat, width: Int, height: Int,
-                           bytesPerLine: Int = 0, colorRange: ColorRange = .limited,
-                           exif: EXIFInfo? = nil) throws(CaptureError) -> Data {
-        Data(try encode(bytes, pixelFormat: pixelFormat, width: width, height: height, bytesPerLine: bytesPerLine,
-                        colorRange: colorRange, exif: exif))
+    public func encodeData(
+        _ bytes: UnsafeRawBufferPointer, pixelFormat: PixelFormat, width: Int, height: Int,
+        bytesPerLine: Int = 0, colorRange: ColorRange = .limited,
+        exif: EXIFInfo? = nil
+    ) throws(CaptureError) -> Data {
+        Data(
+            try encode(
+                bytes, pixelFormat: pixelFormat, width: width, height: height, bytesPerLine: bytesPerLine,
+                colorRange: colorRange, exif: exif))
     }
 
     /// The bytes `encode(_:into:)` needs for `image` (its worst case); 0 for images it cannot encode.
@@ -91,9 +98,10 @@ public final class JPEGEncoder {
         let sampling = subsampling ?? layout.nativeSubsampling
         var shim = layout.shimImage
         var count = 0
-        let status = cv4l2_jpeg_encode_into(handle, &shim, Int32(quality), sampling.turboJPEGValue, nil, 0, 1,
-                                            destination.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                                            destination.count, &count)
+        let status = cv4l2_jpeg_encode_into(
+            handle, &shim, Int32(quality), sampling.turboJPEGValue, nil, 0, 1,
+            destination.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            destination.count, &count)
         guard status == 0 else { throw failure() }
         return count
     }
@@ -111,8 +119,9 @@ public final class JPEGEncoder {
         var out: UnsafePointer<UInt8>?
         var count = 0
         let status = exifPayload.withUnsafeBytes { app1 in
-            cv4l2_jpeg_encode(handle, &image, Int32(quality), sampling.turboJPEGValue, app1.baseAddress, app1.count,
-                              exif == nil ? 1 : 0, &out, &count)
+            cv4l2_jpeg_encode(
+                handle, &image, Int32(quality), sampling.turboJPEGValue, app1.baseAddress, app1.count,
+                exif == nil ? 1 : 0, &out, &count)
         }
         guard status == 0, let out else { throw failure() }
         return UnsafeRawBufferPointer(start: out, count: count)

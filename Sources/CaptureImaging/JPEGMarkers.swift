@@ -99,14 +99,15 @@ public struct JPEGMarkers: Sendable, Hashable {
             switch marker {
             case 0xD9:
                 guard let frame, let firstScan else { throw Self.corrupt("end of image before any scan") }
-                self.init(frame: frame, frameOffset: frameOffset, hasHuffmanTables: huffman,
-                          hasQuantizationTables: quant, firstScanOffset: firstScan, endOffset: i,
-                          jfifSegment: jfif, exifSegment: exif, restartInterval: restart)
+                self.init(
+                    frame: frame, frameOffset: frameOffset, hasHuffmanTables: huffman,
+                    hasQuantizationTables: quant, firstScanOffset: firstScan, endOffset: i,
+                    jfifSegment: jfif, exifSegment: exif, restartInterval: restart)
                 return
             case 0xD8:
                 throw Self.corrupt("a second start-of-image marker at byte \(start)")
             case 0x01, 0xD0...0xD7:
-                continue // standalone markers: no length
+                continue  // standalone markers: no length
             case 0x00:
                 throw Self.corrupt("stuffed byte outside a scan at byte \(start)")
             default:
@@ -146,17 +147,19 @@ public struct JPEGMarkers: Sendable, Hashable {
             case 0xDA:
                 guard let frame else { throw Self.corrupt("scan before the frame header") }
                 guard payloadCount >= 1, b[payload] >= 1, b[payload] <= 4,
-                      payloadCount >= 1 + 2 * Int(b[payload]) + 3
+                    payloadCount >= 1 + 2 * Int(b[payload]) + 3
                 else { throw Self.corrupt("malformed scan header at byte \(start)") }
                 let isFirst = firstScan == nil
                 if isFirst { firstScan = start }
                 // Baseline frames (one scan) usually end with EOI: find it from the end and skip the
                 // entropy-coded data, which keeps passthrough at memory speed.
                 if trustingTrailingEOI, isFirst, !Self.progressiveMarkers.contains(frame.marker),
-                   let eoi = Self.trailingEOI(b, count: n, after: end) {
-                    self.init(frame: frame, frameOffset: frameOffset, hasHuffmanTables: huffman,
-                              hasQuantizationTables: quant, firstScanOffset: start, endOffset: eoi,
-                              jfifSegment: jfif, exifSegment: exif, restartInterval: restart)
+                    let eoi = Self.trailingEOI(b, count: n, after: end)
+                {
+                    self.init(
+                        frame: frame, frameOffset: frameOffset, hasHuffmanTables: huffman,
+                        hasQuantizationTables: quant, firstScanOffset: start, endOffset: eoi,
+                        jfifSegment: jfif, exifSegment: exif, restartInterval: restart)
                     return
                 }
                 i = try Self.skipEntropyCodedData(b, count: n, from: end)
@@ -168,9 +171,11 @@ public struct JPEGMarkers: Sendable, Hashable {
         }
     }
 
-    private init(frame: Frame, frameOffset: Int, hasHuffmanTables: Bool, hasQuantizationTables: Bool,
-                 firstScanOffset: Int, endOffset: Int, jfifSegment: Range<Int>?, exifSegment: Range<Int>?,
-                 restartInterval: Int) {
+    private init(
+        frame: Frame, frameOffset: Int, hasHuffmanTables: Bool, hasQuantizationTables: Bool,
+        firstScanOffset: Int, endOffset: Int, jfifSegment: Range<Int>?, exifSegment: Range<Int>?,
+        restartInterval: Int
+    ) {
         self.frame = frame
         self.frameOffset = frameOffset
         self.hasHuffmanTables = hasHuffmanTables
@@ -207,7 +212,8 @@ public struct JPEGMarkers: Sendable, Hashable {
             guard length >= 2, length <= to - i else { break }
             let end = i + length
             if marker == 0xE1, length >= 8, bytes[i + 2] == 0x45, bytes[i + 3] == 0x78, bytes[i + 4] == 0x69,
-               bytes[i + 5] == 0x66, bytes[i + 6] == 0, bytes[i + 7] == 0 {
+                bytes[i + 5] == 0x66, bytes[i + 6] == 0, bytes[i + 7] == 0
+            {
                 found.append(start..<end)
             }
             i = end
@@ -238,8 +244,9 @@ public struct JPEGMarkers: Sendable, Hashable {
             guard (1...4).contains(h), (1...4).contains(v) else { throw corrupt("sampling factors \(h)x\(v) out of range") }
             if c == 0 { lumaH = h; lumaV = v } else if h != 1 || v != 1 { unit = false }
         }
-        return Frame(marker: marker, precision: Int(p[0]), width: width, height: height, componentCount: components,
-                     lumaHorizontalSampling: lumaH, lumaVerticalSampling: lumaV, chromaIsUnitSampled: unit)
+        return Frame(
+            marker: marker, precision: Int(p[0]), width: width, height: height, componentCount: components,
+            lumaHorizontalSampling: lumaH, lumaVerticalSampling: lumaV, chromaIsUnitSampled: unit)
     }
 
     /// Each table: class/id byte, 16 counts, then as many values as the counts add up to.

@@ -101,7 +101,9 @@ package final class JPEGOrienter {
 
     /// `jpeg` turned as `orientation` says, borrowed until the next call. Throws
     /// `.corruptFrame` for a JPEG TurboJPEG cannot read.
-    package func orient(_ jpeg: UnsafeRawBufferPointer, _ orientation: EXIFOrientation, quality: Int) throws(CaptureError) -> UnsafeRawBufferPointer {
+    package func orient(_ jpeg: UnsafeRawBufferPointer, _ orientation: EXIFOrientation, quality: Int) throws(CaptureError)
+        -> UnsafeRawBufferPointer
+    {
         guard let src = jpeg.baseAddress?.assumingMemoryBound(to: UInt8.self), jpeg.count >= 4 else {
             throw CaptureError(.corruptFrame, "JPEG: too short")
         }
@@ -134,14 +136,17 @@ package final class JPEGOrienter {
             lastWasLossless = perfect
             return UnsafeRawBufferPointer(start: dst, count: Int(size))
         }
-        return try turnPlanes(src, jpeg.count, width: width, height: height, sub: sub, turnedSub: turnedSub!,
-                              orientation: orientation, quality: quality, into: out)
+        return try turnPlanes(
+            src, jpeg.count, width: width, height: height, sub: sub, turnedSub: turnedSub!,
+            orientation: orientation, quality: quality, into: out)
     }
 
     /// Decodes to YUV planes, turns each, encodes again at `quality`.
-    private func turnPlanes(_ src: UnsafePointer<UInt8>, _ count: Int, width: Int32, height: Int32, sub: Int32, turnedSub: Int32,
-                            orientation: EXIFOrientation, quality: Int,
-                            into out: UnsafeMutablePointer<UInt8>) throws(CaptureError) -> UnsafeRawBufferPointer {
+    private func turnPlanes(
+        _ src: UnsafePointer<UInt8>, _ count: Int, width: Int32, height: Int32, sub: Int32, turnedSub: Int32,
+        orientation: EXIFOrientation, quality: Int,
+        into out: UnsafeMutablePointer<UInt8>
+    ) throws(CaptureError) -> UnsafeRawBufferPointer {
         let tj = transformer!
         if compressor == nil { compressor = tjInitCompress() }
         guard let cj = compressor else { throw CaptureError(.ioError, "cannot create a TurboJPEG compressor") }
@@ -168,8 +173,9 @@ package final class JPEGOrienter {
                 let dPtr: [UnsafeMutablePointer<UInt8>?] = [d0, d0 + dstSize[0], d0 + dstSize[0] + dstSize[1]]
                 let decoded = sPtr.withUnsafeMutableBufferPointer { p in
                     srcStride.withUnsafeMutableBufferPointer { st in
-                        tjDecompressToYUVPlanes(tj, src, UInt(count), p.baseAddress, width, st.baseAddress, height,
-                                                Self.flags & ~Int32(TJFLAG_NOREALLOC))
+                        tjDecompressToYUVPlanes(
+                            tj, src, UInt(count), p.baseAddress, width, st.baseAddress, height,
+                            Self.flags & ~Int32(TJFLAG_NOREALLOC))
                     }
                 }
                 guard decoded == 0 else { return .failure(failure(tj, "tjDecompressToYUVPlanes")) }
@@ -179,14 +185,16 @@ package final class JPEGOrienter {
                 for i in 0..<count0 {
                     let rw = i == 0 ? Int(width) : (Int(width) + hs - 1) / hs
                     let rh = i == 0 ? Int(height) : (Int(height) + vs - 1) / vs
-                    Self.turn(UnsafePointer(sPtr[i]!), stride: Int(srcStride[i]), width: rw, height: rh,
-                              into: dPtr[i]!, stride: Int(dstStride[i]), orientation)
+                    Self.turn(
+                        UnsafePointer(sPtr[i]!), stride: Int(srcStride[i]), width: rw, height: rh,
+                        into: dPtr[i]!, stride: Int(dstStride[i]), orientation)
                 }
                 var constPtr: [UnsafePointer<UInt8>?] = dPtr.map { $0.map { UnsafePointer($0) } }
                 let encoded = constPtr.withUnsafeMutableBufferPointer { p in
                     dstStride.withUnsafeMutableBufferPointer { st in
-                        tjCompressFromYUVPlanes(cj, p.baseAddress, tw, st.baseAddress, th, turnedSub, &dst, &size,
-                                                Int32(max(1, min(100, quality))), Int32(TJFLAG_NOREALLOC))
+                        tjCompressFromYUVPlanes(
+                            cj, p.baseAddress, tw, st.baseAddress, th, turnedSub, &dst, &size,
+                            Int32(max(1, min(100, quality))), Int32(TJFLAG_NOREALLOC))
                     }
                 }
                 guard encoded == 0 else { return .failure(failure(cj, "tjCompressFromYUVPlanes")) }
@@ -199,16 +207,20 @@ package final class JPEGOrienter {
     }
 
     /// Writes the `width`x`height` plane at `src` turned as `o` says into `dst`.
-    package static func turn(_ src: UnsafePointer<UInt8>, stride ss: Int, width w: Int, height h: Int,
-                             into dst: UnsafeMutablePointer<UInt8>, stride ds: Int, _ o: EXIFOrientation) {
+    package static func turn(
+        _ src: UnsafePointer<UInt8>, stride ss: Int, width w: Int, height h: Int,
+        into dst: UnsafeMutablePointer<UInt8>, stride ds: Int, _ o: EXIFOrientation
+    ) {
         turn(src, stride: ss, step: 1, width: w, height: h, into: dst, stride: ds, o, map: nil)
     }
 
     /// The same for samples `step` bytes apart (packed and semi-planar YUV), each passed through
     /// `map` (a 256-entry table: the limited-to-full range expansion) when given.
-    static func turn(_ src: UnsafePointer<UInt8>, stride ss: Int, step: Int, width w: Int, height h: Int,
-                     into dst: UnsafeMutablePointer<UInt8>, stride ds: Int, _ o: EXIFOrientation,
-                     map: UnsafePointer<UInt8>?) {
+    static func turn(
+        _ src: UnsafePointer<UInt8>, stride ss: Int, step: Int, width w: Int, height h: Int,
+        into dst: UnsafeMutablePointer<UInt8>, stride ds: Int, _ o: EXIFOrientation,
+        map: UnsafePointer<UInt8>?
+    ) {
         let (dw, dh) = o.swapsDimensions ? (h, w) : (w, h)
         // Where dest (0, y) and the steps along a dest row and down the dest rows come from.
         let rowStep: Int, colStep: Int, origin: Int
@@ -235,7 +247,9 @@ package final class JPEGOrienter {
 
     // Limited (video) range to JFIF's full range, as the encoder expands it.
     private static let lumaExpansion: [UInt8] = (0..<256).map { v in UInt8(max(0, min(255, ((Double(v) - 16) * 255 / 219).rounded()))) }
-    private static let chromaExpansion: [UInt8] = (0..<256).map { v in UInt8(max(0, min(255, ((Double(v) - 128) * 255 / 224 + 128).rounded()))) }
+    private static let chromaExpansion: [UInt8] = (0..<256).map { v in
+        UInt8(max(0, min(255, ((Double(v) - 128) * 255 / 224 + 128).rounded())))
+    }
 
     /// A raw YUV or grey frame encoded already turned: its planes turned (and expanded to full
     /// range) straight into TurboJPEG's planar input, one encode in the frame's own subsampling
@@ -251,8 +265,10 @@ package final class JPEGOrienter {
         case .packed422(let y0, _, let cb, let cr):
             src = [(at(layout.y, y0), layout.yStride, 2), (at(layout.y, cb), layout.yStride, 4), (at(layout.y, cr), layout.yStride, 4)]
         case .semiPlanar(let cbFirst):
-            src = [(at(layout.y, 0), layout.yStride, 1), (at(layout.cb, cbFirst ? 0 : 1), layout.cbStride, 2),
-                   (at(layout.cb, cbFirst ? 1 : 0), layout.cbStride, 2)]
+            src = [
+                (at(layout.y, 0), layout.yStride, 1), (at(layout.cb, cbFirst ? 0 : 1), layout.cbStride, 2),
+                (at(layout.cb, cbFirst ? 1 : 0), layout.cbStride, 2),
+            ]
         case .planar:
             src = [(at(layout.y, 0), layout.yStride, 1), (at(layout.cb, 0), layout.cbStride, 1), (at(layout.cr, 0), layout.crStride, 1)]
         case .grey:
@@ -292,15 +308,17 @@ package final class JPEGOrienter {
                     let planes: [UnsafeMutablePointer<UInt8>] = [d0, d0 + sizes[0], d0 + sizes[0] + sizes[1]]
                     for i in 0..<src.count {
                         let (p, stride, step) = src[i]
-                        Self.turn(p, stride: stride, step: step, width: i == 0 ? w : layout.chromaWidth,
-                                  height: i == 0 ? h : layout.chromaHeight, into: planes[i], stride: Int(strides[i]), o,
-                                  map: expand ? (i == 0 ? luma.baseAddress : chroma.baseAddress) : nil)
+                        Self.turn(
+                            p, stride: stride, step: step, width: i == 0 ? w : layout.chromaWidth,
+                            height: i == 0 ? h : layout.chromaHeight, into: planes[i], stride: Int(strides[i]), o,
+                            map: expand ? (i == 0 ? luma.baseAddress : chroma.baseAddress) : nil)
                     }
                     var input: [UnsafePointer<UInt8>?] = planes.map { UnsafePointer($0) }
                     return input.withUnsafeMutableBufferPointer { ip in
                         strides.withUnsafeMutableBufferPointer { st in
-                            tjCompressFromYUVPlanes(cj, ip.baseAddress, tw, st.baseAddress, th, turnedSub, &dst, &size,
-                                                    Int32(max(1, min(100, quality))), Int32(TJFLAG_NOREALLOC))
+                            tjCompressFromYUVPlanes(
+                                cj, ip.baseAddress, tw, st.baseAddress, th, turnedSub, &dst, &size,
+                                Int32(max(1, min(100, quality))), Int32(TJFLAG_NOREALLOC))
                         }
                     }
                 }

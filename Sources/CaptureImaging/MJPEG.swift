@@ -17,12 +17,15 @@ public enum MJPEG {
     /// frame header, a scan, EOI) and, when given, of the size the device was set to.
     /// Throws `.corruptFrame` otherwise (truncated frames, zero length, wrong size).
     @discardableResult
-    public static func validateFrame(_ frame: UnsafeRawBufferPointer, width: Int? = nil,
-                                     height: Int? = nil) throws(CaptureError) -> JPEGMarkers {
+    public static func validateFrame(
+        _ frame: UnsafeRawBufferPointer, width: Int? = nil,
+        height: Int? = nil
+    ) throws(CaptureError) -> JPEGMarkers {
         let markers = try JPEGMarkers(parsing: frame)
         if let width, let height, markers.frame.width != width || markers.frame.height != height {
-            throw CaptureError(.corruptFrame,
-                               "JPEG: the frame is \(markers.frame.width)x\(markers.frame.height), the device was set to \(width)x\(height)")
+            throw CaptureError(
+                .corruptFrame,
+                "JPEG: the frame is \(markers.frame.width)x\(markers.frame.height), the device was set to \(width)x\(height)")
         }
         return markers
     }
@@ -36,8 +39,10 @@ public enum MJPEG {
     /// Made for every frame, so the end is found from the back
     /// (`JPEGMarkers(parsing:trustingTrailingEOI: true)`); `makeStill` finds it exactly.
     @discardableResult
-    public static func insertStandardHuffmanTables(_ frame: UnsafeRawBufferPointer,
-                                                   into output: inout [UInt8]) throws(CaptureError) -> JPEGMarkers {
+    public static func insertStandardHuffmanTables(
+        _ frame: UnsafeRawBufferPointer,
+        into output: inout [UInt8]
+    ) throws(CaptureError) -> JPEGMarkers {
         try write(frame, JPEGMarkers(parsing: frame, trustingTrailingEOI: true), into: &output)
     }
 
@@ -48,8 +53,10 @@ public enum MJPEG {
 
     /// `insertStandardHuffmanTables(_:into:)` into `output` (at least `completedSizeBound`
     /// bytes), for a producer that writes in place; returns the bytes written.
-    package static func insertStandardHuffmanTables(_ frame: UnsafeRawBufferPointer,
-                                                    into output: UnsafeMutableRawBufferPointer) throws(CaptureError) -> Int {
+    package static func insertStandardHuffmanTables(
+        _ frame: UnsafeRawBufferPointer,
+        into output: UnsafeMutableRawBufferPointer
+    ) throws(CaptureError) -> Int {
         let markers = try JPEGMarkers(parsing: frame, trustingTrailingEOI: true)
         var at = 0
         func put(_ bytes: UnsafeRawBufferPointer) {
@@ -69,8 +76,10 @@ public enum MJPEG {
     }
 
     @discardableResult
-    private static func write(_ frame: UnsafeRawBufferPointer, _ markers: JPEGMarkers,
-                              into output: inout [UInt8]) -> JPEGMarkers {
+    private static func write(
+        _ frame: UnsafeRawBufferPointer, _ markers: JPEGMarkers,
+        into output: inout [UInt8]
+    ) -> JPEGMarkers {
         output.removeAll(keepingCapacity: true)
         if markers.hasHuffmanTables {
             output.append(contentsOf: UnsafeRawBufferPointer(rebasing: frame[0..<markers.endOffset]))
@@ -103,8 +112,10 @@ public enum MJPEG {
     /// segment after SOI (after the JFIF APP0 when there is one; every Exif segment the camera
     /// wrote is replaced). Without `exif` and with tables present the image's bytes are unchanged.
     @discardableResult
-    public static func makeStill(_ frame: UnsafeRawBufferPointer, exif: EXIFInfo?,
-                                 into output: inout [UInt8]) throws(CaptureError) -> JPEGMarkers {
+    public static func makeStill(
+        _ frame: UnsafeRawBufferPointer, exif: EXIFInfo?,
+        into output: inout [UInt8]
+    ) throws(CaptureError) -> JPEGMarkers {
         let markers = try JPEGMarkers(parsing: frame)
         guard let exif else { return write(frame, markers, into: &output) }
         output.removeAll(keepingCapacity: true)

@@ -46,10 +46,12 @@ package final class PixelFormatConverter {
     /// Throws `.unsupportedFormat` for pairs `canConvert` rejects, `.invalidArgument` when
     /// `output` is too small, `.corruptFrame` for damaged frames (MJPEG that does not decode,
     /// planes smaller than the format needs).
-    package func convert(_ source: ImageBuffer, to destination: PixelFormat, into output: UnsafeMutableRawBufferPointer,
-                 bytesPerLine: Int = 0) throws(CaptureError) {
+    package func convert(
+        _ source: ImageBuffer, to destination: PixelFormat, into output: UnsafeMutableRawBufferPointer,
+        bytesPerLine: Int = 0
+    ) throws(CaptureError) {
         guard Self.canConvert(from: source.pixelFormat, to: destination),
-              let natural = Self.frameSize(destination, width: source.width, height: source.height)
+            let natural = Self.frameSize(destination, width: source.width, height: source.height)
         else {
             throw CaptureError(.unsupportedFormat, "cannot convert \(source.pixelFormat) frames to \(destination)")
         }
@@ -67,7 +69,8 @@ package final class PixelFormatConverter {
             let jpeg = source.plane0.bytes
             let header = try decoder.readHeader(jpeg)
             guard header.width == source.width, header.height == source.height else {
-                throw CaptureError(.corruptFrame, "JPEG: the frame is \(header.width)x\(header.height), expected \(source.width)x\(source.height)")
+                throw CaptureError(
+                    .corruptFrame, "JPEG: the frame is \(header.width)x\(header.height), expected \(source.width)x\(source.height)")
             }
             if destination == Self.bgra32 || destination == .xbgr32 {
                 try decoder.decode(jpeg, as: .bgra, into: output, bytesPerLine: pitch)
@@ -106,7 +109,7 @@ package final class PixelFormatConverter {
         @inline(__always) package func luma(_ row: Int, _ x: Int) -> Int {
             let r = y + row * layout.yStride
             switch layout.kind {
-            case let .packed422(y0, y1, _, _): return Int(r[4 * (x >> 1) + (x & 1 == 0 ? y0 : y1)])
+            case .packed422(let y0, let y1, _, _): return Int(r[4 * (x >> 1) + (x & 1 == 0 ? y0 : y1)])
             default: return Int(r[x])
             }
         }
@@ -114,10 +117,10 @@ package final class PixelFormatConverter {
         /// Chroma pair `i` of source luma row `row` (rows map onto chroma rows as the format says).
         @inline(__always) package func chroma(_ row: Int, _ i: Int) -> (Int, Int) {
             switch layout.kind {
-            case let .packed422(_, _, cbOffset, crOffset):
+            case .packed422(_, _, let cbOffset, let crOffset):
                 let g = y + row * layout.yStride + 4 * i
                 return (Int(g[cbOffset]), Int(g[crOffset]))
-            case let .semiPlanar(cbFirst):
+            case .semiPlanar(let cbFirst):
                 let c = cb! + (layout.chromaHalfHeight ? row >> 1 : row) * layout.cbStride + 2 * i
                 return cbFirst ? (Int(c[0]), Int(c[1])) : (Int(c[1]), Int(c[0]))
             case .planar:
@@ -156,9 +159,9 @@ package final class PixelFormatConverter {
                     d[4 * x + 2] = src[step * x + rOffset]
                     d[4 * x + 3] = 255
                 }
-            case let .packed422(y0, _, cbOffset, crOffset):
+            case .packed422(let y0, _, let cbOffset, let crOffset):
                 cv4l2_yuv_to_bgra_row(src + y0, 2, src + cbOffset, src + crOffset, 4, w, limited ? 1 : 0, d)
-            case let .semiPlanar(cbFirst):
+            case .semiPlanar(let cbFirst):
                 let c = s.cb! + (layout.chromaHalfHeight ? row >> 1 : row) * layout.cbStride
                 cv4l2_yuv_to_bgra_row(src, 1, c + (cbFirst ? 0 : 1), c + (cbFirst ? 1 : 0), 2, w, limited ? 1 : 0, d)
             case .planar:

@@ -77,8 +77,9 @@ public final class CaptureVideoPreviewLayer: Layer, @unchecked Sendable {
         let c = connection
         var size = sink.format.map { CGSize(width: $0.dimensions.width, height: $0.dimensions.height) }
         if size == nil, let d = c?.device?.activeFormat?.dimensions { size = CGSize(width: d.width, height: d.height) }
-        return PreviewGeometry(bounds: bounds, videoSize: size ?? bounds.size, gravity: _videoGravity,
-                               orientation: c?.videoOrientation ?? .landscapeRight, isMirrored: c?.isVideoMirrored ?? false)
+        return PreviewGeometry(
+            bounds: bounds, videoSize: size ?? bounds.size, gravity: _videoGravity,
+            orientation: c?.videoOrientation ?? .landscapeRight, isMirrored: c?.isVideoMirrored ?? false)
     }
 
     /// The layer point showing a normalized capture device point (AVFoundation's coordinates:

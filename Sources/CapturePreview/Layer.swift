@@ -50,7 +50,8 @@ public struct LayerImage: Sendable {
     /// `width * height * 4` or a side is not positive.
     public init(rgbaPixels: [UInt8], width: Int, height: Int) throws(PreviewError) {
         guard width > 0, height > 0, rgbaPixels.count == width * height * 4 else {
-            throw PreviewError(.invalidImage, "an RGBA image of \(width)x\(height) needs \(max(0, width * height * 4)) bytes, not \(rgbaPixels.count)")
+            throw PreviewError(
+                .invalidImage, "an RGBA image of \(width)x\(height) needs \(max(0, width * height * 4)) bytes, not \(rgbaPixels.count)")
         }
         self.width = width
         self.height = height
@@ -102,8 +103,9 @@ public struct LayerImage: Sendable {
         func byte(_ v: Double) -> UInt8 { UInt8(max(0, min(255, (v * 255).rounded()))) }
         let px = [byte(color.red), byte(color.green), byte(color.blue), byte(color.alpha)]
         // A positive size always makes a valid image.
-        self = try! LayerImage(rgbaPixels: Array([[UInt8]](repeating: px, count: max(1, width) * max(1, height)).joined()),
-                               width: max(1, width), height: max(1, height))
+        self = try! LayerImage(
+            rgbaPixels: Array([[UInt8]](repeating: px, count: max(1, width) * max(1, height)).joined()),
+            width: max(1, width), height: max(1, height))
     }
 }
 
@@ -357,17 +359,21 @@ open class Layer: @unchecked Sendable {
         let alpha = opacity * Double(_opacity)
         let rect = CGRect(x: origin.x + _frame.minX, y: origin.y + _frame.minY, width: _frame.width, height: _frame.height)
         let ownClip = _masksToBounds || clipsVideo ? (clip.map { $0.intersection(rect) } ?? rect) : clip
-        list.append(DrawCommand(layer: ObjectIdentifier(self), rect: rect, clip: clip, opacity: alpha,
-                                background: _backgroundColor, contents: _contents, contentsGravity: _contentsGravity,
-                                video: videoSnapshotLocked(bounds: CGRect(origin: .zero, size: _frame.size)),
-                                videoClip: ownClip, isBorder: false, borderColor: _borderColor, borderWidth: 0,
-                                cornerRadius: _cornerRadius))
+        list.append(
+            DrawCommand(
+                layer: ObjectIdentifier(self), rect: rect, clip: clip, opacity: alpha,
+                background: _backgroundColor, contents: _contents, contentsGravity: _contentsGravity,
+                video: videoSnapshotLocked(bounds: CGRect(origin: .zero, size: _frame.size)),
+                videoClip: ownClip, isBorder: false, borderColor: _borderColor, borderWidth: 0,
+                cornerRadius: _cornerRadius))
         let child = CGPoint(x: rect.minX - _boundsOrigin.x, y: rect.minY - _boundsOrigin.y)
         for l in drawOrderLocked() { l.snapshotLocked(into: &list, origin: child, opacity: alpha, clip: _masksToBounds ? ownClip : clip) }
         if _borderWidth > 0 {
-            list.append(DrawCommand(layer: ObjectIdentifier(self), rect: rect, clip: clip, opacity: alpha, background: nil,
-                                    contents: nil, contentsGravity: .resize, video: nil, videoClip: nil, isBorder: true,
-                                    borderColor: _borderColor, borderWidth: _borderWidth, cornerRadius: _cornerRadius))
+            list.append(
+                DrawCommand(
+                    layer: ObjectIdentifier(self), rect: rect, clip: clip, opacity: alpha, background: nil,
+                    contents: nil, contentsGravity: .resize, video: nil, videoClip: nil, isBorder: true,
+                    borderColor: _borderColor, borderWidth: _borderWidth, cornerRadius: _cornerRadius))
         }
     }
 
@@ -398,11 +404,10 @@ extension DrawCommand {
     /// Whether drawing `other` puts the same pixels on screen as drawing this (images by their
     /// id, pictures by their source and geometry; a picture's new frame is the source's to say).
     func drawsTheSame(as other: DrawCommand) -> Bool {
-        layer == other.layer && rect == other.rect && clip == other.clip && opacity == other.opacity &&
-            background == other.background && contents?.id == other.contents?.id && contentsGravity == other.contentsGravity &&
-            video?.source === other.video?.source && video?.geometry == other.video?.geometry && videoClip == other.videoClip &&
-            isBorder == other.isBorder && borderColor == other.borderColor && borderWidth == other.borderWidth &&
-            cornerRadius == other.cornerRadius
+        layer == other.layer && rect == other.rect && clip == other.clip && opacity == other.opacity && background == other.background
+            && contents?.id == other.contents?.id && contentsGravity == other.contentsGravity && video?.source === other.video?.source
+            && video?.geometry == other.video?.geometry && videoClip == other.videoClip && isBorder == other.isBorder
+            && borderColor == other.borderColor && borderWidth == other.borderWidth && cornerRadius == other.cornerRadius
     }
 }
 

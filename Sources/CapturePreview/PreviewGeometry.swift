@@ -29,8 +29,10 @@ public struct PreviewGeometry: Sendable, Hashable {
     /// Mirrored left to right on screen (after the turn).
     public var isMirrored: Bool
 
-    public init(bounds: CGRect, videoSize: CGSize, gravity: VideoGravity,
-                orientation: VideoOrientation = .landscapeRight, isMirrored: Bool = false) {
+    public init(
+        bounds: CGRect, videoSize: CGSize, gravity: VideoGravity,
+        orientation: VideoOrientation = .landscapeRight, isMirrored: Bool = false
+    ) {
         self.bounds = bounds
         self.videoSize = videoSize
         self.gravity = gravity
@@ -68,9 +70,9 @@ public struct PreviewGeometry: Sendable, Hashable {
         var q: CGPoint
         switch orientation {
         case .landscapeRight: q = p
-        case .portrait: q = CGPoint(x: 1 - p.y, y: p.x)            // 90° clockwise
+        case .portrait: q = CGPoint(x: 1 - p.y, y: p.x)  // 90° clockwise
         case .portraitUpsideDown: q = CGPoint(x: p.y, y: 1 - p.x)  // 90° counter-clockwise
-        case .landscapeLeft: q = CGPoint(x: 1 - p.x, y: 1 - p.y)   // 180°
+        case .landscapeLeft: q = CGPoint(x: 1 - p.x, y: 1 - p.y)  // 180°
         }
         if isMirrored { q.x = 1 - q.x }
         return q
@@ -121,14 +123,16 @@ public struct PreviewGeometry: Sendable, Hashable {
     /// the clockwise angle and the texture-space flips that give the turned, mirrored picture.
     var textureDrawing: (rect: CGRect, angle: Double, flipHorizontal: Bool, flipVertical: Bool) {
         let r = videoRect
-        let unturned = isQuarterTurn
+        let unturned =
+            isQuarterTurn
             ? CGRect(x: r.midX - r.height / 2, y: r.midY - r.width / 2, width: r.height, height: r.width) : r
-        let angle: Double = switch orientation {
-        case .landscapeRight: 0
-        case .portrait: 90
-        case .portraitUpsideDown: 270
-        case .landscapeLeft: 180
-        }
+        let angle: Double =
+            switch orientation {
+            case .landscapeRight: 0
+            case .portrait: 90
+            case .portraitUpsideDown: 270
+            case .landscapeLeft: 180
+            }
         // A left-right mirror on screen after a quarter turn is an up-down flip of the texture.
         return (unturned, angle, isMirrored && !isQuarterTurn, isMirrored && isQuarterTurn)
     }

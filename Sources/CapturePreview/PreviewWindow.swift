@@ -81,11 +81,15 @@ public final class PreviewWindow {
         let w = Int32(max(1, size.width.rounded())), h = Int32(max(1, size.height.rounded()))
         // SDL_WINDOWPOS_UNDEFINED is a macro Swift cannot import; its value.
         let undefined: Int32 = 0x1FFF_0000
-        guard let win = SDL_CreateWindow(title, undefined, undefined, w, h,
-                                         SDL_WINDOW_HIDDEN.rawValue | SDL_WINDOW_RESIZABLE.rawValue) else {
+        guard
+            let win = SDL_CreateWindow(
+                title, undefined, undefined, w, h,
+                SDL_WINDOW_HIDDEN.rawValue | SDL_WINDOW_RESIZABLE.rawValue)
+        else {
             let why = SDLVideo.lastError
             SDLVideo.release()
-            throw PreviewError(.noDisplay, "cannot open a window (\(why)): check DISPLAY, or run 'capture serve' for a preview in a browser")
+            throw PreviewError(
+                .noDisplay, "cannot open a window (\(why)): check DISPLAY, or run 'capture serve' for a preview in a browser")
         }
         guard let ren = SDL_CreateRenderer(win, -1, 0) else {
             let why = SDLVideo.lastError
@@ -109,7 +113,8 @@ public final class PreviewWindow {
     public static func checkDisplay(_ environment: [String: String]) throws(PreviewError) {
         func set(_ k: String) -> Bool { !(environment[k] ?? "").isEmpty }
         guard set("DISPLAY") || set("WAYLAND_DISPLAY") || set("SDL_VIDEODRIVER") else {
-            throw PreviewError(.noDisplay, "no display: DISPLAY and WAYLAND_DISPLAY are unset; run 'capture serve' for a preview in a browser")
+            throw PreviewError(
+                .noDisplay, "no display: DISPLAY and WAYLAND_DISPLAY are unset; run 'capture serve' for a preview in a browser")
         }
     }
 
@@ -163,7 +168,10 @@ public final class PreviewWindow {
     /// window is also made borderless and placed over the display itself, and put back when
     /// leaving full screen.
     public var isFullscreen: Bool {
-        get { window.map { SDL_GetWindowFlags($0) & SDL_WINDOW_FULLSCREEN_DESKTOP.rawValue == SDL_WINDOW_FULLSCREEN_DESKTOP.rawValue } ?? false }
+        get {
+            window.map { SDL_GetWindowFlags($0) & SDL_WINDOW_FULLSCREEN_DESKTOP.rawValue == SDL_WINDOW_FULLSCREEN_DESKTOP.rawValue }
+                ?? false
+        }
         set {
             guard let window, newValue != isFullscreen else { return }
             if newValue {
@@ -371,9 +379,9 @@ public final class PreviewWindow {
         guard renderer != nil else { return }
         SDLVideo.checkThread()
         let commands = snapshot()
-        let changed = needsDisplay || commands.count != lastDrawn.count ||
-            zip(commands, lastDrawn).contains { !$0.drawsTheSame(as: $1) } ||
-            commands.contains { $0.video?.source.hasNewFrame ?? false }
+        let changed =
+            needsDisplay || commands.count != lastDrawn.count || zip(commands, lastDrawn).contains { !$0.drawsTheSame(as: $1) }
+            || commands.contains { $0.video?.source.hasNewFrame ?? false }
         if changed { draw(commands) }
     }
 
@@ -398,8 +406,10 @@ public final class PreviewWindow {
         // (with a software OpenGL every full-window pass costs).
         var commands = commands
         var clear = Color.black
-        if var root = commands.first, root.layer == ObjectIdentifier(rootLayer), root.clip == nil, root.cornerRadius == 0, let bg = root.background,
-           bg.alpha * root.opacity >= 1, root.rect.contains(CGRect(origin: .zero, size: size)) {
+        if var root = commands.first, root.layer == ObjectIdentifier(rootLayer), root.clip == nil, root.cornerRadius == 0,
+            let bg = root.background,
+            bg.alpha * root.opacity >= 1, root.rect.contains(CGRect(origin: .zero, size: size))
+        {
             clear = bg
             root.background = nil
             commands[0] = root
@@ -458,16 +468,19 @@ public final class PreviewWindow {
     private func draw(_ c: DrawCommand, _ r: OpaquePointer) {
         setClip(c.clip, r)
         if c.isBorder, c.cornerRadius > 0 {
-            fill(c.rect, c.borderColor, opacity: c.opacity, r,
-                 rounded: RoundedRect.ring(c.rect, radius: c.cornerRadius, width: c.borderWidth))
+            fill(
+                c.rect, c.borderColor, opacity: c.opacity, r,
+                rounded: RoundedRect.ring(c.rect, radius: c.cornerRadius, width: c.borderWidth))
             return
         }
         if c.isBorder {
             let w = min(c.borderWidth, c.rect.width / 2, c.rect.height / 2), b = c.rect
-            for part in [CGRect(x: b.minX, y: b.minY, width: b.width, height: w),
-                         CGRect(x: b.minX, y: b.maxY - w, width: b.width, height: w),
-                         CGRect(x: b.minX, y: b.minY + w, width: w, height: b.height - 2 * w),
-                         CGRect(x: b.maxX - w, y: b.minY + w, width: w, height: b.height - 2 * w)] {
+            for part in [
+                CGRect(x: b.minX, y: b.minY, width: b.width, height: w),
+                CGRect(x: b.minX, y: b.maxY - w, width: b.width, height: w),
+                CGRect(x: b.minX, y: b.minY + w, width: w, height: b.height - 2 * w),
+                CGRect(x: b.maxX - w, y: b.minY + w, width: w, height: b.height - 2 * w),
+            ] {
                 fill(part, c.borderColor, opacity: c.opacity, r)
             }
             return
@@ -484,8 +497,11 @@ public final class PreviewWindow {
         if cached?.imageID != image.id {
             if let old = cached { SDL_DestroyTexture(old.texture) }
             cached = nil
-            guard let t = SDL_CreateTexture(r, SDL_PIXELFORMAT_RGBA32.rawValue, Int32(SDL_TEXTUREACCESS_STATIC.rawValue),
-                                            Int32(image.width), Int32(image.height)) else { return }
+            guard
+                let t = SDL_CreateTexture(
+                    r, SDL_PIXELFORMAT_RGBA32.rawValue, Int32(SDL_TEXTUREACCESS_STATIC.rawValue),
+                    Int32(image.width), Int32(image.height))
+            else { return }
             image.pixels.withUnsafeBytes { _ = SDL_UpdateTexture(t, nil, $0.baseAddress, Int32(image.width * 4)) }
             SDL_SetTextureBlendMode(t, SDL_BLENDMODE_BLEND)
             cached = CachedTexture(texture: t, imageID: image.id)
@@ -535,8 +551,9 @@ public final class PreviewWindow {
         // Camera pictures are opaque: blending (reading back what is under them) only for a
         // translucent layer; with a software OpenGL it is a large part of the cost of a frame.
         SDL_SetTextureBlendMode(t.texture, alpha == 255 ? SDL_BLENDMODE_NONE : SDL_BLENDMODE_BLEND)
-        if t.format != SDL_PIXELFORMAT_ARGB8888.rawValue && t.format != SDL_PIXELFORMAT_RGB888.rawValue &&
-            t.format != SDL_PIXELFORMAT_RGB24.rawValue && t.format != SDL_PIXELFORMAT_BGR24.rawValue {
+        if t.format != SDL_PIXELFORMAT_ARGB8888.rawValue && t.format != SDL_PIXELFORMAT_RGB888.rawValue
+            && t.format != SDL_PIXELFORMAT_RGB24.rawValue && t.format != SDL_PIXELFORMAT_BGR24.rawValue
+        {
             // YUV textures: the levels of the frame's range, read when the texture is drawn.
             SDL_SetYUVConversionMode(t.fullRange ? SDL_YUV_CONVERSION_JPEG : SDL_YUV_CONVERSION_BT601)
         }
@@ -573,8 +590,10 @@ public final class PreviewWindow {
         }
     }
 
-    private func videoTexture(for layer: ObjectIdentifier, format: UInt32, width: Int, height: Int,
-                              fullRange: Bool, _ r: OpaquePointer) -> OpaquePointer? {
+    private func videoTexture(
+        for layer: ObjectIdentifier, format: UInt32, width: Int, height: Int,
+        fullRange: Bool, _ r: OpaquePointer
+    ) -> OpaquePointer? {
         if var t = videoTextures[layer] {
             if t.format == format, t.width == width, t.height == height {
                 t.fullRange = fullRange
@@ -605,7 +624,8 @@ public final class PreviewWindow {
             // Decoded at the size drawn (not below it), at most the frame's own.
             let target = (width: Int(drawnSize.width.rounded(.up)), height: Int(drawnSize.height.rounded(.up)))
             guard let size = sample.withUnsafeBytes({ jpegDecoder.decode($0, target: target) }),
-                  let tex = videoTexture(for: layer, format: format, width: size.width, height: size.height, fullRange: true, r) else { return }
+                let tex = videoTexture(for: layer, format: format, width: size.width, height: size.height, fullRange: true, r)
+            else { return }
             jpegDecoder.pixels.withUnsafeBytes { _ = SDL_UpdateTexture(tex, nil, $0.baseAddress, Int32(size.width * 4)) }
             return
         }
@@ -620,17 +640,19 @@ public final class PreviewWindow {
             // The 4:2:2 chroma plane (full height) read with twice its pitch: every other row.
             sample.withUnsafeBytes(plane: 0) { all in
                 guard let yBase = all.baseAddress, all.count >= 2 * pitch * h else { return }
-                _ = SDL_UpdateNVTexture(tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                                        (yBase + pitch * h).assumingMemoryBound(to: UInt8.self), Int32(2 * pitch))
+                _ = SDL_UpdateNVTexture(
+                    tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                    (yBase + pitch * h).assumingMemoryBound(to: UInt8.self), Int32(2 * pitch))
             }
         case .yuv422p:
             let cPitch = pitch / 2
             sample.withUnsafeBytes(plane: 0) { all in
                 guard let base = all.baseAddress, h >= 1, all.count >= pitch * h + 2 * cPitch * h else { return }
                 let u = base + pitch * h, v = u + cPitch * h
-                _ = SDL_UpdateYUVTexture(tex, nil, base.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                                         u.assumingMemoryBound(to: UInt8.self), Int32(2 * cPitch),
-                                         v.assumingMemoryBound(to: UInt8.self), Int32(2 * cPitch))
+                _ = SDL_UpdateYUVTexture(
+                    tex, nil, base.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                    u.assumingMemoryBound(to: UInt8.self), Int32(2 * cPitch),
+                    v.assumingMemoryBound(to: UInt8.self), Int32(2 * cPitch))
             }
         case .grey:
             let cPitch = (w + 1) / 2, ch = (h + 1) / 2
@@ -638,8 +660,9 @@ public final class PreviewWindow {
             sample.withUnsafeBytes(plane: 0) { y in
                 guard let yBase = y.baseAddress, y.count >= pitch * (h - 1) + w else { return }
                 neutralChroma.withUnsafeBufferPointer { c in
-                    _ = SDL_UpdateYUVTexture(tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                                             c.baseAddress, Int32(cPitch), c.baseAddress, Int32(cPitch))
+                    _ = SDL_UpdateYUVTexture(
+                        tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                        c.baseAddress, Int32(cPitch), c.baseAddress, Int32(cPitch))
                 }
             }
         case .nv12, .nv21, .nv12m, .nv21m:
@@ -649,26 +672,34 @@ public final class PreviewWindow {
                 if sample.planeCount > 1 {
                     sample.withUnsafeBytes(plane: 1) { uv in
                         guard let uvBase = uv.baseAddress, y.count >= pitch * h, uv.count >= uvPitch * ((h + 1) / 2) else { return }
-                        _ = SDL_UpdateNVTexture(tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                                                uvBase.assumingMemoryBound(to: UInt8.self), Int32(uvPitch))
+                        _ = SDL_UpdateNVTexture(
+                            tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                            uvBase.assumingMemoryBound(to: UInt8.self), Int32(uvPitch))
                     }
                 } else {
                     guard y.count >= pitch * h + pitch * ((h + 1) / 2) else { return }
-                    _ = SDL_UpdateNVTexture(tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                                            (yBase + pitch * h).assumingMemoryBound(to: UInt8.self), Int32(pitch))
+                    _ = SDL_UpdateNVTexture(
+                        tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                        (yBase + pitch * h).assumingMemoryBound(to: UInt8.self), Int32(pitch))
                 }
             }
         case .yuv420, .yvu420, .yuv420m:
             let cPitch = sample.planeCount > 1 ? sample.bytesPerRow(plane: 1) : pitch / 2
             let ch = (h + 1) / 2
             if sample.planeCount > 2 {
-                sample.withUnsafeBytes(plane: 0) { y in sample.withUnsafeBytes(plane: 1) { u in sample.withUnsafeBytes(plane: 2) { v in
-                    guard let yb = y.baseAddress, let ub = u.baseAddress, let vb = v.baseAddress,
-                          y.count >= pitch * h, u.count >= cPitch * ch, v.count >= cPitch * ch else { return }
-                    _ = SDL_UpdateYUVTexture(tex, nil, yb.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                                             ub.assumingMemoryBound(to: UInt8.self), Int32(cPitch),
-                                             vb.assumingMemoryBound(to: UInt8.self), Int32(cPitch))
-                } } }
+                sample.withUnsafeBytes(plane: 0) { y in
+                    sample.withUnsafeBytes(plane: 1) { u in
+                        sample.withUnsafeBytes(plane: 2) { v in
+                            guard let yb = y.baseAddress, let ub = u.baseAddress, let vb = v.baseAddress,
+                                y.count >= pitch * h, u.count >= cPitch * ch, v.count >= cPitch * ch
+                            else { return }
+                            _ = SDL_UpdateYUVTexture(
+                                tex, nil, yb.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                                ub.assumingMemoryBound(to: UInt8.self), Int32(cPitch),
+                                vb.assumingMemoryBound(to: UInt8.self), Int32(cPitch))
+                        }
+                    }
+                }
             } else {
                 sample.withUnsafeBytes(plane: 0) { all in
                     guard let base = all.baseAddress, all.count >= pitch * h + 2 * cPitch * ch else { return }
@@ -676,9 +707,10 @@ public final class PreviewWindow {
                     // SDL's YV12 texture takes Y, then V, then U, as the frame holds them: the plane
                     // pointers go in the order U, V.
                     let (u, v) = pf == .yvu420 ? (second, first) : (first, second)
-                    _ = SDL_UpdateYUVTexture(tex, nil, base.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                                             u.assumingMemoryBound(to: UInt8.self), Int32(cPitch),
-                                             v.assumingMemoryBound(to: UInt8.self), Int32(cPitch))
+                    _ = SDL_UpdateYUVTexture(
+                        tex, nil, base.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                        u.assumingMemoryBound(to: UInt8.self), Int32(cPitch),
+                        v.assumingMemoryBound(to: UInt8.self), Int32(cPitch))
                 }
             }
         default:
@@ -699,8 +731,9 @@ enum SDLVideo {
     /// Stops a call from a thread other than the one SDL runs on.
     static func checkThread() {
         if let owner {
-            precondition(pthread_equal(owner, pthread_self()) != 0,
-                         "PreviewWindow used from a thread other than the one that opened the first window (SDL wants one thread)")
+            precondition(
+                pthread_equal(owner, pthread_self()) != 0,
+                "PreviewWindow used from a thread other than the one that opened the first window (SDL wants one thread)")
         }
     }
 
@@ -721,7 +754,8 @@ enum SDLVideo {
                 let why = lastError
                 SDL_Quit()
                 owner = nil
-                throw PreviewError(.noDisplay, "cannot use the display (\(why)): check DISPLAY, or run 'capture serve' for a preview in a browser")
+                throw PreviewError(
+                    .noDisplay, "cannot use the display (\(why)): check DISPLAY, or run 'capture serve' for a preview in a browser")
             }
         }
         users += 1

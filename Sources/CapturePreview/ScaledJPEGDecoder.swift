@@ -41,13 +41,15 @@ package final class ScaledJPEGDecoder {
         guard let h = handle else { return nil }
         var width: Int32 = 0, height: Int32 = 0, sub: Int32 = 0, colorspace: Int32 = 0
         guard tjDecompressHeader3(h, base, UInt(jpeg.count), &width, &height, &sub, &colorspace) == 0,
-              width > 0, height > 0, Int(width) * Int(height) <= Self.maximumPixelCount else { return nil }
+            width > 0, height > 0, Int(width) * Int(height) <= Self.maximumPixelCount
+        else { return nil }
         let size = Self.scaledSize(width: Int(width), height: Int(height), target: target)
         let need = size.width * size.height * 4
         if pixels.count < need { pixels = [UInt8](repeating: 0, count: need) }
         let ok = pixels.withUnsafeMutableBufferPointer { out in
-            tjDecompress2(h, base, UInt(jpeg.count), out.baseAddress, Int32(size.width), Int32(size.width * 4),
-                          Int32(size.height), Int32(TJPF_BGRA.rawValue), Self.flags) == 0
+            tjDecompress2(
+                h, base, UInt(jpeg.count), out.baseAddress, Int32(size.width), Int32(size.width * 4),
+                Int32(size.height), Int32(TJPF_BGRA.rawValue), Self.flags) == 0
         }
         return ok ? size : nil
     }

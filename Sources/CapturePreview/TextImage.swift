@@ -69,8 +69,10 @@ extension LayerImage {
     /// Text drawn with the built-in 5x7 bitmap font (letters in upper case), one line per `\n`,
     /// each cell `scale` pixels square, with `padding` cells around it, on `backgroundColor`.
     /// For overlays such as `capture preview`'s info panel; no font library needed.
-    public init(text: String, color: Color = .white, backgroundColor: Color = Color(red: 0, green: 0, blue: 0, alpha: 0.7),
-                scale: Int = 2, padding: Int = 2) {
+    public init(
+        text: String, color: Color = .white, backgroundColor: Color = Color(red: 0, green: 0, blue: 0, alpha: 0.7),
+        scale: Int = 2, padding: Int = 2
+    ) {
         let scale = max(1, scale), padding = max(0, padding)
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(Array.init)
         let columns = lines.map(\.count).max() ?? 0

@@ -96,8 +96,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         /// The writer's time 0 (its first frame's capture time: a pre-record writer's began
         /// before the file's first frame).
         var writerOrigin: CaptureTime?
-        init(url: URL, delegate: any CaptureFileOutputRecordingDelegate, settings: MovieOutputSettings, maxDuration: Duration?,
-             maxFileSize: Int64?, writer: MovieWriter) {
+        init(
+            url: URL, delegate: any CaptureFileOutputRecordingDelegate, settings: MovieOutputSettings, maxDuration: Duration?,
+            maxFileSize: Int64?, writer: MovieWriter
+        ) {
             self.url = url
             self.delegate = delegate
             self.settings = settings
@@ -312,31 +314,42 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         let requested = CaptureTime.now()
         let connection = consumer.connection(with: .video)
         let (settings, maxDuration, maxFileSize, fragment, minFree) = locked { s in
-            ((connection.flatMap { s.settings[ObjectIdentifier($0)] } ?? s.defaultSettings), s.maxDuration, s.maxFileSize,
-             s.fragmentInterval, s.minFreeDiskSpace)
+            (
+                (connection.flatMap { s.settings[ObjectIdentifier($0)] } ?? s.defaultSettings), s.maxDuration, s.maxFileSize,
+                s.fragmentInterval, s.minFreeDiskSpace
+            )
         }
         queue.async { [self] in
             var fromStandby: Standby?
             let result = Result { () throws(RecordingError) -> MovieWriter in
                 guard outputFileURL.isFileURL || outputFileURL.scheme?.lowercased() == "rtsp" else {
-                    throw RecordingError(.unsupportedContainer, "\(outputFileURL) is neither a file nor an rtsp:// URL: record to a .mp4 or .mkv file")
+                    throw RecordingError(
+                        .unsupportedContainer, "\(outputFileURL) is neither a file nor an rtsp:// URL: record to a .mp4 or .mkv file")
                 }
                 guard let container = MovieContainer(url: outputFileURL) else {
-                    throw RecordingError(.unsupportedContainer, "cannot tell the container of '\(outputFileURL.lastPathComponent)': name it .mp4 or .mkv")
+                    throw RecordingError(
+                        .unsupportedContainer, "cannot tell the container of '\(outputFileURL.lastPathComponent)': name it .mp4 or .mkv")
                 }
                 if container == .rtsp, settings.codec != .h264 {
                     throw RecordingError(.unsupportedCodec, "RTSP publishing carries H.264: choose the .h264 codec")
                 }
                 if let problem = settings.problem { throw RecordingError(.unsupportedCodec, problem) }
                 if settings.recordsAudio, settings.audioCodec != .aac, container != .matroska {
-                    throw RecordingError(.unsupportedCodec, "\(container == .rtsp ? "RTSP publishing" : "MP4") carries AAC audio, not \(settings.audioCodec.rawValue): record .mkv, or choose AAC")
+                    throw RecordingError(
+                        .unsupportedCodec,
+                        "\(container == .rtsp ? "RTSP publishing" : "MP4") carries AAC audio, not \(settings.audioCodec.rawValue): record .mkv, or choose AAC"
+                    )
                 }
-                if session == nil { throw RecordingError(.invalidState, "the movie output is in no session: add it with session.addOutput first") }
+                if session == nil {
+                    throw RecordingError(.invalidState, "the movie output is in no session: add it with session.addOutput first")
+                }
                 // Pre-record: the kept past starts the file when it was kept with these settings.
                 if let sb = standby {
                     standby = nil
                     if sb.isReady, sb.settings == settings, sb.fragment == fragment {
-                        do throws(RecordingError) { try sb.writer.open(url: outputFileURL, container: container, fragmentInterval: fragment) } catch {
+                        do throws(RecordingError) {
+                            try sb.writer.open(url: outputFileURL, container: container, fragmentInterval: fragment)
+                        } catch {
                             sb.writer.close()
                             throw error
                         }
@@ -354,8 +367,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             case .failure(let error):
                 finishDelegate(delegate, url: outputFileURL, summary: nil, error: error)
             case .success(let writer):
-                let rec = Recording(url: outputFileURL, delegate: delegate, settings: settings, maxDuration: maxDuration,
-                                    maxFileSize: maxFileSize, writer: writer)
+                let rec = Recording(
+                    url: outputFileURL, delegate: delegate, settings: settings, maxDuration: maxDuration,
+                    maxFileSize: maxFileSize, writer: writer)
                 rec.requested = requested
                 rec.minFreeDiskSpace = outputFileURL.isFileURL ? minFree : nil
                 rec.standby = fromStandby
@@ -408,7 +422,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         }
         guard let rec = active else {
             if let sb = standby, !feed(sb, sample, pixelFormat, dims, connection: connection), sb.format != nil,
-               sb.format?.0 != pixelFormat || sb.format?.1 != dims, Self.wanted(pixelFormat, sb.settings) {
+                sb.format?.0 != pixelFormat || sb.format?.1 != dims, Self.wanted(pixelFormat, sb.settings)
+            {
                 // The camera's frames changed: the past kept is of another size; start over.
                 sb.writer.close()
                 standby = nil
@@ -434,8 +449,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             let interval = connection.device?.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
             rec.frameNanoseconds = Int64(interval.numerator) * 1_000_000_000 / Int64(max(1, interval.denominator))
             do {
-                try rec.writer.begin(.init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
-                                     audio: wantsAudio ? audio : nil, settings: rec.settings)
+                try rec.writer.begin(
+                    .init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
+                    audio: wantsAudio ? audio : nil, settings: rec.settings)
             } catch {
                 finish(error: error)
                 return
@@ -455,18 +471,25 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                 }
             }
         } else if rec.format?.0 != pixelFormat || rec.format?.1 != dims {
-            finish(error: RecordingError(.formatChanged, "the camera's frames changed from \(rec.format!.1) to \(dims) mid-recording; the file ends before the change"))
+            finish(
+                error: RecordingError(
+                    .formatChanged,
+                    "the camera's frames changed from \(rec.format!.1) to \(dims) mid-recording; the file ends before the change"))
             return
         }
         let at = sample.presentationTimeStamp - rec.firstTime!
         if let max = rec.maxDuration, Duration.nanoseconds(at + rec.frameNanoseconds / 2) > max {
-            finish(error: RecordingError(.maximumDurationReached, "the recording reached its maximum duration of \(max)",
-                                         recordingSuccessfullyFinished: true))
+            finish(
+                error: RecordingError(
+                    .maximumDurationReached, "the recording reached its maximum duration of \(max)",
+                    recordingSuccessfullyFinished: true))
             return
         }
         if let max = rec.maxFileSize, rec.writer.fileSize >= max {
-            finish(error: RecordingError(.maximumFileSizeReached, "the recording reached its maximum file size of \(max) bytes",
-                                         recordingSuccessfullyFinished: true))
+            finish(
+                error: RecordingError(
+                    .maximumFileSizeReached, "the recording reached its maximum file size of \(max) bytes",
+                    recordingSuccessfullyFinished: true))
             return
         }
         do {
@@ -489,8 +512,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         if let min = rec.minFreeDiskSpace, rec.lastSpaceCheck.map({ at - $0 >= 200_000_000 }) ?? true {
             rec.lastSpaceCheck = at
             if let free = Self.freeSpace(at: rec.url), free < min {
-                finish(error: RecordingError(.diskFull, "less than \(min) bytes are free on the disk of \(rec.url.path) (minFreeDiskSpaceLimit)",
-                                             recordingSuccessfullyFinished: true))
+                finish(
+                    error: RecordingError(
+                        .diskFull, "less than \(min) bytes are free on the disk of \(rec.url.path) (minFreeDiskSpaceLimit)",
+                        recordingSuccessfullyFinished: true))
             }
         }
     }
@@ -501,16 +526,19 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     /// Pre-record: encodes (or keeps) a frame into the standby writer's ring. False when the
     /// frame is not the product asked for, is of another size than those before, or failed.
-    private func feed(_ sb: Standby, _ sample: SampleBuffer, _ pixelFormat: PixelFormat, _ dims: VideoDimensions,
-                      connection: CaptureConnection) -> Bool {
+    private func feed(
+        _ sb: Standby, _ sample: SampleBuffer, _ pixelFormat: PixelFormat, _ dims: VideoDimensions,
+        connection: CaptureConnection
+    ) -> Bool {
         guard !sb.failed, Self.wanted(pixelFormat, sb.settings) else { return false }
         if let f = sb.format, f.0 != pixelFormat || f.1 != dims { return false }
         if sb.origin == nil {
             let interval = connection.device?.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
             sb.frameNanoseconds = Int64(interval.numerator) * 1_000_000_000 / Int64(max(1, interval.denominator))
             do {
-                try sb.writer.begin(standby: .init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
-                                    settings: sb.settings)
+                try sb.writer.begin(
+                    standby: .init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
+                    settings: sb.settings)
             } catch {
                 // (A recording started now reports the same failure from a writer of its own.)
                 sb.failed = true
@@ -525,7 +553,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             return false
         }
         sb.frames.append((at, sample.sequenceNumber))
-        if let from = sb.writer.keptRange?.lowerBound, let i = sb.frames.firstIndex(where: { $0.at > from - sb.frameNanoseconds / 2 }), i > 0 {
+        if let from = sb.writer.keptRange?.lowerBound, let i = sb.frames.firstIndex(where: { $0.at > from - sb.frameNanoseconds / 2 }),
+            i > 0
+        {
             sb.frames.removeFirst(i)
         }
         if let from = sb.keptFrom, let i = sb.drops.firstIndex(where: { !($0.time < from) }), i > 0 { sb.drops.removeFirst(i) }
@@ -535,8 +565,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// A recording that starts with pre-record's frames: the frame goes into the ring, then
     /// (once the microphone's format is known, as for any recording) the file is begun with
     /// the kept frames from the keyframe the pre-record duration asks for.
-    private func startFromStandby(_ rec: Recording, _ sb: Standby, _ sample: SampleBuffer, _ pixelFormat: PixelFormat,
-                                  _ dims: VideoDimensions, connection: CaptureConnection) {
+    private func startFromStandby(
+        _ rec: Recording, _ sb: Standby, _ sample: SampleBuffer, _ pixelFormat: PixelFormat,
+        _ dims: VideoDimensions, connection: CaptureConnection
+    ) {
         guard feed(sb, sample, pixelFormat, dims, connection: connection), let origin = sb.origin else {
             if sb.format != nil, Self.wanted(pixelFormat, sb.settings), sb.format?.0 != pixelFormat || sb.format?.1 != dims {
                 finish(error: RecordingError(.formatChanged, "the camera's frames changed size before the recording began; start it again"))
@@ -550,8 +582,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         let windowNanoseconds = window.seconds * 1_000_000_000 + window.attoseconds / 1_000_000_000
         let attached: (origin: Int64, frames: Int)
         do {
-            attached = try rec.writer.attach(audio: wantsAudio ? audio : nil, settings: rec.settings,
-                                             from: rec.requested - origin - windowNanoseconds)
+            attached = try rec.writer.attach(
+                audio: wantsAudio ? audio : nil, settings: rec.settings,
+                from: rec.requested - origin - windowNanoseconds)
         } catch {
             finish(error: error)
             return
@@ -598,7 +631,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             return
         }
         guard let rate = buffers.first?.audioBuffer?.format.sampleRate else { return }
-        while buffers.count > 1, Double(buffers.dropFirst().reduce(0) { $0 + ($1.audioBuffer?.frameCount ?? 0) }) / Double(max(1, rate)) > 0.5 {
+        while buffers.count > 1,
+            Double(buffers.dropFirst().reduce(0) { $0 + ($1.audioBuffer?.frameCount ?? 0) }) / Double(max(1, rate)) > 0.5
+        {
             buffers.removeFirst()
         }
     }
@@ -635,8 +670,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         // frame ends it, so that frames still on their way are in).
         if let max = rec.maxDuration, Duration.nanoseconds(at) >= max {
             if Duration.nanoseconds(at) >= max + .milliseconds(500) {
-                finish(error: RecordingError(.maximumDurationReached, "the recording reached its maximum duration of \(max)",
-                                             recordingSuccessfullyFinished: true))
+                finish(
+                    error: RecordingError(
+                        .maximumDurationReached, "the recording reached its maximum duration of \(max)",
+                        recordingSuccessfullyFinished: true))
             }
             return
         }
@@ -665,8 +702,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             // Nothing was written: no empty file is left behind.
             rec.writer.close()
             if rec.url.isFileURL { try? FileManager.default.removeItem(at: rec.url) }
-            finishDelegate(rec.delegate, url: rec.url, summary: nil, error: error ?? RecordingError(
-                .noDataCaptured, "no frame arrived before the recording stopped: is the session running with a camera?"))
+            finishDelegate(
+                rec.delegate, url: rec.url, summary: nil,
+                error: error
+                    ?? RecordingError(
+                        .noDataCaptured, "no frame arrived before the recording stopped: is the session running with a camera?"))
             return
         }
         do {
@@ -677,17 +717,23 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         }
         let onDisk = rec.url.isFileURL ? (try? FileManager.default.attributesOfItem(atPath: rec.url.path)[.size] as? Int64) : nil
         let size = onDisk ?? rec.writer.fileSize
-        let summary = RecordingSummary(url: rec.url, framesWritten: rec.frames, framesDropped: rec.drops, duration: rec.duration,
-                                       fileSize: size, encoder: rec.writer.encoderName,
-                                       audioDuration: hadAudio ? .nanoseconds(rec.writer.audioSamplesNanoseconds) : nil,
-                                       sequenceRange: rec.firstSequence.map { $0...(rec.lastSequence ?? $0) }, error: error)
+        let summary = RecordingSummary(
+            url: rec.url, framesWritten: rec.frames, framesDropped: rec.drops, duration: rec.duration,
+            fileSize: size, encoder: rec.writer.encoderName,
+            audioDuration: hadAudio ? .nanoseconds(rec.writer.audioSamplesNanoseconds) : nil,
+            sequenceRange: rec.firstSequence.map { $0...(rec.lastSequence ?? $0) }, error: error)
         finishDelegate(rec.delegate, url: rec.url, summary: summary, error: error, connections: rec.connections)
     }
 
-    private func finishDelegate(_ delegate: any CaptureFileOutputRecordingDelegate, url: URL, summary: RecordingSummary?,
-                                error: RecordingError?, connections: [CaptureConnection] = []) {
-        let summary = summary ?? RecordingSummary(url: url, framesWritten: 0, framesDropped: [:], duration: .zero, fileSize: 0,
-                                                  encoder: "", sequenceRange: nil, error: error)
+    private func finishDelegate(
+        _ delegate: any CaptureFileOutputRecordingDelegate, url: URL, summary: RecordingSummary?,
+        error: RecordingError?, connections: [CaptureConnection] = []
+    ) {
+        let summary =
+            summary
+            ?? RecordingSummary(
+                url: url, framesWritten: 0, framesDropped: [:], duration: .zero, fileSize: 0,
+                encoder: "", sequenceRange: nil, error: error)
         locked { s in
             s.isRecording = false
             s.url = nil
@@ -703,9 +749,15 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     func sessionEvent(_ event: CaptureSession.Event) {
         switch event {
         case .didStopRunning:
-            queue.async { [self] in finish(error: RecordingError(.sessionStopped, "the session stopped; the file holds what was recorded until then")) }
+            queue.async { [self] in
+                finish(error: RecordingError(.sessionStopped, "the session stopped; the file holds what was recorded until then"))
+            }
         case .deviceDisconnected(let d):
-            queue.async { [self] in finish(error: RecordingError(.sessionStopped, "\(d.localizedName) was disconnected; the file holds what was recorded until then")) }
+            queue.async { [self] in
+                finish(
+                    error: RecordingError(
+                        .sessionStopped, "\(d.localizedName) was disconnected; the file holds what was recorded until then"))
+            }
         default:
             break
         }
@@ -714,11 +766,16 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
 /// The consumer's delegate: hands frames and drops to the output, on its recording queue.
 private final class RecordingSink: CaptureVideoDataOutputSampleBufferDelegate, CaptureAudioDataOutputSampleBufferDelegate,
-    @unchecked Sendable {
+    @unchecked Sendable
+{
     // Set once, before the consumer delivers anything.
     weak var owner: CaptureMovieFileOutput?
     func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
-        if sampleBuffer.mediaType == .audio { owner?.handleAudio(sampleBuffer) } else { owner?.handle(sampleBuffer, connection: connection) }
+        if sampleBuffer.mediaType == .audio {
+            owner?.handleAudio(sampleBuffer)
+        } else {
+            owner?.handle(sampleBuffer, connection: connection)
+        }
     }
     func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
         // (Audio losses are filled with silence in the file; only video frames are counted.)
@@ -730,16 +787,21 @@ private final class RecordingSink: CaptureVideoDataOutputSampleBufferDelegate, C
 private final class ContinuationDelegate: CaptureFileOutputRecordingDelegate, @unchecked Sendable {
     // Set before the recording starts; resumed on the recording queue.
     var continuation: CheckedContinuation<Result<RecordingSummary, RecordingError>, Never>?
-    func fileOutput(_ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
-                    error: RecordingError?) {
+    func fileOutput(
+        _ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
+        error: RecordingError?
+    ) {
         let c = continuation
         continuation = nil
         if let error, !error.recordingSuccessfullyFinished {
             c?.resume(returning: .failure(error))
         } else {
-            c?.resume(returning: .success(output.lastRecording ?? RecordingSummary(
-                url: outputFileURL, framesWritten: 0, framesDropped: [:], duration: .zero, fileSize: 0, encoder: "",
-                sequenceRange: nil, error: error)))
+            c?.resume(
+                returning: .success(
+                    output.lastRecording
+                        ?? RecordingSummary(
+                            url: outputFileURL, framesWritten: 0, framesDropped: [:], duration: .zero, fileSize: 0, encoder: "",
+                            sequenceRange: nil, error: error)))
         }
     }
 }

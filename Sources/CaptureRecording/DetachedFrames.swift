@@ -40,11 +40,13 @@ final class DetachedFrames: @unchecked Sendable {
             // Room for any JPEG of this size (4:4:4 at top quality stays well below).
             let capacity = max(count, dims.width * dims.height * 2 + 65536)
             guard let (pool, index) = slot(bytes: capacity, key: .init(pixelFormat: .jpeg, width: dims.width, height: dims.height)),
-                  count <= pool.byteCount else { return nil }
+                count <= pool.byteCount
+            else { return nil }
             let base = pool.base(index)
             sample.withUnsafeBytes { b in if let s = b.baseAddress { base.copyMemory(from: s, byteCount: b.count) } }
-            var image = ImageBuffer(pixelFormat: .jpeg, width: dims.width, height: dims.height, colorRange: .full,
-                                    plane0: PlaneView(base: UnsafeRawPointer(base), count: count, bytesPerLine: 0))
+            var image = ImageBuffer(
+                pixelFormat: .jpeg, width: dims.width, height: dims.height, colorRange: .full,
+                plane0: PlaneView(base: UnsafeRawPointer(base), count: count, bytesPerLine: 0))
             image.planeCount = 1
             return wrap(image, sample, pool, index)
         }
@@ -55,7 +57,8 @@ final class DetachedFrames: @unchecked Sendable {
             let planes = max(1, min(3, image.planeCount))
             var total = 0
             for p in 0..<planes { total += (image.plane(p).count + 63) & ~63 }
-            guard let (pool, index) = slot(bytes: total, key: .init(pixelFormat: image.pixelFormat, width: image.width, height: image.height))
+            guard
+                let (pool, index) = slot(bytes: total, key: .init(pixelFormat: image.pixelFormat, width: image.width, height: image.height))
             else { return nil }
             let base = pool.base(index)
             var out = image
@@ -83,8 +86,9 @@ final class DetachedFrames: @unchecked Sendable {
     }
 
     private func wrap(_ image: ImageBuffer, _ sample: SampleBuffer, _ pool: SlotPool, _ index: Int) -> SampleBuffer {
-        let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: sample.sequenceNumber), timestamp: sample.presentationTimeStamp,
-                                 bufferIndex: index)
+        let meta = FrameMetadata(
+            sequence: UInt32(truncatingIfNeeded: sample.sequenceNumber), timestamp: sample.presentationTimeStamp,
+            bufferIndex: index)
         return leases.wrap(FrameBuffer(image: image, metadata: meta, pool: pool), format: pool.format(for: image))
     }
 
@@ -165,12 +169,16 @@ private final class SlotPool: BufferPool, @unchecked Sendable {
     func format(for image: ImageBuffer) -> ActiveFormat {
         lock.withLock {
             if let f = formatCache, f.pixelFormat == image.pixelFormat, f.width == image.width, f.height == image.height,
-               f.planes.first?.bytesPerLine == image.plane0.bytesPerLine {
+                f.planes.first?.bytesPerLine == image.plane0.bytesPerLine
+            {
                 return f
             }
-            let planes = (0..<max(1, image.planeCount)).map { PlaneFormat(bytesPerLine: image.plane($0).bytesPerLine, sizeImage: image.plane($0).count) }
-            let f = ActiveFormat(pixelFormat: image.pixelFormat, width: image.width, height: image.height, planes: planes,
-                                 colorRange: image.colorRange)
+            let planes = (0..<max(1, image.planeCount)).map {
+                PlaneFormat(bytesPerLine: image.plane($0).bytesPerLine, sizeImage: image.plane($0).count)
+            }
+            let f = ActiveFormat(
+                pixelFormat: image.pixelFormat, width: image.width, height: image.height, planes: planes,
+                colorRange: image.colorRange)
             formatCache = f
             return f
         }

@@ -20,13 +20,15 @@ private func writeError(_ code: Int32, _ what: String, path: String) -> Recordin
     case EACCES, EPERM, EROFS:
         return RecordingError(.cannotWriteFile, "cannot write \(path) (\(ffMessage(code))): choose a writable folder")
     case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT, EPIPE, ECONNRESET:
-        return RecordingError(.publishingFailed, "cannot publish to \(path): \(ffMessage(code)); is the RTSP server running and listening there?")
+        return RecordingError(
+            .publishingFailed, "cannot publish to \(path): \(ffMessage(code)); is the RTSP server running and listening there?")
     case ENOENT, ENOTDIR:
         return RecordingError(.cannotWriteFile, "cannot create \(path): its folder does not exist")
     case EISDIR:
         return RecordingError(.cannotWriteFile, "cannot create \(path): it is a folder")
     default:
-        let kind: RecordingError.Code = path.hasPrefix("rtsp://") ? .publishingFailed : (code == averrorEOF ? .encoderFailed : .cannotWriteFile)
+        let kind: RecordingError.Code =
+            path.hasPrefix("rtsp://") ? .publishingFailed : (code == averrorEOF ? .encoderFailed : .cannotWriteFile)
         return RecordingError(kind, "\(what) failed for \(path): \(ffMessage(code))")
     }
 }
@@ -188,8 +190,12 @@ package final class MovieWriter {
     /// keyframe when none is that old), which becomes the file's time 0; frames written from
     /// here on go to the file. Returns that keyframe's time on the writer's timeline and the
     /// frames written.
-    func attach(audio: AudioFormat?, settings: MovieOutputSettings, from start: Int64) throws(RecordingError) -> (origin: Int64, frames: Int) {
-        guard let r = ring, format != nil, let first = r.startIndex(atOrBefore: av_rescale_q(start, AVRational(num: 1, den: 1_000_000_000), inputTimeBase)) else {
+    func attach(audio: AudioFormat?, settings: MovieOutputSettings, from start: Int64) throws(RecordingError) -> (
+        origin: Int64, frames: Int
+    ) {
+        guard let r = ring, format != nil,
+            let first = r.startIndex(atOrBefore: av_rescale_q(start, AVRational(num: 1, den: 1_000_000_000), inputTimeBase))
+        else {
             throw RecordingError(.invalidState, "no pre-recorded keyframe to start from")
         }
         ring = nil
@@ -299,7 +305,9 @@ package final class MovieWriter {
         frameDurationInStream = max(1, av_rescale_q(1, AVRational(num: fps.den, den: fps.num), streamTimeBase))
     }
 
-    private func openEncoder(_ video: VideoFormat, fps: AVRational, settings: MovieOutputSettings, globalHeader: Bool) throws(RecordingError) {
+    private func openEncoder(_ video: VideoFormat, fps: AVRational, settings: MovieOutputSettings, globalHeader: Bool)
+        throws(RecordingError)
+    {
         let name = settings.h264Encoder.rawValue
         let software = settings.h264Encoder == .libx264
         guard let codec = avcodec_find_encoder_by_name(name) else {
@@ -337,7 +345,9 @@ package final class MovieWriter {
         let r = avcodec_open2(enc, codec, &opts)
         guard r >= 0 else {
             if !software {
-                throw RecordingError(.unsupportedCodec, "no V4L2 memory-to-memory H.264 encoder could be opened here (\(ffMessage(r))): use the libx264 encoder")
+                throw RecordingError(
+                    .unsupportedCodec,
+                    "no V4L2 memory-to-memory H.264 encoder could be opened here (\(ffMessage(r))): use the libx264 encoder")
             }
             throw RecordingError(.encoderFailed, "libx264 refused \(video.width)x\(video.height): \(ffMessage(r))")
         }
@@ -419,7 +429,8 @@ package final class MovieWriter {
     /// does not hold a whole frame.
     private func borrow(_ sample: SampleBuffer, into d: UnsafeMutablePointer<AVFrame>) -> Bool {
         guard let detached, let v = videoFormat, sample.pixelFormat == v.pixelFormat,
-              sample.dimensions == VideoDimensions(width: v.width, height: v.height) else { return false }
+            sample.dimensions == VideoDimensions(width: v.width, height: v.height)
+        else { return false }
         let h = v.height, w = v.width, chromaRows = (h + 1) / 2, cw = (w + 1) / 2
         func pitch(_ plane: Int, natural: Int) -> Int {
             let p = sample.bytesPerRow(plane: plane)
@@ -593,17 +604,24 @@ package final class MovieWriter {
 
     private func openAudioEncoder(_ audio: AudioFormat, codec audioCodec: AudioCodec) throws(RecordingError) {
         // Opus: libopus where this FFmpeg has it, else FFmpeg's own (experimental) encoder.
-        let candidates: [(name: String, format: AVSampleFormat)] = switch audioCodec {
-        case .aac: [("aac", AV_SAMPLE_FMT_FLTP)]
-        case .opus: [("libopus", AV_SAMPLE_FMT_FLT), ("opus", AV_SAMPLE_FMT_FLTP)]
-        case .pcm: [("pcm_s16le", AV_SAMPLE_FMT_S16)]
-        }
-        guard let (codec, sampleFormat) = candidates.lazy.compactMap({ c in avcodec_find_encoder_by_name(c.name).map { ($0, c.format) } }).first else {
+        let candidates: [(name: String, format: AVSampleFormat)] =
+            switch audioCodec {
+            case .aac: [("aac", AV_SAMPLE_FMT_FLTP)]
+            case .opus: [("libopus", AV_SAMPLE_FMT_FLT), ("opus", AV_SAMPLE_FMT_FLTP)]
+            case .pcm: [("pcm_s16le", AV_SAMPLE_FMT_S16)]
+            }
+        guard
+            let (codec, sampleFormat) = candidates.lazy.compactMap({ c in avcodec_find_encoder_by_name(c.name).map { ($0, c.format) } })
+                .first
+        else {
             throw RecordingError(.unsupportedCodec, "this FFmpeg has no \(audioCodec.rawValue) encoder: record AAC")
         }
         audioEncoderName = String(cString: codec.pointee.name)
         if audioCodec == .opus, ![48_000, 24_000, 16_000, 12_000, 8000].contains(audio.sampleRate) {
-            throw RecordingError(.unsupportedCodec, "Opus takes 48, 24, 16, 12 or 8 kHz, and the microphone gives \(audio.sampleRate) Hz: choose AAC or PCM, or a 48 kHz microphone format")
+            throw RecordingError(
+                .unsupportedCodec,
+                "Opus takes 48, 24, 16, 12 or 8 kHz, and the microphone gives \(audio.sampleRate) Hz: choose AAC or PCM, or a 48 kHz microphone format"
+            )
         }
         guard let enc = avcodec_alloc_context3(codec) else { throw RecordingError(.encoderFailed, "out of memory for the audio encoder") }
         audioEncoder = enc
@@ -830,7 +848,8 @@ private final class PacketRing {
         // Whole keyframe groups go once the next keyframe is itself older than the window.
         let newest = slot.pointee.pts
         while let second = kept.indices.dropFirst().first(where: { kept[$0].pointee.flags & AV_PKT_FLAG_KEY != 0 }),
-              kept[second].pointee.pts <= newest - window || kept[0].pointee.flags & AV_PKT_FLAG_KEY == 0 {
+            kept[second].pointee.pts <= newest - window || kept[0].pointee.flags & AV_PKT_FLAG_KEY == 0
+        {
             spare.append(contentsOf: kept[..<second])
             kept.removeFirst(second)
         }

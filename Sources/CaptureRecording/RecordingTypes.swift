@@ -113,9 +113,11 @@ public struct MovieOutputSettings: Sendable, Hashable {
     /// PCM in Matroska. Another in MP4 ends the recording at its start with `.unsupportedCodec`.
     public var audioCodec: AudioCodec
 
-    public init(codec: VideoCodec = .h264, rateControl: RateControl = .quality(23), keyframeInterval: Int? = nil,
-                preset: String = "veryfast", jpegQuality: Int = 85, recordsAudio: Bool = true,
-                h264Encoder: H264Encoder = .libx264, audioCodec: AudioCodec = .aac) {
+    public init(
+        codec: VideoCodec = .h264, rateControl: RateControl = .quality(23), keyframeInterval: Int? = nil,
+        preset: String = "veryfast", jpegQuality: Int = 85, recordsAudio: Bool = true,
+        h264Encoder: H264Encoder = .libx264, audioCodec: AudioCodec = .aac
+    ) {
         self.audioCodec = audioCodec
         self.h264Encoder = h264Encoder
         self.recordsAudio = recordsAudio
@@ -131,8 +133,10 @@ public struct MovieOutputSettings: Sendable, Hashable {
         if case .quality(let q) = rateControl, !(0...51).contains(q) { return "H.264 quality (CRF) must be 0...51, not \(q)" }
         if case .bitrate(let b) = rateControl, b < 1000 { return "H.264 bitrate must be at least 1000 bit/s, not \(b)" }
         if let k = keyframeInterval, k < 1 { return "the keyframe interval must be at least 1 frame, not \(k)" }
-        guard ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"]
-            .contains(preset) else { return "unknown x264 preset '\(preset)'" }
+        guard
+            ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"]
+                .contains(preset)
+        else { return "unknown x264 preset '\(preset)'" }
         guard (1...100).contains(jpegQuality) else { return "JPEG quality must be 1...100, not \(jpegQuality)" }
         return nil
     }
@@ -176,8 +180,9 @@ public protocol CaptureFileOutputRecordingDelegate: AnyObject, Sendable {
     /// limit ended it, `error.recordingSuccessfullyFinished` is true and the file is complete;
     /// otherwise the file holds what was written up to the failure (nothing for a destination
     /// that could not be created).
-    func fileOutput(_ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
-                    error: RecordingError?)
+    func fileOutput(
+        _ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
+        error: RecordingError?)
 }
 
 extension CaptureFileOutputRecordingDelegate {

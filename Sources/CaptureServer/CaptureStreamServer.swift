@@ -50,9 +50,11 @@ public final class CaptureStreamServer: @unchecked Sendable {
         /// starts the session if it stopped. False leaves the session to the app.
         public var reattachesCamera = true
 
-        public init(host: String = "127.0.0.1", port: Int = 8080, quality: Int = 80, credentials: Credentials? = nil,
-                    allowedOrigin: String? = nil, maxClients: Int = 20, connectionTimeout: Int = 10,
-                    snapshotTimeout: Double = 5, photoLibrary: PhotoLibrary = .shared) {
+        public init(
+            host: String = "127.0.0.1", port: Int = 8080, quality: Int = 80, credentials: Credentials? = nil,
+            allowedOrigin: String? = nil, maxClients: Int = 20, connectionTimeout: Int = 10,
+            snapshotTimeout: Double = 5, photoLibrary: PhotoLibrary = .shared
+        ) {
             self.host = host
             self.port = port
             self.quality = quality
@@ -238,7 +240,10 @@ public final class CaptureStreamServer: @unchecked Sendable {
             }
             guard let d else {
                 close(socket.descriptor)
-                throw CaptureServerError(.startFailed, "libmicrohttpd could not start on \(configuration.host):\(socket.port); check the system's thread and descriptor limits")
+                throw CaptureServerError(
+                    .startFailed,
+                    "libmicrohttpd could not start on \(configuration.host):\(socket.port); check the system's thread and descriptor limits"
+                )
             }
             daemon = d
             boundPort = socket.port
@@ -289,11 +294,12 @@ public final class CaptureStreamServer: @unchecked Sendable {
     /// The server's figures now.
     public var statistics: Statistics {
         lock.withLock {
-            Statistics(framesReceived: received, framesDropped: dropped, capturedFPS: capturedFPS,
-                       clients: clients.values.sorted { $0.id < $1.id }.map {
-                           ClientStatistics(id: $0.id, framesSent: $0.sent, framesSkipped: $0.skipped, fps: $0.fps)
-                       },
-                       clientsRefused: refused, dimensions: newest?.dimensions, isOnline: isOnlineLocked(now: .now()))
+            Statistics(
+                framesReceived: received, framesDropped: dropped, capturedFPS: capturedFPS,
+                clients: clients.values.sorted { $0.id < $1.id }.map {
+                    ClientStatistics(id: $0.id, framesSent: $0.sent, framesSkipped: $0.skipped, fps: $0.fps)
+                },
+                clientsRefused: refused, dimensions: newest?.dimensions, isOnline: isOnlineLocked(now: .now()))
         }
     }
 
@@ -376,7 +382,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
             defer { device.unlockForConfiguration() }
             // The format only when the session does not choose it by its preset.
             if session.sessionPreset == .inputPriority, let f = gone.format,
-               let same = device.formats.first(where: { $0.pixelFormat == f.pixelFormat && $0.dimensions == f.dimensions }) {
+                let same = device.formats.first(where: { $0.pixelFormat == f.pixelFormat && $0.dimensions == f.dimensions })
+            {
                 try device.setActiveFormat(same)
             }
             if let i = gone.interval, device.activeFormat?.supports(i) ?? false {
@@ -504,9 +511,14 @@ public final class CaptureStreamServer: @unchecked Sendable {
             addCommonHeaders(r, type: "image/jpeg")
             return HTTP.queue(c, 200, r)
         case .still: return answerLater(c) { $0.takeStill($1) }
-        case .toggle: return answerLater(c) { server, answer in let (status, body) = server.toggleCamera(); answer(status, body) }
+        case .toggle:
+            return answerLater(c) { server, answer in
+                let (status, body) = server.toggleCamera(); answer(status, body)
+            }
         case .control:
-            let id = HTTP.value(c, MHD_ValueKind.GET_ARGUMENT_KIND, "id").flatMap { UInt32($0.hasPrefix("0x") ? String($0.dropFirst(2)) : $0, radix: $0.hasPrefix("0x") ? 16 : 10) }
+            let id = HTTP.value(c, MHD_ValueKind.GET_ARGUMENT_KIND, "id").flatMap {
+                UInt32($0.hasPrefix("0x") ? String($0.dropFirst(2)) : $0, radix: $0.hasPrefix("0x") ? 16 : 10)
+            }
             let value = HTTP.value(c, MHD_ValueKind.GET_ARGUMENT_KIND, "value").flatMap { Int64($0) }
             guard let id, let value else { return queueJSON(c, 400, Self.failure("id and value are needed, e.g. ?id=0x980900&value=10")) }
             return answerLater(c) { server, answer in
@@ -517,7 +529,9 @@ public final class CaptureStreamServer: @unchecked Sendable {
     }
 
     private enum Route {
-        case stream, snapshot, state, page, controls, album(String), still, toggle, control
+        case stream, snapshot, state, page, controls
+        case album(String)
+        case still, toggle, control
         var isAction: Bool {
             switch self {
             case .still, .toggle, .control: true
@@ -592,8 +606,9 @@ public final class CaptureStreamServer: @unchecked Sendable {
         if headOnly {
             r = HTTP.response("")
         } else {
-            r = MHD_create_response_from_callback(UInt64.max, 32 * 1024, serverStreamReader,
-                                                  Unmanaged.passRetained(client).toOpaque(), serverStreamFreed)
+            r = MHD_create_response_from_callback(
+                UInt64.max, 32 * 1024, serverStreamReader,
+                Unmanaged.passRetained(client).toOpaque(), serverStreamFreed)
         }
         addCommonHeaders(r, type: MultipartStream.contentType)
         HTTP.addHeader(r, "Pragma", "no-cache")
@@ -631,7 +646,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
     /// the response (a final chunk, or the close for HTTP/1.0). Under `lock`.
     private func closeStream(_ client: StreamClient, into buffer: UnsafeMutableRawBufferPointer) -> Int {
         let rest = MultipartStream.closeDelimiter.count - client.closeOffset
-        guard rest > 0 else { return -1 } // MHD_CONTENT_READER_END_OF_STREAM
+        guard rest > 0 else { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
         let n = min(rest, buffer.count)
         MultipartStream.closeDelimiter.withUnsafeBytes {
             buffer.baseAddress!.copyMemory(from: $0.baseAddress! + client.closeOffset, byteCount: n)
@@ -666,8 +681,9 @@ public final class CaptureStreamServer: @unchecked Sendable {
     private func queueSnapshot(_ c: HTTP.Connection, _ frame: ServedFrame) {
         let jpeg = frame.jpeg
         let held = Unmanaged.passRetained(SnapshotHold(server: self, frame: frame)).toOpaque()
-        let r = MHD_create_response_from_buffer_with_free_callback_cls(jpeg.count, UnsafeMutableRawPointer(mutating: jpeg.baseAddress),
-                                                                       serverFrameFreed, held)
+        let r = MHD_create_response_from_buffer_with_free_callback_cls(
+            jpeg.count, UnsafeMutableRawPointer(mutating: jpeg.baseAddress),
+            serverFrameFreed, held)
         addCommonHeaders(r, type: "image/jpeg")
         HTTP.addHeader(r, "X-Timestamp", ServedFrame.seconds(frame.timestamp))
         HTTP.addHeader(r, "X-Sequence", String(frame.cameraSequence))
@@ -680,7 +696,9 @@ public final class CaptureStreamServer: @unchecked Sendable {
 
     /// Suspends `c`, runs `work` on the action queue (Dispatch, not the cooperative pool, which a
     /// host program may keep busy) and queues the answer it gives for `c`.
-    private func answerLater(_ c: HTTP.Connection, _ work: @escaping @Sendable (CaptureStreamServer, @escaping Answer) -> Void) -> MHD_Result {
+    private func answerLater(_ c: HTTP.Connection, _ work: @escaping @Sendable (CaptureStreamServer, @escaping Answer) -> Void)
+        -> MHD_Result
+    {
         let accepted: Bool = lock.withLock {
             guard !stopping else { return false }
             MHD_suspend_connection(c)
@@ -703,7 +721,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
 
     private func takeStill(_ answer: @escaping Answer) {
         guard let still = session.outputs.lazy.compactMap({ $0 as? CaptureStillImageOutput }).first,
-              let connection = still.connection(with: .video) else {
+            let connection = still.connection(with: .video)
+        else {
             return answer(503, Self.failure("the session has no still image output: add a CaptureStillImageOutput"))
         }
         let library = configuration.photoLibrary
@@ -724,8 +743,15 @@ public final class CaptureStreamServer: @unchecked Sendable {
                         stills.append((name, saved))
                         if stills.count > 8 { stills.removeFirst() }
                     }
-                    answer(200, ["ok": true, "result": ["url": "/album/" + name, "path": url.path, "bytes": saved.count,
-                                                        "width": d?.width ?? 0, "height": d?.height ?? 0]])
+                    answer(
+                        200,
+                        [
+                            "ok": true,
+                            "result": [
+                                "url": "/album/" + name, "path": url.path, "bytes": saved.count,
+                                "width": d?.width ?? 0, "height": d?.height ?? 0,
+                            ],
+                        ])
                 }
             }
         }
@@ -739,7 +765,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
         // then other positions, then the same; one that cannot be used (busy, gone) is skipped.
         let cameras = CaptureDevice.devices(for: .video).filter { $0.uniqueID != current.uniqueID }
         let opposite: DevicePosition? = current.position == .front ? .back : current.position == .back ? .front : nil
-        let candidates = cameras.filter { $0.position == opposite }
+        let candidates =
+            cameras.filter { $0.position == opposite }
             + cameras.filter { $0.position != opposite && $0.position != current.position }
             + cameras.filter { $0.position == current.position }
         guard !candidates.isEmpty else { return (409, Self.failure("\(current.localizedName) is the only camera")) }
@@ -747,7 +774,10 @@ public final class CaptureStreamServer: @unchecked Sendable {
         for other in candidates {
             do throws(CaptureError) {
                 try session.replaceInputs(with: try CaptureDeviceInput(device: other))
-                return (200, ["ok": true, "result": ["camera": other.localizedName, "id": other.uniqueID, "position": other.position.rawValue]])
+                return (
+                    200,
+                    ["ok": true, "result": ["camera": other.localizedName, "id": other.uniqueID, "position": other.position.rawValue]]
+                )
             } catch {
                 problems.append("\(other.localizedName): \(error.message)")
             }
@@ -775,8 +805,10 @@ public final class CaptureStreamServer: @unchecked Sendable {
         }
         let controls = (try? device.controls()) ?? []
         let list: [[String: Any]] = controls.filter { !$0.isReadOnly }.map { c in
-            ["id": Int(c.id.rawValue), "name": c.name, "minimum": c.minimum, "maximum": c.maximum, "step": Int(c.step),
-             "default": c.defaultValue, "value": (try? device.value(of: c.id)) ?? c.defaultValue]
+            [
+                "id": Int(c.id.rawValue), "name": c.name, "minimum": c.minimum, "maximum": c.maximum, "step": Int(c.step),
+                "default": c.defaultValue, "value": (try? device.value(of: c.id)) ?? c.defaultValue,
+            ]
         }
         return ["ok": true, "result": ["camera": device.localizedName, "controls": list]]
     }
@@ -791,22 +823,31 @@ public final class CaptureStreamServer: @unchecked Sendable {
             let now = CaptureTime.now()
             var stats: [String: Any] = [:]
             for c in clients.values {
-                stats[String(c.id)] = ["fps": c.fps, "frames": c.sent, "skipped": c.skipped, "extra_headers": false,
-                                       "advance_headers": false, "dual_final_frames": false, "zero_data": false, "key": ""]
+                stats[String(c.id)] = [
+                    "fps": c.fps, "frames": c.sent, "skipped": c.skipped, "extra_headers": false,
+                    "advance_headers": false, "dual_final_frames": false, "zero_data": false, "key": "",
+                ]
             }
             let d = newest?.dimensions ?? device?.activeFormat?.dimensions
-            return ["ok": true, "result": [
-                "instance_id": "",
-                "encoder": ["type": "CPU", "quality": configuration.quality],
-                "source": ["resolution": ["width": d?.width ?? 0, "height": d?.height ?? 0],
-                           "online": isOnlineLocked(now: now), "desired_fps": (desired * 100).rounded() / 100,
-                           "captured_fps": capturedFPS, "device": device?.localizedName ?? ""],
-                "stream": ["queued_fps": capturedFPS, "clients": clients.count, "clients_stat": stats,
-                           "clients_refused": refused],
-                "frames": received,
-                "drops": dropped.values.reduce(0, +),
-                "drop_reasons": Dictionary(uniqueKeysWithValues: dropped.map { ($0.key.rawValue, $0.value) }),
-            ] as [String: Any]]
+            return [
+                "ok": true,
+                "result": [
+                    "instance_id": "",
+                    "encoder": ["type": "CPU", "quality": configuration.quality],
+                    "source": [
+                        "resolution": ["width": d?.width ?? 0, "height": d?.height ?? 0],
+                        "online": isOnlineLocked(now: now), "desired_fps": (desired * 100).rounded() / 100,
+                        "captured_fps": capturedFPS, "device": device?.localizedName ?? "",
+                    ],
+                    "stream": [
+                        "queued_fps": capturedFPS, "clients": clients.count, "clients_stat": stats,
+                        "clients_refused": refused,
+                    ],
+                    "frames": received,
+                    "drops": dropped.values.reduce(0, +),
+                    "drop_reasons": Dictionary(uniqueKeysWithValues: dropped.map { ($0.key.rawValue, $0.value) }),
+                ] as [String: Any],
+            ]
         }
     }
 }
@@ -887,10 +928,12 @@ struct SendableConnection: @unchecked Sendable {
 
 // MARK: libmicrohttpd's callbacks
 
-private func serverAccessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
-                                 _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?,
-                                 _ uploadData: UnsafePointer<CChar>?, _ uploadSize: UnsafeMutablePointer<Int>?,
-                                 _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) -> MHD_Result {
+private func serverAccessHandler(
+    _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
+    _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?,
+    _ uploadData: UnsafePointer<CChar>?, _ uploadSize: UnsafeMutablePointer<Int>?,
+    _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> MHD_Result {
     guard let cls, let connection, let url, let method else { return MHD_Result.NO }
     // A body (uploads are not used here) is read and dropped.
     if let uploadSize, uploadSize.pointee != 0 {
@@ -901,8 +944,10 @@ private func serverAccessHandler(_ cls: UnsafeMutableRawPointer?, _ connection: 
     return server.handle(connection, url: String(cString: url), method: String(cString: method))
 }
 
-private func serverStreamReader(_ cls: UnsafeMutableRawPointer?, _ position: UInt64, _ buffer: UnsafeMutablePointer<CChar>?,
-                                _ max: Int) -> Int {
+private func serverStreamReader(
+    _ cls: UnsafeMutableRawPointer?, _ position: UInt64, _ buffer: UnsafeMutablePointer<CChar>?,
+    _ max: Int
+) -> Int {
     guard let cls, let buffer else { return -2 }
     let client = Unmanaged<StreamClient>.fromOpaque(cls).takeUnretainedValue()
     return client.server.read(client, into: UnsafeMutableRawBufferPointer(start: buffer, count: max))

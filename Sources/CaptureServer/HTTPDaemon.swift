@@ -18,12 +18,17 @@ struct ListeningSocket {
         var list: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(host, String(port), &hints, &list)
         guard rc == 0, let first = list else {
-            throw CaptureServerError(.badAddress, "cannot listen on '\(host)': not an address of this machine or a known host name; use e.g. --host 127.0.0.1 or --host 0.0.0.0")
+            throw CaptureServerError(
+                .badAddress,
+                "cannot listen on '\(host)': not an address of this machine or a known host name; use e.g. --host 127.0.0.1 or --host 0.0.0.0"
+            )
         }
         defer { freeaddrinfo(list) }
         let family = first.pointee.ai_family
         let fd: Int32
-        switch Syscall.run("socket", mock: nil, failure: Int32(-1), { socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }) {
+        switch Syscall.run(
+            "socket", mock: nil, failure: Int32(-1), { socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) })
+        {
         case .success(let d): fd = d
         case .failure(let e): throw CaptureServerError(.startFailed, "cannot make a socket (\(e)); check the process's descriptor limit")
         }
@@ -34,9 +39,11 @@ struct ListeningSocket {
             close(fd)
             switch e.rawValue {
             case EADDRINUSE:
-                throw CaptureServerError(.portInUse, "port \(port) on \(host) is in use by another program: stop it or choose another port (--port)")
+                throw CaptureServerError(
+                    .portInUse, "port \(port) on \(host) is in use by another program: stop it or choose another port (--port)")
             case EADDRNOTAVAIL, EAFNOSUPPORT:
-                throw CaptureServerError(.badAddress, "\(host) is not an address of this machine: use one of its addresses, 127.0.0.1 or 0.0.0.0")
+                throw CaptureServerError(
+                    .badAddress, "\(host) is not an address of this machine: use one of its addresses, 127.0.0.1 or 0.0.0.0")
             case EACCES, EPERM:
                 throw CaptureServerError(.permissionDenied, "port \(port) needs privileges: choose a port from 1024 up (--port)")
             default:
@@ -45,8 +52,9 @@ struct ListeningSocket {
         }
         if case .failure(let e) = Syscall.run("listen", mock: nil, failure: Int32(-1), { listen(fd, 128) }) {
             close(fd)
-            throw CaptureServerError(e.rawValue == EADDRINUSE ? .portInUse : .startFailed,
-                                     "cannot listen on \(host):\(port) (\(e)): choose another port (--port)")
+            throw CaptureServerError(
+                e.rawValue == EADDRINUSE ? .portInUse : .startFailed,
+                "cannot listen on \(host):\(port) (\(e)): choose another port (--port)")
         }
         var address = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -73,7 +81,8 @@ enum HTTP {
 
     /// A response with `body` (copied by libmicrohttpd).
     static func response(_ body: UnsafeRawBufferPointer) -> OpaquePointer? {
-        MHD_create_response_from_buffer(body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+        MHD_create_response_from_buffer(
+            body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
     }
 
     static func response(_ text: String) -> OpaquePointer? {

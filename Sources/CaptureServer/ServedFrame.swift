@@ -31,9 +31,12 @@ final class ServedFrame: @unchecked Sendable {
     var jpeg: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base + headerCount, count: count - headerCount - 2) }
 
     /// Rewrites the frame. Only for the pool, while it holds the only reference.
-    func fill(jpeg: UnsafeRawBufferPointer, serial: UInt64, sequence: UInt64, timestamp: CaptureTime,
-              dimensions: VideoDimensions) {
-        var header = "--\(MultipartStream.boundary)\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\n"
+    func fill(
+        jpeg: UnsafeRawBufferPointer, serial: UInt64, sequence: UInt64, timestamp: CaptureTime,
+        dimensions: VideoDimensions
+    ) {
+        var header =
+            "--\(MultipartStream.boundary)\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\n"
             + "X-Timestamp: \(Self.seconds(timestamp))\r\nX-Sequence: \(sequence)\r\n\r\n"
         let needed = header.utf8.count + jpeg.count + 2
         if needed > capacity {
@@ -75,8 +78,10 @@ struct ServedFramePool {
     init(limit: Int) { self.limit = limit }
 
     /// A frame that only the pool (or nobody) holds, filled with `jpeg`.
-    mutating func take(jpeg: UnsafeRawBufferPointer, serial: UInt64, sequence: UInt64, timestamp: CaptureTime,
-                       dimensions: VideoDimensions) -> ServedFrame {
+    mutating func take(
+        jpeg: UnsafeRawBufferPointer, serial: UInt64, sequence: UInt64, timestamp: CaptureTime,
+        dimensions: VideoDimensions
+    ) -> ServedFrame {
         var chosen: ServedFrame?
         for i in frames.indices where isKnownUniquelyReferenced(&frames[i]) {
             chosen = frames[i]

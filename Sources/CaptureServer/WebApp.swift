@@ -1,112 +1,112 @@
 /// The camera web app served at `/`: one self-contained page (no outside resources).
 enum WebApp {
     static let page = #"""
-<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>swift-capture camera</title>
-<style>
-  html, body { margin: 0; height: 100%; background: #111; color: #eee; font: 14px system-ui, sans-serif; }
-  body { display: flex; flex-direction: column; }
-  #view { flex: 1; min-height: 200px; position: relative; background: #000; }
-  #live { position: absolute; inset: 0; width: 100%; height: 100%; object-fit: contain; }
-  #bar { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; padding: 8px; background: #222; }
-  button { font-size: 16px; padding: 6px 14px; border-radius: 6px; border: 1px solid #555; background: #333; color: #eee; }
-  #shutter { background: #b22; }
-  #figures { margin-left: auto; font-variant-numeric: tabular-nums; }
-  #controls { display: flex; flex-wrap: wrap; gap: 12px; padding: 0 8px 8px; background: #222; }
-  #controls label { display: flex; gap: 6px; align-items: center; }
-  #last { height: 64px; display: none; border: 1px solid #555; }
-  #message { min-height: 1em; }
-</style>
-</head>
-<body>
-<div id="view"><img id="live" alt="live picture" src="stream"></div>
-<div id="bar">
-  <button id="shutter" title="take a still into the album">Shutter</button>
-  <button id="toggle" title="switch to the other camera">Toggle camera</button>
-  <label>Gravity
-    <select id="gravity">
-      <option value="contain">contain (resizeAspect)</option>
-      <option value="cover">cover (resizeAspectFill)</option>
-      <option value="fill">fill (resize)</option>
-    </select>
-  </label>
-  <img id="last" alt="last still">
-  <span id="message"></span>
-  <span id="figures">…</span>
-</div>
-<div id="controls"></div>
-<script>
-"use strict";
-const $ = (id) => document.getElementById(id);
-const live = $("live");
-function say(text) { $("message").textContent = text; }
-function reconnect() { live.src = "stream?t=" + Date.now(); }
-$("gravity").addEventListener("change", (e) => { live.style.objectFit = e.target.value; });
-$("shutter").addEventListener("click", async () => {
-  say("taking a still…");
-  try {
-    const r = await fetch("api/still", { method: "POST" });
-    const j = await r.json();
-    if (!j.ok) { say(j.error); return; }
-    $("last").src = j.result.url;
-    $("last").style.display = "inline";
-    say("saved " + j.result.path + " (" + j.result.bytes + " bytes)");
-    document.body.dataset.stills = String(Number(document.body.dataset.stills || 0) + 1);
-  } catch (e) { say("still failed: " + e); }
-});
-$("toggle").addEventListener("click", async () => {
-  say("switching camera…");
-  try {
-    const r = await fetch("api/toggle", { method: "POST" });
-    const j = await r.json();
-    if (!j.ok) { say(j.error); return; }
-    say("camera: " + j.result.camera);
-    document.body.dataset.camera = j.result.id;
-    setTimeout(loadControls, 300);
-  } catch (e) { say("toggle failed: " + e); }
-});
-async function loadControls() {
-  const box = $("controls");
-  try {
-    const j = await (await fetch("api/controls")).json();
-    box.textContent = "";
-    for (const c of j.result.controls) {
-      if (c.maximum <= c.minimum) continue;
-      const label = document.createElement("label");
-      label.textContent = c.name;
-      const input = document.createElement("input");
-      Object.assign(input, { type: "range", min: c.minimum, max: c.maximum, step: Math.max(1, c.step), value: c.value });
-      input.dataset.id = c.id;
-      input.addEventListener("change", async () => {
-        const r = await fetch("api/control?id=" + c.id + "&value=" + input.value, { method: "POST" });
-        const k = await r.json();
-        say(k.ok ? c.name + " " + k.result.value : k.error);
-      });
-      label.appendChild(input);
-      box.appendChild(label);
-    }
-  } catch (e) { box.textContent = "controls: " + e; }
-}
-let errors = 0;
-live.addEventListener("error", () => { errors += 1; setTimeout(reconnect, 1000); });
-async function poll() {
-  try {
-    const j = await (await fetch("state")).json();
-    const r = j.result;
-    $("figures").textContent = r.source.resolution.width + "×" + r.source.resolution.height + "  " +
-      r.source.captured_fps + " fps  " + r.drops + " drops  " + r.stream.clients + " clients" +
-      (r.source.online ? "" : "  offline");
-  } catch (e) { $("figures").textContent = "no state: " + e; }
-}
-loadControls();
-poll();
-setInterval(poll, 1000);
-</script>
-</body>
-</html>
-"""#
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>swift-capture camera</title>
+        <style>
+          html, body { margin: 0; height: 100%; background: #111; color: #eee; font: 14px system-ui, sans-serif; }
+          body { display: flex; flex-direction: column; }
+          #view { flex: 1; min-height: 200px; position: relative; background: #000; }
+          #live { position: absolute; inset: 0; width: 100%; height: 100%; object-fit: contain; }
+          #bar { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; padding: 8px; background: #222; }
+          button { font-size: 16px; padding: 6px 14px; border-radius: 6px; border: 1px solid #555; background: #333; color: #eee; }
+          #shutter { background: #b22; }
+          #figures { margin-left: auto; font-variant-numeric: tabular-nums; }
+          #controls { display: flex; flex-wrap: wrap; gap: 12px; padding: 0 8px 8px; background: #222; }
+          #controls label { display: flex; gap: 6px; align-items: center; }
+          #last { height: 64px; display: none; border: 1px solid #555; }
+          #message { min-height: 1em; }
+        </style>
+        </head>
+        <body>
+        <div id="view"><img id="live" alt="live picture" src="stream"></div>
+        <div id="bar">
+          <button id="shutter" title="take a still into the album">Shutter</button>
+          <button id="toggle" title="switch to the other camera">Toggle camera</button>
+          <label>Gravity
+            <select id="gravity">
+              <option value="contain">contain (resizeAspect)</option>
+              <option value="cover">cover (resizeAspectFill)</option>
+              <option value="fill">fill (resize)</option>
+            </select>
+          </label>
+          <img id="last" alt="last still">
+          <span id="message"></span>
+          <span id="figures">…</span>
+        </div>
+        <div id="controls"></div>
+        <script>
+        "use strict";
+        const $ = (id) => document.getElementById(id);
+        const live = $("live");
+        function say(text) { $("message").textContent = text; }
+        function reconnect() { live.src = "stream?t=" + Date.now(); }
+        $("gravity").addEventListener("change", (e) => { live.style.objectFit = e.target.value; });
+        $("shutter").addEventListener("click", async () => {
+          say("taking a still…");
+          try {
+            const r = await fetch("api/still", { method: "POST" });
+            const j = await r.json();
+            if (!j.ok) { say(j.error); return; }
+            $("last").src = j.result.url;
+            $("last").style.display = "inline";
+            say("saved " + j.result.path + " (" + j.result.bytes + " bytes)");
+            document.body.dataset.stills = String(Number(document.body.dataset.stills || 0) + 1);
+          } catch (e) { say("still failed: " + e); }
+        });
+        $("toggle").addEventListener("click", async () => {
+          say("switching camera…");
+          try {
+            const r = await fetch("api/toggle", { method: "POST" });
+            const j = await r.json();
+            if (!j.ok) { say(j.error); return; }
+            say("camera: " + j.result.camera);
+            document.body.dataset.camera = j.result.id;
+            setTimeout(loadControls, 300);
+          } catch (e) { say("toggle failed: " + e); }
+        });
+        async function loadControls() {
+          const box = $("controls");
+          try {
+            const j = await (await fetch("api/controls")).json();
+            box.textContent = "";
+            for (const c of j.result.controls) {
+              if (c.maximum <= c.minimum) continue;
+              const label = document.createElement("label");
+              label.textContent = c.name;
+              const input = document.createElement("input");
+              Object.assign(input, { type: "range", min: c.minimum, max: c.maximum, step: Math.max(1, c.step), value: c.value });
+              input.dataset.id = c.id;
+              input.addEventListener("change", async () => {
+                const r = await fetch("api/control?id=" + c.id + "&value=" + input.value, { method: "POST" });
+                const k = await r.json();
+                say(k.ok ? c.name + " " + k.result.value : k.error);
+              });
+              label.appendChild(input);
+              box.appendChild(label);
+            }
+          } catch (e) { box.textContent = "controls: " + e; }
+        }
+        let errors = 0;
+        live.addEventListener("error", () => { errors += 1; setTimeout(reconnect, 1000); });
+        async function poll() {
+          try {
+            const j = await (await fetch("state")).json();
+            const r = j.result;
+            $("figures").textContent = r.source.resolution.width + "×" + r.source.resolution.height + "  " +
+              r.source.captured_fps + " fps  " + r.drops + " drops  " + r.stream.clients + " clients" +
+              (r.source.online ? "" : "  offline");
+          } catch (e) { $("figures").textContent = "no state: " + e; }
+        }
+        loadControls();
+        poll();
+        setInterval(poll, 1000);
+        </script>
+        </body>
+        </html>
+        """#
 }

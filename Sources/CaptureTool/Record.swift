@@ -22,8 +22,10 @@ private final class RecordWaiter: CaptureFileOutputRecordingDelegate, @unchecked
         let d = connections.first?.device?.activeFormat?.dimensions
         lock.withLock { _dimensions = d }
     }
-    func fileOutput(_ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
-                    error: RecordingError?) {
+    func fileOutput(
+        _ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
+        error: RecordingError?
+    ) {
         lock.withLock { _error = error }
         done.signal()
     }
@@ -33,8 +35,10 @@ private final class RecordWaiter: CaptureFileOutputRecordingDelegate, @unchecked
 /// and exit 0. OUTPUT is the one word that is not an option (or --output): a .mp4/.mkv file or an
 /// rtsp:// URL to publish to.
 func recordCommand(_ rest: ArraySlice<String>) throws {
-    let valued: Set<String> = ["device", "audio", "encoder", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
-                               "keyframe-interval", "output", "pre-record", "audio-codec"]
+    let valued: Set<String> = [
+        "device", "audio", "encoder", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
+        "keyframe-interval", "output", "pre-record", "audio-codec",
+    ]
     var options: [String] = [], words: [String] = []
     var it = rest.makeIterator()
     while let a = it.next() {
@@ -51,11 +55,14 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     }
     let codecName = args.values["codec"] ?? "h264"
     guard let codec = VideoCodec(rawValue: codecName) else {
-        throw ToolError(message: "unknown codec '\(codecName)': --codec takes \(VideoCodec.allCases.map(\.rawValue).joined(separator: " or "))")
+        throw ToolError(
+            message: "unknown codec '\(codecName)': --codec takes \(VideoCodec.allCases.map(\.rawValue).joined(separator: " or "))")
     }
     var seconds: Double?
     if let s = args.values["seconds"] {
-        guard let v = Double(s), v > 0, v <= 86_400 else { throw ToolError(message: "--seconds takes a number of seconds above 0 and at most 86400, not '\(s)'") }
+        guard let v = Double(s), v > 0, v <= 86_400 else {
+            throw ToolError(message: "--seconds takes a number of seconds above 0 and at most 86400, not '\(s)'")
+        }
         seconds = v
     }
     let isRTSP = path.lowercased().hasPrefix("rtsp://")
@@ -69,19 +76,23 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     if args.values["quality"] != nil && args.values["bitrate"] != nil { throw ToolError(message: "give --quality or --bitrate, not both") }
     if codec == .h264 {
         if args.values["quality"] != nil { settings.rateControl = .quality(try args.int("quality", default: 23, range: 0...51)) }
-        if args.values["bitrate"] != nil { settings.rateControl = .bitrate(try args.int("bitrate", default: 2_000_000, range: 1000...1_000_000_000)) }
+        if args.values["bitrate"] != nil {
+            settings.rateControl = .bitrate(try args.int("bitrate", default: 2_000_000, range: 1000...1_000_000_000))
+        }
     } else {
         settings.jpegQuality = try args.int("quality", default: 85, range: 1...100)
     }
     if let e = args.values["encoder"] {
         guard let encoder = H264Encoder(rawValue: e) else {
-            throw ToolError(message: "unknown encoder '\(e)': --encoder takes \(H264Encoder.allCases.map(\.rawValue).joined(separator: " or "))")
+            throw ToolError(
+                message: "unknown encoder '\(e)': --encoder takes \(H264Encoder.allCases.map(\.rawValue).joined(separator: " or "))")
         }
         settings.h264Encoder = encoder
     }
     if let a = args.values["audio-codec"] {
         guard let audioCodec = AudioCodec(rawValue: a) else {
-            throw ToolError(message: "unknown audio codec '\(a)': --audio-codec takes \(AudioCodec.allCases.map(\.rawValue).joined(separator: ", "))")
+            throw ToolError(
+                message: "unknown audio codec '\(a)': --audio-codec takes \(AudioCodec.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         guard audioCodec == .aac || (!isRTSP && destination.pathExtension.lowercased() == "mkv") else {
             throw ToolError(message: "--audio-codec \(a) records into Matroska: name the OUTPUT .mkv, or use aac")
@@ -90,11 +101,15 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     }
     var preRecord: Double?
     if let s = args.values["pre-record"] {
-        guard let v = Double(s), v > 0, v <= 600 else { throw ToolError(message: "--pre-record takes a number of seconds above 0 and at most 600, not '\(s)'") }
+        guard let v = Double(s), v > 0, v <= 600 else {
+            throw ToolError(message: "--pre-record takes a number of seconds above 0 and at most 600, not '\(s)'")
+        }
         guard !isRTSP else { throw ToolError(message: "--pre-record records into a file: give a .mp4 or .mkv OUTPUT") }
         preRecord = v
     }
-    if args.values["keyframe-interval"] != nil { settings.keyframeInterval = try args.int("keyframe-interval", default: 30, range: 1...10_000) }
+    if args.values["keyframe-interval"] != nil {
+        settings.keyframeInterval = try args.int("keyframe-interval", default: 30, range: 1...10_000)
+    }
 
     let device = try chooseCamera(args.values["device"])
     // Without --format, the camera's own product where it has one: MJPEG passes through, NV12
@@ -149,8 +164,9 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
         t.schedule(deadline: .now() + 1, repeating: 1)
         t.setEventHandler {
             let d = movie.recordedDuration.components
-            let line = String(format: "\r%.1f s, %d frames, %lld bytes ", Double(d.seconds) + Double(d.attoseconds) / 1e18,
-                              movie.recordedFrameCount, movie.recordedFileSize)
+            let line = String(
+                format: "\r%.1f s, %d frames, %lld bytes ", Double(d.seconds) + Double(d.attoseconds) / 1e18,
+                movie.recordedFrameCount, movie.recordedFileSize)
             FileHandle.standardError.write(Data(line.utf8))
         }
         t.resume()
@@ -160,7 +176,10 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
 
     if let preRecord {
         // (On standard error: standard output is the summary's, JSON with --json.)
-        FileHandle.standardError.write(Data("keeping the last \(preRecord) s: send SIGUSR1 (kill -USR1 \(getpid())) to record \(path) from \(preRecord) s before it\n".utf8))
+        FileHandle.standardError.write(
+            Data(
+                "keeping the last \(preRecord) s: send SIGUSR1 (kill -USR1 \(getpid())) to record \(path) from \(preRecord) s before it\n"
+                    .utf8))
         trigger.wait()
         if quitBeforeTrigger.isSet {
             FileHandle.standardError.write(Data("stopped before SIGUSR1: nothing recorded\n".utf8))
@@ -175,20 +194,23 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     guard let summary = movie.lastRecording else { throw ToolError(message: "the recording ended without a summary") }
     let c = summary.duration.components
     let duration = Double(c.seconds) + Double(c.attoseconds) / 1e18
-    let report = RecordJSON(output: path, device: device.uniqueID, codec: codec.rawValue, encoder: summary.encoder,
-                            width: waiter.dimensions?.width, height: waiter.dimensions?.height, frames: summary.framesWritten,
-                            drops: Dictionary(uniqueKeysWithValues: summary.framesDropped.map { ($0.key.rawValue, $0.value) }),
-                            duration: (duration * 1e6).rounded() / 1e6,
-                            audio_duration: summary.audioDuration.map { d in
-                                let c = d.components
-                                return ((Double(c.seconds) + Double(c.attoseconds) / 1e18) * 1e6).rounded() / 1e6
-                            }, bytes: summary.fileSize,
-                            ended: summary.error?.code.rawValue ?? "stopped")
+    let report = RecordJSON(
+        output: path, device: device.uniqueID, codec: codec.rawValue, encoder: summary.encoder,
+        width: waiter.dimensions?.width, height: waiter.dimensions?.height, frames: summary.framesWritten,
+        drops: Dictionary(uniqueKeysWithValues: summary.framesDropped.map { ($0.key.rawValue, $0.value) }),
+        duration: (duration * 1e6).rounded() / 1e6,
+        audio_duration: summary.audioDuration.map { d in
+            let c = d.components
+            return ((Double(c.seconds) + Double(c.attoseconds) / 1e18) * 1e6).rounded() / 1e6
+        }, bytes: summary.fileSize,
+        ended: summary.error?.code.rawValue ?? "stopped")
     if args.flags.contains("json") {
         print(try jsonString(report))
     } else {
         let drops = summary.framesDropped.values.reduce(0, +)
-        say("wrote \(path): \(summary.framesWritten) frames, \(String(format: "%.3f", duration)) s, \(summary.fileSize) bytes, \(summary.encoder), \(drops) dropped")
+        say(
+            "wrote \(path): \(summary.framesWritten) frames, \(String(format: "%.3f", duration)) s, \(summary.fileSize) bytes, \(summary.encoder), \(drops) dropped"
+        )
     }
 }
 
@@ -197,6 +219,10 @@ private final class LockedFlag: @unchecked Sendable {
     private let lock = NSLock()
     private var value = false
     /// Sets the flag; true when it was not set before.
-    @discardableResult func setOnce() -> Bool { lock.withLock { defer { value = true }; return !value } }
+    @discardableResult func setOnce() -> Bool {
+        lock.withLock {
+            defer { value = true }; return !value
+        }
+    }
     var isSet: Bool { lock.withLock { value } }
 }

@@ -24,7 +24,9 @@ struct Arguments {
     }
     func int(_ name: String, default d: Int, range: ClosedRange<Int>) throws -> Int {
         guard let s = values[name] else { return d }
-        guard let v = Int(s), range.contains(v) else { throw ToolError(message: "--\(name) must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(s)'") }
+        guard let v = Int(s), range.contains(v) else {
+            throw ToolError(message: "--\(name) must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(s)'")
+        }
         return v
     }
 }
@@ -108,8 +110,10 @@ func chooseCamera(_ spec: String?) throws -> CaptureDevice {
 }
 
 /// Builds a running session for `device` with `outputs`, honouring --preset/--size/--format.
-func makeSession(_ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOutput],
-                 extraInputs: [CaptureDeviceInput] = []) throws -> CaptureSession {
+func makeSession(
+    _ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOutput],
+    extraInputs: [CaptureDeviceInput] = []
+) throws -> CaptureSession {
     let session = CaptureSession()
     let input = try CaptureDeviceInput(device: device)
     session.beginConfiguration()
@@ -130,7 +134,10 @@ func makeSession(_ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOu
         guard let size = VideoDimensions(sizeText) else { throw ToolError(message: "--size takes WxH, e.g. 1280x720, not '\(sizeText)'") }
         guard let chosen = device.bestFormat(for: size, pixelFormat: format) else {
             let sizes = Set(device.formats.filter { format == nil || $0.pixelFormat == format }.map(\.dimensions.description)).sorted()
-            throw ToolError(message: "\(device.localizedName) cannot capture \(format.map { "\($0) " } ?? "")\(size); it has \(sizes.joined(separator: ", "))")
+            throw ToolError(
+                message:
+                    "\(device.localizedName) cannot capture \(format.map { "\($0) " } ?? "")\(size); it has \(sizes.joined(separator: ", "))"
+            )
         }
         try device.lockForConfiguration()
         defer { device.unlockForConfiguration() }
@@ -139,12 +146,16 @@ func makeSession(_ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOu
     } else {
         let presetName = args.values["preset"] ?? "high"
         guard let preset = CaptureSession.Preset(rawValue: presetName) else {
-            throw ToolError(message: "unknown preset '\(presetName)'; one of \(CaptureSession.Preset.allCases.map(\.rawValue).joined(separator: ", "))")
+            throw ToolError(
+                message: "unknown preset '\(presetName)'; one of \(CaptureSession.Preset.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         if let format {
             // A format without a size: the preset's size in that format.
             if !device.formats.contains(where: { $0.pixelFormat == format }) {
-                throw ToolError(message: "\(device.localizedName) has no \(format) format; it has \(Set(device.formats.map(\.pixelFormat.description)).sorted().joined(separator: ", "))")
+                throw ToolError(
+                    message:
+                        "\(device.localizedName) has no \(format) format; it has \(Set(device.formats.map(\.pixelFormat.description)).sorted().joined(separator: ", "))"
+                )
             }
             for case let o as CaptureVideoDataOutput in outputs { o.videoSettings = .init(pixelFormat: format) }
             if !outputs.contains(where: { $0 is CaptureVideoDataOutput }) {
@@ -155,13 +166,18 @@ func makeSession(_ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOu
             }
         }
         guard session.canSetSessionPreset(preset) else {
-            throw ToolError(message: "\(device.localizedName) cannot do preset \(preset.rawValue): try --size with one of \(Set(device.formats.map(\.dimensions.description)).sorted().joined(separator: ", "))")
+            throw ToolError(
+                message:
+                    "\(device.localizedName) cannot do preset \(preset.rawValue): try --size with one of \(Set(device.formats.map(\.dimensions.description)).sorted().joined(separator: ", "))"
+            )
         }
         session.sessionPreset = preset
     }
     if case .rejected(let e) = session.commitConfiguration() { throw e }
     if let text = args.values["fps"] {
-        guard let fps = Double(text), fps > 0, fps <= 1000 else { throw ToolError(message: "--fps takes frames per second, e.g. 30, not '\(text)'") }
+        guard let fps = Double(text), fps > 0, fps <= 1000 else {
+            throw ToolError(message: "--fps takes frames per second, e.g. 30, not '\(text)'")
+        }
         let format = device.activeFormat
         do throws(CaptureError) {
             try device.lockForConfiguration()
@@ -169,7 +185,9 @@ func makeSession(_ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOu
             try device.setActiveVideoMinFrameDuration(FrameInterval(framesPerSecond: fps))
         } catch {
             let rates = format?.videoSupportedFrameRateRanges.map(\.description).joined(separator: ", ") ?? "none"
-            throw ToolError(message: "\(device.localizedName) cannot capture \(format.map { "\($0.dimensions) " } ?? "")at \(text) fps; it has \(rates)")
+            throw ToolError(
+                message: "\(device.localizedName) cannot capture \(format.map { "\($0.dimensions) " } ?? "")at \(text) fps; it has \(rates)"
+            )
         }
     }
     try session.start()
@@ -205,12 +223,15 @@ func devicesCommand(_ args: Arguments) throws {
         // Once per media type: each check looks at the device nodes and groups.
         let status = Dictionary(uniqueKeysWithValues: MediaType.allCases.map { ($0, CaptureDevice.authorizationStatus(for: $0)) })
         let advice = Dictionary(uniqueKeysWithValues: MediaType.allCases.map { ($0, CaptureDevice.authorizationAdvice(for: $0)) })
-        print(try jsonString(all.map {
-            DeviceJSON(path: $0.path, name: $0.localizedName, uniqueID: $0.uniqueID, position: $0.position.rawValue,
-                       mediaType: $0.mediaType.rawValue, driver: $0.modelID, busInfo: $0.busInfo,
-                       formats: $0.mediaType == .video ? $0.formats.map(\.description) : [],
-                       authorization: (status[$0.mediaType] ?? .notDetermined).rawValue, authorizationAdvice: advice[$0.mediaType] ?? nil)
-        }))
+        print(
+            try jsonString(
+                all.map {
+                    DeviceJSON(
+                        path: $0.path, name: $0.localizedName, uniqueID: $0.uniqueID, position: $0.position.rawValue,
+                        mediaType: $0.mediaType.rawValue, driver: $0.modelID, busInfo: $0.busInfo,
+                        formats: $0.mediaType == .video ? $0.formats.map(\.description) : [],
+                        authorization: (status[$0.mediaType] ?? .notDetermined).rawValue, authorizationAdvice: advice[$0.mediaType] ?? nil)
+                }))
     } else {
         for d in all {
             print("\(d.path)\t\(d.mediaType.rawValue)\t\(d.position.rawValue)\t\(d.localizedName)\t\(d.uniqueID)")
@@ -224,7 +245,9 @@ func devicesCommand(_ args: Arguments) throws {
 
 /// Where `capture snap` puts its photos.
 enum SnapDestination {
-    case album, file(String), folder(String)
+    case album
+    case file(String)
+    case folder(String)
 
     /// `--output`: a path ending in / or naming a folder is a folder (created when missing),
     /// anything else a file whose folder must exist. Checked before the camera opens.
@@ -254,8 +277,10 @@ enum SnapDestination {
             let library = PhotoLibrary.shared
             return try library.saveSynchronously(jpeg: jpeg, metadata: metadata)
         case .file(let path):
-            let url = URL(fileURLWithPath: count == 1 ? path
-                : path.replacingOccurrences(of: ".jpg", with: "") + String(format: "-%04d.jpg", index))
+            let url = URL(
+                fileURLWithPath: count == 1
+                    ? path
+                    : path.replacingOccurrences(of: ".jpg", with: "") + String(format: "-%04d.jpg", index))
             try PhotoLibrary.write(jpeg: jpeg, metadata: metadata, to: url)
             return url
         case .folder(let path):
@@ -277,11 +302,15 @@ func snapCommand(_ args: Arguments) throws {
     defer { session.stopRunning() }
     guard let connection = still.connection(with: .video) else { throw ToolError(message: "no video connection to the still output") }
     for i in 1...count {
-        let sample = try runBlocking { () async throws(CaptureError) -> SampleBuffer in try await still.captureStillImage(from: connection) }
-        guard let jpeg = CaptureStillImageOutput.jpegStillImageDataRepresentation(sample) else { throw ToolError(message: "the still has no JPEG data") }
+        let sample = try runBlocking { () async throws(CaptureError) -> SampleBuffer in try await still.captureStillImage(from: connection)
+        }
+        guard let jpeg = CaptureStillImageOutput.jpegStillImageDataRepresentation(sample) else {
+            throw ToolError(message: "the still has no JPEG data")
+        }
         // The camera's maker and name as EXIF Make and Model (written where the still has no EXIF).
-        let url = try destination.save(jpeg, metadata: PhotoMetadata(make: device.manufacturer, model: device.localizedName),
-                                       index: i, count: count)
+        let url = try destination.save(
+            jpeg, metadata: PhotoMetadata(make: device.manufacturer, model: device.localizedName),
+            index: i, count: count)
         let d = sample.dimensions.map(\.description) ?? "?"
         print("\(url.path)\t\(d)\t\(jpeg.count) bytes\tsequence \(sample.sequenceNumber)")
     }
@@ -372,28 +401,36 @@ func streamCommand(_ args: Arguments) throws {
     }
     var fps = 0.0
     if let ft, let lt, n > 1 { fps = Double(n - 1) / (Double(lt - ft) / 1e9) }
-    let report = StreamJSON(device: device.path, frames: n, dropped: drops.values.reduce(0, +), drop_reasons: drops,
-                            first_sequence: f, last_sequence: l, fps: (fps * 100).rounded() / 100,
-                            width: dims?.width ?? 0, height: dims?.height ?? 0, format: fmt?.description ?? "",
-                            seconds: (elapsed * 1000).rounded() / 1000,
-                            latency_ms: LatencyJSON(output.deliveryLatency()),
-                            audio: audioInput.map { i in audio.lock.withLock {
-                                AudioStreamJSON(device: i.device.uniqueID, sample_rate: audio.format?.sampleRate ?? 0,
-                                                channels: audio.format?.channelCount ?? 0, frames: audio.frames,
-                                                lost_frames: audio.lostFrames, peak_dbfs: (Double(audio.peak) * 100).rounded() / 100)
-                            } })
+    let report = StreamJSON(
+        device: device.path, frames: n, dropped: drops.values.reduce(0, +), drop_reasons: drops,
+        first_sequence: f, last_sequence: l, fps: (fps * 100).rounded() / 100,
+        width: dims?.width ?? 0, height: dims?.height ?? 0, format: fmt?.description ?? "",
+        seconds: (elapsed * 1000).rounded() / 1000,
+        latency_ms: LatencyJSON(output.deliveryLatency()),
+        audio: audioInput.map { i in
+            audio.lock.withLock {
+                AudioStreamJSON(
+                    device: i.device.uniqueID, sample_rate: audio.format?.sampleRate ?? 0,
+                    channels: audio.format?.channelCount ?? 0, frames: audio.frames,
+                    lost_frames: audio.lostFrames, peak_dbfs: (Double(audio.peak) * 100).rounded() / 100)
+            }
+        })
     if args.flags.contains("json") {
         print(try jsonString(report))
     } else {
         let l = report.latency_ms
-        print("\(n) frames from \(device.localizedName), \(report.width)x\(report.height) \(report.format), \(String(format: "%.2f", fps)) fps, \(report.dropped) dropped \(drops), latency p50 \(l.p50) ms p99 \(l.p99) ms max \(l.max) ms")
+        print(
+            "\(n) frames from \(device.localizedName), \(report.width)x\(report.height) \(report.format), \(String(format: "%.2f", fps)) fps, \(report.dropped) dropped \(drops), latency p50 \(l.p50) ms p99 \(l.p99) ms max \(l.max) ms"
+        )
     }
 }
 
 /// Finds the microphone to use; with none at all, says so and installs the virtual microphone.
 func chooseMicrophone(_ spec: String?) throws -> CaptureDevice {
     if spec == "virtual" || (spec == nil && CaptureDevice.devices(for: .audio).isEmpty) {
-        if spec == nil { FileHandle.standardError.write(Data("capture: no audio capture device on this machine; using the virtual microphone\n".utf8)) }
+        if spec == nil {
+            FileHandle.standardError.write(Data("capture: no audio capture device on this machine; using the virtual microphone\n".utf8))
+        }
         if VirtualMicrophone.installed.isEmpty { VirtualMicrophone.install(VirtualMicrophone()) }
         guard let d = CaptureDevice.devices(for: .audio).first(where: { $0.virtualMicrophone != nil }) else {
             throw ToolError(message: "the virtual microphone could not be installed")
@@ -435,7 +472,11 @@ final class AudioRecorder: CaptureAudioDataOutputSampleBufferDelegate, CaptureVi
             do throws(CaptureError) {
                 if writer == nil, let path { writer = try WAVFileWriter(path: path, format: pcm.format) }
                 if let writer {
-                    if keep == pcm.frameCount { try writer.write(pcm) } else { try writer.write(pcm.data.prefix(keep * pcm.format.bytesPerFrame)) }
+                    if keep == pcm.frameCount {
+                        try writer.write(pcm)
+                    } else {
+                        try writer.write(pcm.data.prefix(keep * pcm.format.bytesPerFrame))
+                    }
                 }
             } catch {
                 self.error = error
@@ -495,19 +536,25 @@ func audioCommand(_ args: Arguments) throws {
     if let e = recorder.error { throw e }
     try recorder.writer?.close()
     let r = recorder
-    guard let fmt = r.format, r.frames > 0 else { throw ToolError(message: "\(device.localizedName) delivered no audio in \(seconds + 10) s") }
+    guard let fmt = r.format, r.frames > 0 else {
+        throw ToolError(message: "\(device.localizedName) delivered no audio in \(seconds + 10) s")
+    }
     guard delivered else {
-        throw ToolError(message: "\(device.localizedName) delivered \(r.frames) of \(r.limit ?? 0) frames and then stopped; check the device")
+        throw ToolError(
+            message: "\(device.localizedName) delivered \(r.frames) of \(r.limit ?? 0) frames and then stopped; check the device")
     }
     finished = true
-    let report = AudioJSON(device: device.uniqueID, sample_rate: fmt.sampleRate, channels: fmt.channelCount,
-                           sample_format: fmt.sampleFormat.rawValue, frames: r.frames, buffers: r.buffers, lost_frames: r.lostFrames,
-                           peak_dbfs: (Double(r.peak) * 100).rounded() / 100, seconds: Double(r.frames) / Double(fmt.sampleRate),
-                           output: path)
+    let report = AudioJSON(
+        device: device.uniqueID, sample_rate: fmt.sampleRate, channels: fmt.channelCount,
+        sample_format: fmt.sampleFormat.rawValue, frames: r.frames, buffers: r.buffers, lost_frames: r.lostFrames,
+        peak_dbfs: (Double(r.peak) * 100).rounded() / 100, seconds: Double(r.frames) / Double(fmt.sampleRate),
+        output: path)
     if args.flags.contains("json") {
         print(try jsonString(report))
     } else {
-        print("\(report.frames) frames from \(device.localizedName): \(fmt), peak \(String(format: "%.1f", report.peak_dbfs)) dBFS\(report.output.map { ", wrote \($0)" } ?? "")")
+        print(
+            "\(report.frames) frames from \(device.localizedName): \(fmt), peak \(String(format: "%.1f", report.peak_dbfs)) dBFS\(report.output.map { ", wrote \($0)" } ?? "")"
+        )
     }
 }
 
@@ -520,7 +567,8 @@ func previewCommand(_ args: Arguments) throws {
     let device = try chooseCamera(args.values["device"])
     let gravityName = args.values["gravity"] ?? "resizeAspect"
     guard let gravity = VideoGravity(rawValue: gravityName) else {
-        throw ToolError(message: "--gravity takes one of \(VideoGravity.allCases.map(\.rawValue).joined(separator: ", ")), not '\(gravityName)'")
+        throw ToolError(
+            message: "--gravity takes one of \(VideoGravity.allCases.map(\.rawValue).joined(separator: ", ")), not '\(gravityName)'")
     }
     let windowText = args.values["window"] ?? "640x360"
     guard let windowSize = VideoDimensions(windowText), windowSize.width > 0, windowSize.height > 0 else {
@@ -542,7 +590,8 @@ func previewCommand(_ args: Arguments) throws {
     preview.videoGravity = gravity
     let mirror = args.flags.contains("mirror")
     preview.connection?.isVideoMirrored = mirror
-    let window = try PreviewWindow(title: "capture preview: \(device.localizedName)", size: CGSize(width: windowSize.width, height: windowSize.height))
+    let window = try PreviewWindow(
+        title: "capture preview: \(device.localizedName)", size: CGSize(width: windowSize.width, height: windowSize.height))
     preview.frame = window.rootLayer.bounds
     window.rootLayer.addSublayer(preview)
     let info = PreviewInfoOverlay(preview: preview)
@@ -571,7 +620,8 @@ func previewCommand(_ args: Arguments) throws {
     func toggleCamera() {
         let cameras = CaptureDevice.devices(for: .video)
         let opposite: DevicePosition? = current.position == .front ? .back : current.position == .back ? .front : nil
-        let other = cameras.first { $0.uniqueID != current.uniqueID && $0.position == opposite }
+        let other =
+            cameras.first { $0.uniqueID != current.uniqueID && $0.position == opposite }
             ?? cameras.first { $0.uniqueID != current.uniqueID && $0.position != current.position }
             ?? cameras.first { $0.uniqueID != current.uniqueID }
         guard let other else {
@@ -667,7 +717,9 @@ func serveCommand(_ args: Arguments) throws {
     while stopRequested.wait(timeout: .now() + 5) == .timedOut {
         let s = server.statistics
         let size = s.dimensions.map(\.description) ?? "no frame yet"
-        say("\(s.isOnline ? "online" : "offline"), \(size), \(String(format: "%.1f", s.capturedFPS)) fps, \(s.framesReceived) frames, \(s.framesDropped.values.reduce(0, +)) dropped, \(s.clients.count) clients, \(s.clients.map(\.framesSkipped).reduce(0, +)) skipped by clients")
+        say(
+            "\(s.isOnline ? "online" : "offline"), \(size), \(String(format: "%.1f", s.capturedFPS)) fps, \(s.framesReceived) frames, \(s.framesDropped.values.reduce(0, +)) dropped, \(s.clients.count) clients, \(s.clients.map(\.framesSkipped).reduce(0, +)) skipped by clients"
+        )
     }
     say("stopping")
     _ = sources
@@ -682,7 +734,11 @@ final class CameraGone: @unchecked Sendable {
     private var gone = false
     /// Sets the flag; returns what it was.
     @discardableResult
-    func set(_ value: Bool) -> Bool { lock.withLock { defer { gone = value }; return gone } }
+    func set(_ value: Bool) -> Bool {
+        lock.withLock {
+            defer { gone = value }; return gone
+        }
+    }
 }
 
 final class ErrorBox: @unchecked Sendable {
@@ -767,12 +823,19 @@ do {
     case "audio":
         try audioCommand(Arguments(rest, valued: ["device", "seconds", "rate", "output"], boolean: ["json"]))
     case "preview":
-        try previewCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "window", "gravity"], boolean: ["fullscreen", "mirror"]))
+        try previewCommand(
+            Arguments(rest, valued: ["device", "preset", "size", "format", "window", "gravity"], boolean: ["fullscreen", "mirror"]))
     case "serve":
-        try serveCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "fps", "quality", "host", "port", "user",
-                                                  "password", "allow-origin", "max-clients"], boolean: []))
+        try serveCommand(
+            Arguments(
+                rest,
+                valued: [
+                    "device", "preset", "size", "format", "fps", "quality", "host", "port", "user",
+                    "password", "allow-origin", "max-clients",
+                ], boolean: []))
     default:
-        throw ToolError(message: "unknown command '\(command)'; commands: \(commandUsages.map(\.key).joined(separator: ", ")) (capture help COMMAND)")
+        throw ToolError(
+            message: "unknown command '\(command)'; commands: \(commandUsages.map(\.key).joined(separator: ", ")) (capture help COMMAND)")
     }
 } catch {
     report(error)

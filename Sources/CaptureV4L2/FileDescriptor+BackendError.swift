@@ -61,8 +61,10 @@ extension FileDescriptor {
     /// Waits for events on this descriptor and `other` (an eventfd, or -1). Returns the revents
     /// of both, or (0, 0) on timeout. `device` names the camera in the error (this descriptor
     /// may be one of its eventfds).
-    package func poll(events: Int16, other: Int32, timeoutMilliseconds: Int32,
-                     device: String? = nil) throws(BackendError) -> (Int16, Int16) {
+    package func poll(
+        events: Int16, other: Int32, timeoutMilliseconds: Int32,
+        device: String? = nil
+    ) throws(BackendError) -> (Int16, Int16) {
         try waiting(events: events, other: other, timeoutMilliseconds: timeoutMilliseconds)
             .mapError { BackendError.video($0, device ?? path) }.get()
     }

@@ -63,8 +63,9 @@ package final class V4L2Device: Sendable {
     package static func open(_ path: String) throws(BackendError) -> V4L2Device {
         let device = try openNode(path)
         guard device.bufferType != nil else {
-            throw BackendError.video(.notACamera(card: device.capability.card, nodeKind: device.capability.nodeKind), path,
-                                     operation: "VIDIOC_QUERYCAP")
+            throw BackendError.video(
+                .notACamera(card: device.capability.card, nodeKind: device.capability.nodeKind), path,
+                operation: "VIDIOC_QUERYCAP")
         }
         return device
     }
@@ -85,10 +86,11 @@ package final class V4L2Device: Sendable {
                 if e == .invalidArgument { break }  // end of the list
                 throw BackendError.video(e, "VIDIOC_ENUM_FMT", path)
             }
-            out.append(V4L2FormatDescription(
-                pixelFormat: PixelFormat(rawValue: d.pixelformat), description: String(v4l2Chars: d.description),
-                isCompressed: d.flags & UInt32(V4L2_FMT_FLAG_COMPRESSED) != 0,
-                isEmulated: d.flags & UInt32(V4L2_FMT_FLAG_EMULATED) != 0))
+            out.append(
+                V4L2FormatDescription(
+                    pixelFormat: PixelFormat(rawValue: d.pixelformat), description: String(v4l2Chars: d.description),
+                    isCompressed: d.flags & UInt32(V4L2_FMT_FLAG_COMPRESSED) != 0,
+                    isEmulated: d.flags & UInt32(V4L2_FMT_FLAG_EMULATED) != 0))
             index += 1
         }
         return out
@@ -111,13 +113,17 @@ package final class V4L2Device: Sendable {
                 out.append(.discrete(width: Int(s.discrete.width), height: Int(s.discrete.height)))
             case V4L2_FRMSIZE_TYPE_STEPWISE.rawValue:
                 let w = s.stepwise
-                out.append(.stepwise(minWidth: Int(w.min_width), maxWidth: Int(w.max_width), stepWidth: Int(w.step_width),
-                                     minHeight: Int(w.min_height), maxHeight: Int(w.max_height), stepHeight: Int(w.step_height)))
+                out.append(
+                    .stepwise(
+                        minWidth: Int(w.min_width), maxWidth: Int(w.max_width), stepWidth: Int(w.step_width),
+                        minHeight: Int(w.min_height), maxHeight: Int(w.max_height), stepHeight: Int(w.step_height)))
                 return out  // stepwise and continuous have exactly one entry
             default:
                 let w = s.stepwise
-                out.append(.continuous(minWidth: Int(w.min_width), maxWidth: Int(w.max_width),
-                                       minHeight: Int(w.min_height), maxHeight: Int(w.max_height)))
+                out.append(
+                    .continuous(
+                        minWidth: Int(w.min_width), maxWidth: Int(w.max_width),
+                        minHeight: Int(w.min_height), maxHeight: Int(w.max_height)))
                 return out
             }
             index += 1
@@ -143,8 +149,10 @@ package final class V4L2Device: Sendable {
             case V4L2_FRMIVAL_TYPE_DISCRETE.rawValue:
                 discrete.append(FrameInterval(f.discrete))
             case V4L2_FRMIVAL_TYPE_STEPWISE.rawValue:
-                return FrameIntervalSet(kind: .stepwise(min: FrameInterval(f.stepwise.min), max: FrameInterval(f.stepwise.max),
-                                                        step: FrameInterval(f.stepwise.step)))
+                return FrameIntervalSet(
+                    kind: .stepwise(
+                        min: FrameInterval(f.stepwise.min), max: FrameInterval(f.stepwise.max),
+                        step: FrameInterval(f.stepwise.step)))
             default:
                 return FrameIntervalSet(kind: .continuous(min: FrameInterval(f.stepwise.min), max: FrameInterval(f.stepwise.max)))
             }
@@ -172,8 +180,10 @@ package final class V4L2Device: Sendable {
             }
             for (w, h) in sizes {
                 let intervals = try frameIntervals(d.pixelFormat, width: w, height: h) ?? FrameIntervalSet(kind: .discrete([]))
-                out.append(SourceFormat(pixelFormat: d.pixelFormat, description: d.description, width: w, height: h,
-                                        intervals: intervals, isCompressed: d.isCompressed, isEmulated: d.isEmulated))
+                out.append(
+                    SourceFormat(
+                        pixelFormat: d.pixelFormat, description: d.description, width: w, height: h,
+                        intervals: intervals, isCompressed: d.isCompressed, isEmulated: d.isEmulated))
             }
         }
         return out
@@ -237,20 +247,24 @@ package final class V4L2Device: Sendable {
             let count = Int(min(p.num_planes, 8))
             let planes = withUnsafeBytes(of: p.plane_fmt) { raw in
                 (0..<count).map { i in
-                    let pl = raw.loadUnaligned(fromByteOffset: i * MemoryLayout<v4l2_plane_pix_format>.stride,
-                                               as: v4l2_plane_pix_format.self)
+                    let pl = raw.loadUnaligned(
+                        fromByteOffset: i * MemoryLayout<v4l2_plane_pix_format>.stride,
+                        as: v4l2_plane_pix_format.self)
                     return PlaneFormat(bytesPerLine: Int(pl.bytesperline), sizeImage: Int(pl.sizeimage))
                 }
             }
-            return ActiveFormat(pixelFormat: pf, width: Int(p.width), height: Int(p.height), planes: planes,
-                                colorRange: colorRange(quantization: UInt32(p.quantization), colorspace: p.colorspace,
-                                                       pixelFormat: pf))
+            return ActiveFormat(
+                pixelFormat: pf, width: Int(p.width), height: Int(p.height), planes: planes,
+                colorRange: colorRange(
+                    quantization: UInt32(p.quantization), colorspace: p.colorspace,
+                    pixelFormat: pf))
         }
         let p = f.fmt.pix
         let pf = PixelFormat(rawValue: p.pixelformat)
-        return ActiveFormat(pixelFormat: pf, width: Int(p.width), height: Int(p.height),
-                            planes: [PlaneFormat(bytesPerLine: Int(p.bytesperline), sizeImage: Int(p.sizeimage))],
-                            colorRange: colorRange(quantization: p.quantization, colorspace: p.colorspace, pixelFormat: pf))
+        return ActiveFormat(
+            pixelFormat: pf, width: Int(p.width), height: Int(p.height),
+            planes: [PlaneFormat(bytesPerLine: Int(p.bytesperline), sizeImage: Int(p.sizeimage))],
+            colorRange: colorRange(quantization: p.quantization, colorspace: p.colorspace, pixelFormat: pf))
     }
 
     // MARK: Streaming parameters

@@ -36,10 +36,12 @@ package enum V4L2Discovery {
     package static func sourceInfo(_ device: V4L2Device) -> SourceInfo {
         let c = device.capability
         let node = (device.path as NSString).lastPathComponent
-        return SourceInfo(uniqueID: "v4l2:\(c.driver):\(c.busInfo):\(c.card)", name: c.card, driver: c.driver,
-                          busInfo: c.busInfo, path: device.path,
-                          position: position(orientation: device.orientation(), busInfo: c.busInfo,
-                                             port: usbPort(ofNode: node)))
+        return SourceInfo(
+            uniqueID: "v4l2:\(c.driver):\(c.busInfo):\(c.card)", name: c.card, driver: c.driver,
+            busInfo: c.busInfo, path: device.path,
+            position: position(
+                orientation: device.orientation(), busInfo: c.busInfo,
+                port: usbPort(ofNode: node)))
     }
 
     /// Position: the orientation control when present; else a USB camera on a fixed

@@ -144,9 +144,11 @@ package struct DequeuedBuffer: ~Copyable {
     // Retained; trivially destructible so `discard self` can hand it to a FrameBuffer.
     private let pool: Unmanaged<V4L2BufferPool>
 
-    fileprivate init(index: Int, sequence: UInt32, timestamp: CaptureTime, flags: V4L2BufferFlags, field: V4L2Field,
-                     defect: V4L2BufferDefect, planeCount: Int, planes: (PlaneView, PlaneView, PlaneView),
-                     pool: V4L2BufferPool) {
+    fileprivate init(
+        index: Int, sequence: UInt32, timestamp: CaptureTime, flags: V4L2BufferFlags, field: V4L2Field,
+        defect: V4L2BufferDefect, planeCount: Int, planes: (PlaneView, PlaneView, PlaneView),
+        pool: V4L2BufferPool
+    ) {
         self.index = index
         self.sequence = sequence
         self.timestamp = timestamp
@@ -171,8 +173,9 @@ package struct DequeuedBuffer: ~Copyable {
     consuming func frameBuffer() -> FrameBuffer {
         let p = pool.takeRetainedValue()
         let f = p.format
-        var image = ImageBuffer(pixelFormat: f.pixelFormat, width: f.width, height: f.height, colorRange: f.colorRange,
-                                plane0: plane0)
+        var image = ImageBuffer(
+            pixelFormat: f.pixelFormat, width: f.width, height: f.height, colorRange: f.colorRange,
+            plane0: plane0)
         image.planeCount = planeCount
         image.plane1 = plane1
         image.plane2 = plane2
@@ -222,8 +225,10 @@ package final class V4L2BufferPool: BufferPool {
     private let storage: Storage
     private let state: Locked<State>
 
-    private init(queue: V4L2Queue, generation: UInt64, count: Int, planes: Int, format: V4L2StreamFormat,
-                 capabilities: UInt32, storage: Storage) {
+    private init(
+        queue: V4L2Queue, generation: UInt64, count: Int, planes: Int, format: V4L2StreamFormat,
+        capabilities: UInt32, storage: Storage
+    ) {
         self.queue = queue
         self.generation = generation
         self.count = count
@@ -266,8 +271,9 @@ package final class V4L2BufferPool: BufferPool {
                 throw BackendError.video(.noBuffersGranted, fd.path, operation: "VIDIOC_REQBUFS")
             }
             let total = count * planes
-            let storage = Storage(bases: .allocate(capacity: total), lengths: .allocate(capacity: total),
-                                  planeScratch: .allocate(capacity: Int(VIDEO_MAX_PLANES)))
+            let storage = Storage(
+                bases: .allocate(capacity: total), lengths: .allocate(capacity: total),
+                planeScratch: .allocate(capacity: Int(VIDEO_MAX_PLANES)))
             storage.bases.initialize(repeating: nil, count: total)
             storage.lengths.initialize(repeating: 0, count: total)
             storage.planeScratch.initialize(repeating: v4l2_plane(), count: Int(VIDEO_MAX_PLANES))
@@ -294,8 +300,9 @@ package final class V4L2BufferPool: BufferPool {
                     try fd.ioctl(.queryBuffer, &b)
                     if type.isMultiplanar {
                         guard Int(b.length) >= planes else {
-                            throw BackendError.video(.planeCountMismatch(reported: Int(b.length), expected: planes), fd.path,
-                                                     operation: "VIDIOC_QUERYBUF")
+                            throw BackendError.video(
+                                .planeCountMismatch(reported: Int(b.length), expected: planes), fd.path,
+                                operation: "VIDIOC_QUERYBUF")
                         }
                         for p in 0..<planes {
                             let pl = storage.planeScratch[p]
@@ -318,8 +325,9 @@ package final class V4L2BufferPool: BufferPool {
                 }
                 var t = Int32(bitPattern: type.rawValue)
                 try fd.ioctl(.streamOn, &t)
-                return V4L2BufferPool(queue: queue, generation: generation, count: count, planes: planes,
-                                      format: streamFormat, capabilities: granted.capabilities, storage: storage)
+                return V4L2BufferPool(
+                    queue: queue, generation: generation, count: count, planes: planes,
+                    format: streamFormat, capabilities: granted.capabilities, storage: storage)
             } catch {
                 unwind()
                 throw error
@@ -329,8 +337,10 @@ package final class V4L2BufferPool: BufferPool {
 
     /// QBUF one buffer. Callers hold the pool's lock (or own the storage alone, at start): the
     /// plane scratch is shared.
-    private static func queueBuffer(_ index: Int, fd: FileDescriptor, type: V4L2BufferType, planes: Int,
-                                    storage: Storage) -> Errno? {
+    private static func queueBuffer(
+        _ index: Int, fd: FileDescriptor, type: V4L2BufferType, planes: Int,
+        storage: Storage
+    ) -> Errno? {
         var b = v4l2_buffer()
         b.index = UInt32(index)
         b.type = type.rawValue
@@ -382,14 +392,19 @@ package final class V4L2BufferPool: BufferPool {
             s.owners[index] = .client
             s.queued -= 1
             s.held += 1
-            var out = Dequeued(index: index, flags: b.flags, field: b.field, sequence: b.sequence, timestamp: b.timestamp,
-                               used: (Int(b.bytesused), 0, 0), offset: (0, 0, 0))
+            var out = Dequeued(
+                index: index, flags: b.flags, field: b.field, sequence: b.sequence, timestamp: b.timestamp,
+                used: (Int(b.bytesused), 0, 0), offset: (0, 0, 0))
             if type.isMultiplanar {
                 let ps = storage.planeScratch
-                out.used = (Int(ps[0].bytesused), planesPerBuffer > 1 ? Int(ps[1].bytesused) : 0,
-                            planesPerBuffer > 2 ? Int(ps[2].bytesused) : 0)
-                out.offset = (Int(ps[0].data_offset), planesPerBuffer > 1 ? Int(ps[1].data_offset) : 0,
-                              planesPerBuffer > 2 ? Int(ps[2].data_offset) : 0)
+                out.used = (
+                    Int(ps[0].bytesused), planesPerBuffer > 1 ? Int(ps[1].bytesused) : 0,
+                    planesPerBuffer > 2 ? Int(ps[2].bytesused) : 0
+                )
+                out.offset = (
+                    Int(ps[0].data_offset), planesPerBuffer > 1 ? Int(ps[1].data_offset) : 0,
+                    planesPerBuffer > 2 ? Int(ps[2].data_offset) : 0
+                )
             }
             return out
         }
@@ -404,19 +419,24 @@ package final class V4L2BufferPool: BufferPool {
             guard p < n else { return .empty }
             let slot = d.index * planesPerBuffer + p
             let length = storage.lengths[slot]
-            let planeDefect = Self.planeDefect(used: used, offset: offset, length: length, sizeImage: sizeImage,
-                                               isCompressed: format.isCompressed)
+            let planeDefect = Self.planeDefect(
+                used: used, offset: offset, length: length, sizeImage: sizeImage,
+                isCompressed: format.isCompressed)
             if defect == .none { defect = planeDefect }
             if planeDefect != .none && planeDefect != .truncated { return .empty }
             let bpl = p == 0 ? format.bytesPerLine.0 : (p == 1 ? format.bytesPerLine.1 : format.bytesPerLine.2)
-            return PlaneView(base: UnsafeRawPointer(storage.bases[slot]! + offset), count: used - offset,
-                             bytesPerLine: format.isCompressed ? 0 : bpl)
+            return PlaneView(
+                base: UnsafeRawPointer(storage.bases[slot]! + offset), count: used - offset,
+                bytesPerLine: format.isCompressed ? 0 : bpl)
         }
-        let planes = (view(0, d.used.0, d.offset.0, format.sizeImage.0),
-                      view(1, d.used.1, d.offset.1, format.sizeImage.1),
-                      view(2, d.used.2, d.offset.2, format.sizeImage.2))
-        return DequeuedBuffer(index: d.index, sequence: d.sequence, timestamp: CaptureTime(d.timestamp), flags: flags,
-                              field: V4L2Field(rawValue: d.field), defect: defect, planeCount: n, planes: planes, pool: self)
+        let planes = (
+            view(0, d.used.0, d.offset.0, format.sizeImage.0),
+            view(1, d.used.1, d.offset.1, format.sizeImage.1),
+            view(2, d.used.2, d.offset.2, format.sizeImage.2)
+        )
+        return DequeuedBuffer(
+            index: d.index, sequence: d.sequence, timestamp: CaptureTime(d.timestamp), flags: flags,
+            field: V4L2Field(rawValue: d.field), defect: defect, planeCount: n, planes: planes, pool: self)
     }
 
     /// Checks one plane of a dequeued buffer against its mapping: `bytesused` must be non-zero

@@ -114,7 +114,8 @@ package struct V4L2Capability: Sendable, Hashable {
         busInfo = String(v4l2Chars: c.bus_info)
         version = c.version
         capabilities = V4L2Capabilities(rawValue: c.capabilities)
-        deviceCapabilities = capabilities.contains(.deviceCapabilities)
+        deviceCapabilities =
+            capabilities.contains(.deviceCapabilities)
             ? V4L2Capabilities(rawValue: c.device_caps) : capabilities
     }
 
@@ -201,8 +202,9 @@ extension CaptureTime {
     /// From a V4L2 buffer timestamp. Wrapping arithmetic: vivid's `wrap_timestamp` starts the
     /// clock just before a 32- or 64-bit wrap, where plain arithmetic would trap.
     package init(_ tv: timeval) {
-        self.init(nanoseconds: UInt64(bitPattern: Int64(tv.tv_sec)) &* 1_000_000_000
-            &+ UInt64(bitPattern: Int64(tv.tv_usec)) &* 1_000)
+        self.init(
+            nanoseconds: UInt64(bitPattern: Int64(tv.tv_sec)) &* 1_000_000_000
+                &+ UInt64(bitPattern: Int64(tv.tv_usec)) &* 1_000)
     }
 }
 

@@ -21,8 +21,9 @@ package final class V4L2VideoSource: VideoSource {
 
     package init(device: V4L2Device, info: SourceInfo) throws(BackendError) {
         guard let type = device.bufferType else {
-            throw BackendError.video(.notACamera(card: device.capability.card, nodeKind: device.capability.nodeKind), device.path,
-                                     operation: "VIDIOC_QUERYCAP")
+            throw BackendError.video(
+                .notACamera(card: device.capability.card, nodeKind: device.capability.nodeKind), device.path,
+                operation: "VIDIOC_QUERYCAP")
         }
         self.device = device
         self.info = info
@@ -94,8 +95,9 @@ package final class V4L2VideoSource: VideoSource {
                 // QBUF waiting for its retry, or a POLLERR without a frame, waits in 10 ms slices.
                 let slice = errorWithoutFrame || pool.pendingCount > 0 ? min(remaining, 10) : remaining
                 errorWithoutFrame = false
-                let (back, woke) = try requeued.poll(events: Int16(POLLIN), other: wake.rawValue, timeoutMilliseconds: slice,
-                                                         device: device.path)
+                let (back, woke) = try requeued.poll(
+                    events: Int16(POLLIN), other: wake.rawValue, timeoutMilliseconds: slice,
+                    device: device.path)
                 if woke & Int16(POLLIN) != 0 {
                     wake.drain()
                     return .interrupted
@@ -103,8 +105,9 @@ package final class V4L2VideoSource: VideoSource {
                 if back & Int16(POLLIN) != 0 { requeued.drain() }
                 continue
             }
-            let (events, woke) = try device.fd.poll(events: Int16(POLLIN | POLLPRI), other: wake.rawValue,
-                                                    timeoutMilliseconds: remaining)
+            let (events, woke) = try device.fd.poll(
+                events: Int16(POLLIN | POLLPRI), other: wake.rawValue,
+                timeoutMilliseconds: remaining)
             if woke & Int16(POLLIN) != 0 {
                 wake.drain()
                 return .interrupted

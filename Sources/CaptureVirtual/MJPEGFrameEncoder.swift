@@ -36,8 +36,10 @@ package final class MJPEGFrameEncoder {
 
     /// Draws frame `sequence` and compresses it into `destination` (`capacity` bytes, at least
     /// `bufferSize`). Returns the JPEG's length.
-    package func encode(renderer: PatternRenderer, version: UInt64, sequence: UInt32,
-                into destination: UnsafeMutableRawPointer, capacity: Int) throws(CaptureError) -> Int {
+    package func encode(
+        renderer: PatternRenderer, version: UInt64, sequence: UInt32,
+        into destination: UnsafeMutableRawPointer, capacity: Int
+    ) throws(CaptureError) -> Int {
         let canvas = PatternCanvas(base: planes, width: width, height: height, layout: .planar(rows: 1, cbFirst: true))
         if renderedVersion != version {
             renderer.drawBackground(canvas)
@@ -45,9 +47,10 @@ package final class MJPEGFrameEncoder {
         }
         renderer.drawFrame(canvas, sequence: sequence)
 
-        let jpeg = try encoder.encode(UnsafeRawBufferPointer(start: planes, count: width * height * 2),
-                                      pixelFormat: .yuv422p, width: width, height: height, bytesPerLine: width,
-                                      colorRange: .full)
+        let jpeg = try encoder.encode(
+            UnsafeRawBufferPointer(start: planes, count: width * height * 2),
+            pixelFormat: .yuv422p, width: width, height: height, bytesPerLine: width,
+            colorRange: .full)
         guard jpeg.count <= capacity, let source = jpeg.baseAddress else {
             throw CaptureError(.driverError, "the virtual camera's MJPEG frame (\(jpeg.count) bytes) does not fit its buffer (\(capacity))")
         }

@@ -121,8 +121,10 @@ package enum TestPatternKind: Int64, Sendable, CaseIterable {
 
     /// sRGB levels of the eight bars, left to right.
     package var bars: [(Double, Double, Double)] {
-        let order: [(Double, Double, Double)] = [(1, 1, 1), (1, 1, 0), (0, 1, 1), (0, 1, 0),
-                                                 (1, 0, 1), (1, 0, 0), (0, 0, 1), (0, 0, 0)]
+        let order: [(Double, Double, Double)] = [
+            (1, 1, 1), (1, 1, 0), (0, 1, 1), (0, 1, 0),
+            (1, 0, 1), (1, 0, 0), (0, 0, 1), (0, 0, 0),
+        ]
         switch self {
         case .colorBars75:
             // vivid: 75 % white, yellow ... blue are 191/255; the last bar is 100 % black.
@@ -203,7 +205,8 @@ package struct PatternCanvas {
             let stride = width * 2
             let first = base + y * stride + x * 2
             // One 4-byte group, little-endian: each component shifted to its byte.
-            let pattern = UInt32(c.y) << (8 * y0) | UInt32(c.y) << (8 * y1)
+            let pattern =
+                UInt32(c.y) << (8 * y0) | UInt32(c.y) << (8 * y1)
                 | UInt32(c.cb) << (8 * cb) | UInt32(c.cr) << (8 * cr)
             for i in 0..<(w / 2) { first.storeBytes(of: pattern, toByteOffset: 4 * i, as: UInt32.self) }
             copyRow(first, stride: stride, bytes: w * 2, rows: h)
@@ -245,8 +248,10 @@ package struct PatternCanvas {
 }
 
 /// Reads luma at a pixel of a picture laid out as `layout`; nil outside the picture.
-package func patternLuma(_ bytes: UnsafeRawBufferPointer, layout: PatternLayout, width: Int, height: Int,
-                 x: Int, y: Int) -> UInt8? {
+package func patternLuma(
+    _ bytes: UnsafeRawBufferPointer, layout: PatternLayout, width: Int, height: Int,
+    x: Int, y: Int
+) -> UInt8? {
     guard x >= 0, y >= 0, x < width, y < height else { return nil }
     let offset: Int
     switch layout {
@@ -270,8 +275,7 @@ package func readPatternCounter(geometry g: PatternGeometry, luma: (Int, Int) ->
         let (x, y) = g.cellCentre(bit)
         guard let l = luma(x, y) else { return nil }
         // Black is 0 (full) or 16 (limited), white 255 or 235: anything in between is not ours.
-        if l >= 170 { value |= 1 << UInt32(PatternGeometry.counterBits - 1 - bit) }
-        else if l > 85 { return nil }
+        if l >= 170 { value |= 1 << UInt32(PatternGeometry.counterBits - 1 - bit) } else if l > 85 { return nil }
     }
     return value
 }

@@ -75,8 +75,10 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         ///   - pixelFormat: one of `VirtualCamera.supportedPixelFormats`.
         ///   - width, height: even, 64...8192.
         ///   - frameRates: at least one, each 0 < rate <= 1000.
-        public init(_ pixelFormat: PixelFormat, width: Int, height: Int, frameRates: [Double] = [30, 15],
-                    omitsHuffmanTables: Bool = false) {
+        public init(
+            _ pixelFormat: PixelFormat, width: Int, height: Int, frameRates: [Double] = [30, 15],
+            omitsHuffmanTables: Bool = false
+        ) {
             self.pixelFormat = pixelFormat
             self.dimensions = VideoDimensions(width: width, height: height)
             self.frameRates = frameRates
@@ -191,14 +193,17 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     ///   - position: where it faces.
     ///   - formats: the modes it offers (a precondition checks each, and that no two share a
     ///     pixel format and size).
-    public init(name: String = "Virtual Camera", position: DevicePosition = .front,
-                formats: [Mode] = VirtualCamera.defaultModes) {
+    public init(
+        name: String = "Virtual Camera", position: DevicePosition = .front,
+        formats: [Mode] = VirtualCamera.defaultModes
+    ) {
         precondition(!formats.isEmpty, "VirtualCamera needs at least one mode")
         var seen = Set<String>()
         for mode in formats {
             if let problem = mode.problem { preconditionFailure("VirtualCamera mode \(mode): \(problem)") }
-            precondition(seen.insert("\(mode.pixelFormat.rawValue) \(mode.dimensions)").inserted,
-                         "VirtualCamera: two modes with \(mode.pixelFormat) \(mode.dimensions)")
+            precondition(
+                seen.insert("\(mode.pixelFormat.rawValue) \(mode.dimensions)").inserted,
+                "VirtualCamera: two modes with \(mode.pixelFormat) \(mode.dimensions)")
         }
         self.name = name
         self.position = position
@@ -330,8 +335,9 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
 
     /// The identity device discovery reports.
     package var info: SourceInfo {
-        SourceInfo(uniqueID: uniqueID, name: name, driver: "virtual", busInfo: "virtual", path: uniqueID,
-                   position: position)
+        SourceInfo(
+            uniqueID: uniqueID, name: name, driver: "virtual", busInfo: "virtual", path: uniqueID,
+            position: position)
     }
 
     /// Opens the camera, as `open()` on a V4L2 node. Fails with `.disconnected` while unplugged.
@@ -361,8 +367,9 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
             if let o = s.streamOwner, o != owner { throw Self.busyError(name) }
             if s.pendingBandwidthFailures > 0 {
                 s.pendingBandwidthFailures -= 1
-                throw CaptureError(.deviceBusy, "Not enough USB bandwidth to stream from the virtual camera \"\(name)\" (injected).",
-                                   errno: ENOSPC, operation: "VIDIOC_STREAMON")
+                throw CaptureError(
+                    .deviceBusy, "Not enough USB bandwidth to stream from the virtual camera \"\(name)\" (injected).",
+                    errno: ENOSPC, operation: "VIDIOC_STREAMON")
             }
             s.streamOwner = owner
             s.streamSignal = signal
@@ -438,9 +445,10 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         state.withLock { s in
             let v = s.controlValues
             let kind = TestPatternKind(rawValue: v[ControlID.testPattern] ?? 0) ?? .colorBars75
-            let adjust = PatternColor.Adjustments(brightness: v[ControlID.brightness] ?? 128, contrast: v[ControlID.contrast] ?? 128,
-                                                  saturation: v[ControlID.saturation] ?? 128,
-                                                  exposure: VirtualCamera.exposureFactor(v))
+            let adjust = PatternColor.Adjustments(
+                brightness: v[ControlID.brightness] ?? 128, contrast: v[ControlID.contrast] ?? 128,
+                saturation: v[ControlID.saturation] ?? 128,
+                exposure: VirtualCamera.exposureFactor(v))
             return (kind, adjust, s.patternVersion)
         }
     }

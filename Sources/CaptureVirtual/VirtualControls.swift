@@ -35,15 +35,19 @@ extension VirtualCamera {
     /// `AUTO_EXPOSURE_BIAS` integer-menu items in 0.001 EV: -2 EV ... +2 EV in half stops.
     package static let exposureBiasSteps: [Int64] = stride(from: -2000, through: 2000, by: 500).map { $0 }
 
-    private static func integer(_ id: UInt32, _ name: String, _ range: ClosedRange<Int64>, step: UInt64 = 1,
-                                default value: Int64) -> SourceControl {
-        SourceControl(id: id, name: name, kind: .integer, minimum: range.lowerBound, maximum: range.upperBound, step: step,
-                      defaultValue: value, menu: [], isReadOnly: false, isInactive: false)
+    private static func integer(
+        _ id: UInt32, _ name: String, _ range: ClosedRange<Int64>, step: UInt64 = 1,
+        default value: Int64
+    ) -> SourceControl {
+        SourceControl(
+            id: id, name: name, kind: .integer, minimum: range.lowerBound, maximum: range.upperBound, step: step,
+            defaultValue: value, menu: [], isReadOnly: false, isInactive: false)
     }
 
     private static func boolean(_ id: UInt32, _ name: String, default value: Bool) -> SourceControl {
-        SourceControl(id: id, name: name, kind: .boolean, minimum: 0, maximum: 1, step: 1, defaultValue: value ? 1 : 0,
-                      menu: [], isReadOnly: false, isInactive: false)
+        SourceControl(
+            id: id, name: name, kind: .boolean, minimum: 0, maximum: 1, step: 1, defaultValue: value ? 1 : 0,
+            menu: [], isReadOnly: false, isInactive: false)
     }
 
     /// Every control with its default; `isInactive` as in the default modes (automatic exposure,
@@ -55,24 +59,28 @@ extension VirtualCamera {
         boolean(ControlID.autoWhiteBalance, "White Balance, Automatic", default: true),
         integer(ControlID.gain, "Gain", 100...1600, default: nominalGain),
         integer(ControlID.whiteBalanceTemperature, "White Balance Temperature", 2800...6500, step: 10, default: 4600),
-        SourceControl(id: ControlID.exposureAuto, name: "Auto Exposure", kind: .menu, minimum: 0, maximum: 3, step: 1,
-                      defaultValue: exposureAperturePriority,
-                      menu: [(value: exposureManual, name: "Manual Mode"), (value: exposureAperturePriority, name: "Aperture Priority Mode")],
-                      isReadOnly: false, isInactive: false),
+        SourceControl(
+            id: ControlID.exposureAuto, name: "Auto Exposure", kind: .menu, minimum: 0, maximum: 3, step: 1,
+            defaultValue: exposureAperturePriority,
+            menu: [(value: exposureManual, name: "Manual Mode"), (value: exposureAperturePriority, name: "Aperture Priority Mode")],
+            isReadOnly: false, isInactive: false),
         integer(ControlID.exposureAbsolute, "Exposure Time, Absolute", 1...10000, default: nominalExposure),
         integer(ControlID.focusAbsolute, "Focus, Absolute", 0...255, default: 0),
         boolean(ControlID.focusAuto, "Focus, Automatic Continuous", default: true),
         integer(ControlID.zoomAbsolute, "Zoom, Absolute", 100...400, default: 100),
-        SourceControl(id: ControlID.autoExposureBias, name: "Auto Exposure, Bias", kind: .integerMenu, minimum: 0,
-                      maximum: Int64(exposureBiasSteps.count - 1), step: 1, defaultValue: Int64(exposureBiasSteps.count / 2),
-                      menu: exposureBiasSteps.enumerated().map { (value: Int64($0.offset), name: String($0.element)) },
-                      isReadOnly: false, isInactive: false),
-        SourceControl(id: ControlID.flashLEDMode, name: "LED Mode", kind: .menu, minimum: 0, maximum: 2, step: 1, defaultValue: 0,
-                      menu: [(value: 0, name: "Off"), (value: 2, name: "Torch")], isReadOnly: false, isInactive: false),
-        SourceControl(id: ControlID.testPattern, name: "Test Pattern", kind: .menu, minimum: 0,
-                      maximum: Int64(TestPatternKind.allCases.count - 1), step: 1, defaultValue: 0,
-                      menu: TestPatternKind.allCases.map { (value: $0.rawValue, name: $0.menuName) },
-                      isReadOnly: false, isInactive: false),
+        SourceControl(
+            id: ControlID.autoExposureBias, name: "Auto Exposure, Bias", kind: .integerMenu, minimum: 0,
+            maximum: Int64(exposureBiasSteps.count - 1), step: 1, defaultValue: Int64(exposureBiasSteps.count / 2),
+            menu: exposureBiasSteps.enumerated().map { (value: Int64($0.offset), name: String($0.element)) },
+            isReadOnly: false, isInactive: false),
+        SourceControl(
+            id: ControlID.flashLEDMode, name: "LED Mode", kind: .menu, minimum: 0, maximum: 2, step: 1, defaultValue: 0,
+            menu: [(value: 0, name: "Off"), (value: 2, name: "Torch")], isReadOnly: false, isInactive: false),
+        SourceControl(
+            id: ControlID.testPattern, name: "Test Pattern", kind: .menu, minimum: 0,
+            maximum: Int64(TestPatternKind.allCases.count - 1), step: 1, defaultValue: 0,
+            menu: TestPatternKind.allCases.map { (value: $0.rawValue, name: $0.menuName) },
+            isReadOnly: false, isInactive: false),
     ]
 
     package static let defaultControlValues: [UInt32: Int64] =
@@ -107,7 +115,8 @@ extension VirtualCamera {
         switch c.kind {
         case .menu, .integerMenu:
             guard c.menu.contains(where: { $0.value == value }) else {
-                throw CaptureError(.invalidArgument, "\(c.name) \(value) is not in the menu (\(c.menu.map { "\($0.value)" }.joined(separator: ", ")))")
+                throw CaptureError(
+                    .invalidArgument, "\(c.name) \(value) is not in the menu (\(c.menu.map { "\($0.value)" }.joined(separator: ", ")))")
             }
             stored = value
         case .boolean:

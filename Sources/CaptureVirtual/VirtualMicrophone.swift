@@ -30,7 +30,8 @@ public final class VirtualMicrophone: Sendable {
 
     /// What it accepts: every sample format, 8-192 kHz, 1-8 channels.
     public static let formatRange = AudioFormatRange(
-        sampleFormats: AudioFormat.SampleFormat.preferred, sampleRates: 8000...192000, standardSampleRates: AudioFormatRange.commonSampleRates,
+        sampleFormats: AudioFormat.SampleFormat.preferred, sampleRates: 8000...192000,
+        standardSampleRates: AudioFormatRange.commonSampleRates,
         channelCounts: 1...8)
 
     package var info: SourceInfo {
@@ -117,8 +118,8 @@ package final class VirtualAudioSource: AudioSource, @unchecked Sendable {
     package func configure(_ request: AudioConfiguration) throws(BackendError) -> AudioConfiguration {
         try described { () throws(CaptureError) -> AudioConfiguration in
             guard request.format.isInterleaved, request.periodFrames > 0, request.bufferFrames >= request.periodFrames,
-                  let format = VirtualMicrophone.formatRange.closestFormat(to: request.format),
-                  format.sampleFormat == request.format.sampleFormat
+                let format = VirtualMicrophone.formatRange.closestFormat(to: request.format),
+                format.sampleFormat == request.format.sampleFormat
             else { throw CaptureError(.invalidArgument, "bad audio configuration \(request)") }
             let applied = AudioConfiguration(format: format, periodFrames: request.periodFrames, bufferFrames: request.bufferFrames)
             state.withLock {
@@ -189,8 +190,9 @@ package final class VirtualAudioSource: AudioSource, @unchecked Sendable {
             return (first, lost)
         }
         let data = Self.tone(microphone, config.format, from: first, frames: config.periodFrames)
-        let pcm = AudioPCMBuffer(format: config.format, frameCount: config.periodFrames, data: data,
-                                 discontinuity: lost > 0 ? AudioDiscontinuity(reason: .overrun, lostFrames: lost) : nil)
+        let pcm = AudioPCMBuffer(
+            format: config.format, frameCount: config.periodFrames, data: data,
+            discontinuity: lost > 0 ? AudioDiscontinuity(reason: .overrun, lostFrames: lost) : nil)
         let start = state.withLock { $0.start }
         return CapturedAudio(buffer: pcm, timestamp: Self.time(start, first, rate), firstFrame: first)
     }

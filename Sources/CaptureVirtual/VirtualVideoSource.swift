@@ -54,10 +54,11 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
         try described { () throws(CaptureError) -> [SourceFormat] in
             try camera.checkConnected(generation)
             return camera.formats.map { m in
-                SourceFormat(pixelFormat: m.pixelFormat, description: Self.describe(m.pixelFormat),
-                             width: m.dimensions.width, height: m.dimensions.height,
-                             intervals: FrameIntervalSet(kind: .discrete(m.intervals)),
-                             isCompressed: m.pixelFormat.isCompressed, isEmulated: false)
+                SourceFormat(
+                    pixelFormat: m.pixelFormat, description: Self.describe(m.pixelFormat),
+                    width: m.dimensions.width, height: m.dimensions.height,
+                    intervals: FrameIntervalSet(kind: .discrete(m.intervals)),
+                    isCompressed: m.pixelFormat.isCompressed, isEmulated: false)
             }
         }
     }
@@ -98,13 +99,15 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
     package static func activeFormat(_ m: VirtualCamera.Mode) -> ActiveFormat {
         let w = m.dimensions.width, h = m.dimensions.height
         if m.pixelFormat == .mjpeg {
-            return ActiveFormat(pixelFormat: .mjpeg, width: w, height: h,
-                                planes: [PlaneFormat(bytesPerLine: 0, sizeImage: MJPEGFrameEncoder.bufferSize(width: w, height: h))],
-                                colorRange: .full)
+            return ActiveFormat(
+                pixelFormat: .mjpeg, width: w, height: h,
+                planes: [PlaneFormat(bytesPerLine: 0, sizeImage: MJPEGFrameEncoder.bufferSize(width: w, height: h))],
+                colorRange: .full)
         }
         let layout = PatternLayout(m.pixelFormat)!
-        return ActiveFormat(pixelFormat: m.pixelFormat, width: w, height: h,
-                            planes: [layout.planeFormat(width: w, height: h)], colorRange: layout.colorRange)
+        return ActiveFormat(
+            pixelFormat: m.pixelFormat, width: w, height: h,
+            planes: [layout.planeFormat(width: w, height: h)], colorRange: layout.colorRange)
     }
 
     package func setFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> ActiveFormat {
@@ -112,8 +115,9 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
             try camera.checkConnected(generation)
             return try signal.withLock { () throws(CaptureError) -> ActiveFormat in
                 guard stream == nil else {
-                    throw CaptureError(.deviceBusy, "the virtual camera \"\(camera.name)\" is streaming; stop it before changing the format",
-                                       operation: "VIDIOC_S_FMT")
+                    throw CaptureError(
+                        .deviceBusy, "the virtual camera \"\(camera.name)\" is streaming; stop it before changing the format",
+                        operation: "VIDIOC_S_FMT")
                 }
                 let m = resolve(pixelFormat: pixelFormat, width: width, height: height)
                 mode = m
@@ -143,8 +147,9 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
             try camera.checkConnected(generation)
             return try signal.withLock { () throws(CaptureError) -> FrameInterval in
                 guard stream == nil else {
-                    throw CaptureError(.deviceBusy, "the virtual camera \"\(camera.name)\" is streaming; stop it before changing the frame rate",
-                                       operation: "VIDIOC_S_PARM")
+                    throw CaptureError(
+                        .deviceBusy, "the virtual camera \"\(camera.name)\" is streaming; stop it before changing the frame rate",
+                        operation: "VIDIOC_S_PARM")
                 }
                 let want = requested.seconds
                 let best = mode.intervals.min { abs($0.seconds - want) < abs($1.seconds - want) } ?? interval
@@ -202,8 +207,9 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
             }
             try camera.claimStream(owner: ObjectIdentifier(self), signal: signal, generation: generation)
             do throws(CaptureError) {
-                let s = try VirtualStream(camera: camera, generation: generation, signal: signal, mode: mode,
-                                          interval: interval, bufferCount: min(32, max(2, bufferCount)))
+                let s = try VirtualStream(
+                    camera: camera, generation: generation, signal: signal, mode: mode,
+                    interval: interval, bufferCount: min(32, max(2, bufferCount)))
                 try s.start()
                 stream = s
             } catch {
@@ -236,13 +242,16 @@ package final class VirtualVideoSource: VideoSource, @unchecked Sendable {
                     let slot = pool.slots[index]
                     if slot.corrupt {
                         pool.slots[index].state = .free
-                        return .corrupt(sequence: slot.metadata.sequence, reason: "the virtual camera flagged the frame as damaged (injected)")
+                        return .corrupt(
+                            sequence: slot.metadata.sequence, reason: "the virtual camera flagged the frame as damaged (injected)")
                     }
                     pool.slots[index].state = .held
-                    let image = ImageBuffer(pixelFormat: stream.format.pixelFormat, width: stream.format.width,
-                                            height: stream.format.height, colorRange: stream.format.colorRange,
-                                            plane0: PlaneView(base: UnsafeRawPointer(pool.memory[index]), count: slot.bytesUsed,
-                                                              bytesPerLine: stream.format.planes[0].bytesPerLine))
+                    let image = ImageBuffer(
+                        pixelFormat: stream.format.pixelFormat, width: stream.format.width,
+                        height: stream.format.height, colorRange: stream.format.colorRange,
+                        plane0: PlaneView(
+                            base: UnsafeRawPointer(pool.memory[index]), count: slot.bytesUsed,
+                            bytesPerLine: stream.format.planes[0].bytesPerLine))
                     return .frame(FrameBuffer(image: image, metadata: slot.metadata, pool: pool))
                 }
                 if CaptureTime.now().nanoseconds >= deadline.nanoseconds { return .timeout }
@@ -359,8 +368,10 @@ package final class VirtualStream: @unchecked Sendable {
     /// The driver's frame counter (next sequence number to use).
     package var sequence: UInt32 = 0
 
-    package init(camera: VirtualCamera, generation: UInt64, signal: StreamCondition, mode: VirtualCamera.Mode,
-         interval: FrameInterval, bufferCount: Int) throws(CaptureError) {
+    package init(
+        camera: VirtualCamera, generation: UInt64, signal: StreamCondition, mode: VirtualCamera.Mode,
+        interval: FrameInterval, bufferCount: Int
+    ) throws(CaptureError) {
         self.camera = camera
         self.generation = generation
         self.signal = signal
@@ -396,15 +407,18 @@ package final class VirtualStream: @unchecked Sendable {
         let producer = try FrameProducer(stream: self)
         let box = Unmanaged.passRetained(producer)
         var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { arg in
-            let producer = Unmanaged<FrameProducer>.fromOpaque(arg!).takeRetainedValue()
-            producer.run()
-            return nil
-        }, box.toOpaque())
+        let rc = pthread_create(
+            &tid, nil,
+            { arg in
+                let producer = Unmanaged<FrameProducer>.fromOpaque(arg!).takeRetainedValue()
+                producer.run()
+                return nil
+            }, box.toOpaque())
         guard rc == 0 else {
             box.release()
-            throw CaptureError(.driverError, "could not start the virtual camera's frame thread", errno: rc,
-                               operation: "pthread_create")
+            throw CaptureError(
+                .driverError, "could not start the virtual camera's frame thread", errno: rc,
+                operation: "pthread_create")
         }
         thread = tid
     }
@@ -441,8 +455,9 @@ package final class FrameProducer: @unchecked Sendable {
         }
         let settings = stream.camera.patternSettings()
         version = settings.version
-        renderer = PatternRenderer(width: w, height: h, range: stream.format.colorRange, kind: settings.kind,
-                                   adjust: settings.adjust)
+        renderer = PatternRenderer(
+            width: w, height: h, range: stream.format.colorRange, kind: settings.kind,
+            adjust: settings.adjust)
         rendered = Array(repeating: .max, count: stream.pool.count)
     }
 
@@ -502,7 +517,10 @@ package final class FrameProducer: @unchecked Sendable {
             var n = used / 2
             // Never end on an EOI marker by chance.
             if n >= 2, base.load(fromByteOffset: n - 2, as: UInt8.self) == 0xFF,
-               base.load(fromByteOffset: n - 1, as: UInt8.self) == 0xD9 { n -= 1 }
+                base.load(fromByteOffset: n - 1, as: UInt8.self) == 0xD9
+            {
+                n -= 1
+            }
             return n
         case .scrambledHeader:
             // xorshift noise after the first two bytes (SOI for MJPEG); allocation-free.
@@ -524,13 +542,15 @@ package final class FrameProducer: @unchecked Sendable {
         let settings = stream.camera.patternSettings()
         if settings.version != version {
             version = settings.version
-            renderer = PatternRenderer(width: stream.format.width, height: stream.format.height,
-                                       range: stream.format.colorRange, kind: settings.kind, adjust: settings.adjust)
+            renderer = PatternRenderer(
+                width: stream.format.width, height: stream.format.height,
+                range: stream.format.colorRange, kind: settings.kind, adjust: settings.adjust)
         }
         let base = stream.pool.memory[index]
         if let encoder {
-            return try? encoder.encode(renderer: renderer, version: version, sequence: sequence, into: base,
-                                       capacity: stream.pool.capacity)
+            return try? encoder.encode(
+                renderer: renderer, version: version, sequence: sequence, into: base,
+                capacity: stream.pool.capacity)
         }
         let canvas = PatternCanvas(base: base, width: stream.format.width, height: stream.format.height, layout: layout!)
         if rendered[index] != version {

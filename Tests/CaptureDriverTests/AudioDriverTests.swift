@@ -33,8 +33,9 @@ final class TonePlayer: @unchecked Sendable {
         let r = snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, 0)
         guard r >= 0, let handle else { throw CaptureError(.noSuchDevice, "playback open \(device): \(r)") }
         // One second of buffer: a loaded VM must not starve the loopback.
-        let s = snd_pcm_set_params(handle, SND_PCM_FORMAT_S16_LE, SND_PCM_ACCESS_RW_INTERLEAVED, UInt32(channels),
-                                   UInt32(rate), 0, 1_000_000)
+        let s = snd_pcm_set_params(
+            handle, SND_PCM_FORMAT_S16_LE, SND_PCM_ACCESS_RW_INTERLEAVED, UInt32(channels),
+            UInt32(rate), 0, 1_000_000)
         guard s >= 0 else {
             snd_pcm_close(handle)
             throw CaptureError(.unsupportedFormat, "playback set_params on \(device): \(s)")
@@ -127,8 +128,9 @@ func sineBreaks(_ x: [Float], frequency: Double, rate: Int, tolerance: Float) ->
         let player = try TonePlayer(device: Self.playback, frequency: 1000, decibels: -6)
         defer { player.stop() }
         let source = try ALSADiscovery.open(Self.capture)
-        let applied = try source.configure(AudioConfiguration(
-            format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 1024, bufferFrames: 49152))
+        let applied = try source.configure(
+            AudioConfiguration(
+                format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 1024, bufferFrames: 49152))
         #expect(applied.format.sampleRate == 48000)
         #expect(applied.format.channelCount == 2)
         #expect(applied.format.sampleFormat == .s16)
@@ -172,7 +174,8 @@ func sineBreaks(_ x: [Float], frequency: Double, rate: Int, tolerance: Float) ->
         #expect(abs(freq - 1000) < 10, "measured \(freq) Hz")
         let tail = captured.suffix(captured.count / 2)
         let lv = tail.first!.buffer.channelLevels[0]
-        print("audio: \(applied), \(frames) frames in \(captured.count) buffers, \(freq) Hz, \(lv), stamps span \(span) s for \(expected) s")
+        print(
+            "audio: \(applied), \(frames) frames in \(captured.count) buffers, \(freq) Hz, \(lv), stamps span \(span) s for \(expected) s")
         for b in tail {
             let levels = b.buffer.channelLevels
             #expect(levels.count == 2)
@@ -193,8 +196,9 @@ func sineBreaks(_ x: [Float], frequency: Double, rate: Int, tolerance: Float) ->
         let player = try TonePlayer(device: "hw:Loopback,0,3", frequency: 1000, decibels: -6)
         defer { player.stop() }
         let source = try ALSADiscovery.open("plughw:Loopback,1,3")
-        let applied = try source.configure(AudioConfiguration(
-            format: AudioFormat(sampleRate: 44100, channelCount: 1, sampleFormat: .float32), periodFrames: 1024, bufferFrames: 44100))
+        let applied = try source.configure(
+            AudioConfiguration(
+                format: AudioFormat(sampleRate: 44100, channelCount: 1, sampleFormat: .float32), periodFrames: 1024, bufferFrames: 44100))
         #expect(applied.format == AudioFormat(sampleRate: 44100, channelCount: 1, sampleFormat: .float32))
         try source.start()
         defer { source.stop() }
@@ -230,8 +234,9 @@ func sineBreaks(_ x: [Float], frequency: Double, rate: Int, tolerance: Float) ->
         let player = try TonePlayer(device: Self.playback, frequency: 1000, decibels: -6)
         defer { player.stop() }
         let source = try ALSADiscovery.open(Self.capture)
-        let applied = try source.configure(AudioConfiguration(
-            format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 1024, bufferFrames: 4096))
+        let applied = try source.configure(
+            AudioConfiguration(
+                format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 1024, bufferFrames: 4096))
         try source.start()
         defer { source.stop() }
         func next() throws -> CapturedAudio? {
@@ -272,11 +277,14 @@ func sineBreaks(_ x: [Float], frequency: Double, rate: Int, tolerance: Float) ->
     @Test func wakeUpInterruptsAWaitPromptly() throws {
         let source = try ALSADiscovery.open(Self.capture)
         // Long periods: the wait for one lasts ~1.4 s unless woken.
-        _ = try source.configure(AudioConfiguration(
-            format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 65536, bufferFrames: 131072))
+        _ = try source.configure(
+            AudioConfiguration(
+                format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 65536, bufferFrames: 131072))
         try source.start()
         defer { source.stop() }
-        let waker = Thread { Thread.sleep(forTimeInterval: 0.1); source.wakeUp() }
+        let waker = Thread {
+            Thread.sleep(forTimeInterval: 0.1); source.wakeUp()
+        }
         let t0 = ContinuousClock.now
         waker.start()
         let event = try source.nextBuffer(timeout: .seconds(5))

@@ -8,8 +8,9 @@ import Testing
 @Suite struct AudioPermissionDriverTests {
     @Test func unprivilegedUserSeesDevicesButGetsPermissionDenied() throws {
         let env = ProcessInfo.processInfo.environment
-        try #require(env["CAPTURE_VM"] == "1" && env["CAPTURE_VM_AS_USER"] == "1" && env["CAPTURE_VM_ALOOP"] != nil,
-                     "run through scripts/test (VM with snd-aloop, as an unprivileged user)")
+        try #require(
+            env["CAPTURE_VM"] == "1" && env["CAPTURE_VM_AS_USER"] == "1" && env["CAPTURE_VM_ALOOP"] != nil,
+            "run through scripts/test (VM with snd-aloop, as an unprivileged user)")
         for name in ["hw:Loopback,1,0", "hw:CARD=Loopback,DEV=1"] {
             do {
                 _ = try ALSADiscovery.open(name)
@@ -22,8 +23,9 @@ import Testing
             }
         }
         // Still listed (from /proc/asound), without formats; the input says why it cannot open.
-        let device = try #require(CaptureDevice.devices(for: .audio).first { $0.uniqueID == "hw:CARD=Loopback,DEV=1" },
-                                  "\(CaptureDevice.devices(for: .audio).map(\.uniqueID))")
+        let device = try #require(
+            CaptureDevice.devices(for: .audio).first { $0.uniqueID == "hw:CARD=Loopback,DEV=1" },
+            "\(CaptureDevice.devices(for: .audio).map(\.uniqueID))")
         #expect(device.audioFormats == nil)
         do {
             _ = try CaptureDeviceInput(device: device)

@@ -15,9 +15,10 @@ import Testing
 
     static func requireVM() throws {
         let env = ProcessInfo.processInfo.environment
-        try #require(env["CAPTURE_VM"] == "1" && env["CAPTURE_VM_AS_USER"] != "1" && getuid() == 0
-                     && env["CAPTURE_VM_VIVID"] != nil && env["CAPTURE_VM_ALOOP"] != nil,
-                     "run through scripts/test (VM as root, with vivid and snd-aloop)")
+        try #require(
+            env["CAPTURE_VM"] == "1" && env["CAPTURE_VM_AS_USER"] != "1" && getuid() == 0
+                && env["CAPTURE_VM_VIVID"] != nil && env["CAPTURE_VM_ALOOP"] != nil,
+            "run through scripts/test (VM as root, with vivid and snd-aloop)")
     }
 
     /// The first node `authorizationStatus` looks at, as it sorts them.
@@ -47,7 +48,8 @@ import Testing
     static func devices(as groups: [gid_t]?) throws -> (video: Shown, audio: Shown, stdout: String) {
         let (o, e) = try tool(["devices"], as: groups)
         func shown(_ media: String) throws -> Shown {
-            let line = try #require(o.split(separator: "\n").first { $0.hasPrefix("\(media) authorization: ") }, "no \(media) line in: \(o)")
+            let line = try #require(
+                o.split(separator: "\n").first { $0.hasPrefix("\(media) authorization: ") }, "no \(media) line in: \(o)")
             let rest = line.dropFirst("\(media) authorization: ".count)
             let parts = rest.split(separator: ":", maxSplits: 1)
             return Shown(status: String(parts[0]), advice: parts.count > 1 ? String(parts[1].dropFirst()) : "", stderr: e)
@@ -58,13 +60,20 @@ import Testing
     /// Runs `capture ARGS` as `devices(as:)` does; returns its standard output and error.
     static func tool(_ args: [String], as groups: [gid_t]?) throws -> (stdout: String, stderr: String) {
         let dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let tool = try #require([dir.appendingPathComponent("capture"), dir.deletingLastPathComponent().appendingPathComponent("capture")]
-            .first { FileManager.default.isExecutableFile(atPath: $0.path) }, "no capture beside the test bundle: swift build --build-tests").path
+        let tool = try #require(
+            [dir.appendingPathComponent("capture"), dir.deletingLastPathComponent().appendingPathComponent("capture")]
+                .first { FileManager.default.isExecutableFile(atPath: $0.path) },
+            "no capture beside the test bundle: swift build --build-tests"
+        ).path
         let p = Process()
         if let groups {
             p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            p.arguments = ["--reuid=65534", "--regid=65534", groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ","),
-                           "--", tool] + args
+            p.arguments =
+                [
+                    "--reuid=65534", "--regid=65534",
+                    groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ","),
+                    "--", tool,
+                ] + args
         } else {
             p.executableURL = URL(fileURLWithPath: tool)
             p.arguments = args
@@ -76,7 +85,9 @@ import Testing
         let o = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let e = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
-        try #require(p.terminationStatus == 0, "capture \(args.joined(separator: " ")) as \(groups.map { "nobody with groups \($0)" } ?? "root"): \(e)")
+        try #require(
+            p.terminationStatus == 0,
+            "capture \(args.joined(separator: " ")) as \(groups.map { "nobody with groups \($0)" } ?? "root"): \(e)")
         return (o, e)
     }
 
@@ -101,13 +112,16 @@ import Testing
             try Self.with(audio, gid: 0, mode: 0o600) {
                 let shown = try Self.devices(as: [])
                 #expect(shown.video.status == "denied", "\(shown.video)")
-                #expect(shown.video.advice.contains("group 'video'") && shown.video.advice.contains("sudo usermod -aG video $USER")
+                #expect(
+                    shown.video.advice.contains("group 'video'") && shown.video.advice.contains("sudo usermod -aG video $USER")
                         && shown.video.advice.contains(video), "\(shown.video)")
-                #expect(shown.video.stderr.contains("no camera this user may open") && shown.video.stderr.contains("usermod -aG video"),
-                        "\(shown.video.stderr)")
+                #expect(
+                    shown.video.stderr.contains("no camera this user may open") && shown.video.stderr.contains("usermod -aG video"),
+                    "\(shown.video.stderr)")
                 #expect(!shown.stdout.contains(video + "\t"), "a node nobody may open is listed: \(shown.stdout)")
                 #expect(shown.audio.status == "denied", "\(shown.audio)")
-                #expect(shown.audio.advice.contains("group 'audio'") && shown.audio.advice.contains("sudo usermod -aG audio $USER")
+                #expect(
+                    shown.audio.advice.contains("group 'audio'") && shown.audio.advice.contains("sudo usermod -aG audio $USER")
                         && shown.audio.advice.contains("/dev/snd/pcmC"), "\(shown.audio)")
                 // `devices --json` gives each device its media type's status and advice, as the text does.
                 let json = try Self.tool(["devices", "--json"], as: []).stdout
@@ -156,7 +170,8 @@ import Testing
         try Self.with(video, gid: otherGID, mode: 0o660) {
             let outside = try Self.devices(as: [try Self.gid("video")])
             #expect(outside.video.status == "denied", "\(outside.video)")
-            #expect(outside.video.advice.contains("group '\(other)'") && outside.video.advice.contains("sudo usermod -aG \(other) $USER")
+            #expect(
+                outside.video.advice.contains("group '\(other)'") && outside.video.advice.contains("sudo usermod -aG \(other) $USER")
                     && outside.video.advice.contains(video), "\(outside.video)")
             #expect(try Self.devices(as: [otherGID]).video.status == "authorized")
         }

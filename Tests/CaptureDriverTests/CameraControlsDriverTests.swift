@@ -17,10 +17,13 @@ import Testing
         let names = try cam.controls().map(\.name)
         let gain = try #require(cam.control(.gain), "vivid has no gain control: \(names)")
         #expect(cam.minISO == Float(gain.minimum) && cam.maxISO == Float(gain.maximum))
-        #expect(cam.isExposureModeSupported(.continuousAutoExposure) && cam.isExposureModeSupported(.locked)
+        #expect(
+            cam.isExposureModeSupported(.continuousAutoExposure) && cam.isExposureModeSupported(.locked)
                 && cam.isExposureModeSupported(.custom))
         // The lock first.
-        let unlocked = Self.code { () throws(CaptureError) in try cam.setExposureModeCustom(duration: CaptureDevice.currentExposureDuration, iso: 200) }
+        let unlocked = Self.code { () throws(CaptureError) in
+            try cam.setExposureModeCustom(duration: CaptureDevice.currentExposureDuration, iso: 200)
+        }
         #expect(unlocked?.code == .invalidState && unlocked?.message.contains("lockForConfiguration()") == true)
         try cam.lockForConfiguration()
         defer { cam.unlockForConfiguration() }
@@ -35,7 +38,9 @@ import Testing
         #expect(cam.iso == 17)
         try cam.setExposureMode(.locked)
         #expect(cam.exposureMode == .locked && cam.iso == 17)
-        let outOfRange = Self.code { () throws(CaptureError) in try cam.setExposureModeCustom(duration: CaptureDevice.currentExposureDuration, iso: 300) }
+        let outOfRange = Self.code { () throws(CaptureError) in
+            try cam.setExposureModeCustom(duration: CaptureDevice.currentExposureDuration, iso: 300)
+        }
         #expect(outOfRange?.code == .invalidArgument && outOfRange?.message.contains("ISO 300.0 is outside") == true)
         try cam.setExposureMode(.continuousAutoExposure)
         #expect(cam.exposureMode == .continuousAutoExposure)
@@ -44,7 +49,8 @@ import Testing
     @Test func whatVividLacksIsUnsupportedInOneLine() throws {
         let cam = try VM.vividCameras(count: 1)[0]
         #expect(cam.exposureDuration == nil && cam.minExposureDuration == nil)
-        #expect(!cam.isFocusModeSupported(.locked) && !cam.isFocusModeSupported(.continuousAutoFocus) && !cam.isFocusModeSupported(.autoFocus))
+        #expect(
+            !cam.isFocusModeSupported(.locked) && !cam.isFocusModeSupported(.continuousAutoFocus) && !cam.isFocusModeSupported(.autoFocus))
         #expect(cam.lensPosition.isNaN && !cam.isLockingFocusWithCustomLensPositionSupported)
         #expect(!cam.isWhiteBalanceModeSupported(.continuousAutoWhiteBalance) && cam.whiteBalanceTemperature == nil)
         #expect(!cam.hasTorch && !cam.isTorchModeSupported(.on) && cam.torchMode == .off)
@@ -55,12 +61,23 @@ import Testing
         let cases: [(String, () throws(CaptureError) -> Void)] = [
             ("does not support focus mode continuousAutoFocus", { () throws(CaptureError) in try cam.setFocusMode(.continuousAutoFocus) }),
             ("does not support a custom lens position", { () throws(CaptureError) in try cam.setFocusModeLocked(lensPosition: 0.5) }),
-            ("does not support a custom exposure duration", { () throws(CaptureError) in
-                try cam.setExposureModeCustom(duration: .milliseconds(10), iso: CaptureDevice.currentISO) }),
+            (
+                "does not support a custom exposure duration",
+                { () throws(CaptureError) in
+                    try cam.setExposureModeCustom(duration: .milliseconds(10), iso: CaptureDevice.currentISO)
+                }
+            ),
             ("does not support an exposure target bias", { () throws(CaptureError) in try cam.setExposureTargetBias(0) }),
-            ("does not support white balance mode continuousAutoWhiteBalance", { () throws(CaptureError) in
-                try cam.setWhiteBalanceMode(.continuousAutoWhiteBalance) }),
-            ("does not support a white balance temperature", { () throws(CaptureError) in try cam.setWhiteBalanceModeLocked(temperature: 5000) }),
+            (
+                "does not support white balance mode continuousAutoWhiteBalance",
+                { () throws(CaptureError) in
+                    try cam.setWhiteBalanceMode(.continuousAutoWhiteBalance)
+                }
+            ),
+            (
+                "does not support a white balance temperature",
+                { () throws(CaptureError) in try cam.setWhiteBalanceModeLocked(temperature: 5000) }
+            ),
             ("does not support torch mode on", { () throws(CaptureError) in try cam.setTorchMode(.on) }),
             ("zoom factor 2.0 is outside", { () throws(CaptureError) in try cam.setVideoZoomFactor(2) }),
         ]

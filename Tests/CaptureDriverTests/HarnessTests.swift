@@ -59,9 +59,10 @@ import Glibc
 
     @Test func vividInstancesMatchParameters() throws {
         try requireVM()
-        let instances = Set(try videoNodes().compactMap { node -> String? in
-            node.name.hasPrefix("vivid-") ? String(node.name.prefix(9)) : nil
-        })
+        let instances = Set(
+            try videoNodes().compactMap { node -> String? in
+                node.name.hasPrefix("vivid-") ? String(node.name.prefix(9)) : nil
+            })
         guard let parameters = environment["CAPTURE_VM_VIVID"] else {
             #expect(!moduleLoaded("vivid"), "vivid was not requested but is loaded")
             #expect(instances.isEmpty)

@@ -14,8 +14,10 @@ import Testing
         let rig = try FaultRig(cam)
         let child = Process()
         child.executableURL = URL(fileURLWithPath: "/usr/bin/v4l2-ctl")
-        child.arguments = ["-d", cam.path, "--set-fmt-video=width=320,height=180", "--stream-mmap",
-                           "--stream-count=100000", "--stream-to=/dev/null"]
+        child.arguments = [
+            "-d", cam.path, "--set-fmt-video=width=320,height=180", "--stream-mmap",
+            "--stream-count=100000", "--stream-to=/dev/null",
+        ]
         child.standardOutput = FileHandle.nullDevice
         child.standardError = FileHandle.nullDevice
         try child.run()

@@ -24,13 +24,16 @@ private struct FileProbe {
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         guard p.terminationStatus == 0, let json = try JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let streams = json["streams"] as? [[String: Any]], let format = json["format"] as? [String: Any] else {
+            let streams = json["streams"] as? [[String: Any]], let format = json["format"] as? [String: Any]
+        else {
             throw RecordingDriverTests.Failure("ffprobe cannot read \(url.path) (status \(p.terminationStatus))")
         }
         for s in streams {
             guard let type = s["codec_type"] as? String else { continue }
-            self.streams[type] = (s["codec_name"] as? String ?? "?", s["width"] as? Int ?? 0, s["height"] as? Int ?? 0,
-                                  Double(s["start_time"] as? String ?? "") ?? .nan)
+            self.streams[type] = (
+                s["codec_name"] as? String ?? "?", s["width"] as? Int ?? 0, s["height"] as? Int ?? 0,
+                Double(s["start_time"] as? String ?? "") ?? .nan
+            )
             if type == "video" { videoPackets = Int(s["nb_read_packets"] as? String ?? "") ?? -1 }
         }
         duration = Double(format["duration"] as? String ?? "") ?? -1
@@ -41,8 +44,10 @@ private struct FileProbe {
 private final class Finish: CaptureFileOutputRecordingDelegate, @unchecked Sendable {
     private let lock = NSLock()
     private var error: RecordingError??
-    func fileOutput(_ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
-                    error: RecordingError?) {
+    func fileOutput(
+        _ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
+        error: RecordingError?
+    ) {
         lock.withLock { self.error = .some(error) }
     }
     func wait(_ seconds: Double = 120) -> RecordingError?? {
@@ -67,9 +72,10 @@ private final class Finish: CaptureFileOutputRecordingDelegate, @unchecked Senda
     /// vivid at 320x180 in a session (NV12, else YUYV converted by the session).
     static func vivid() throws -> (CaptureDevice, CaptureSession) {
         let cam = try #require(try VM.vividCameras(count: 1).first)
-        let format = try #require(cam.formats.first { $0.pixelFormat == .nv12 && $0.dimensions == VideoDimensions(width: 320, height: 180) }
-                                  ?? cam.formats.first { $0.pixelFormat == .yuyv && $0.dimensions == VideoDimensions(width: 320, height: 180) },
-                                  "vivid has no 320x180: \(cam.formats.map(\.description))")
+        let format = try #require(
+            cam.formats.first { $0.pixelFormat == .nv12 && $0.dimensions == VideoDimensions(width: 320, height: 180) }
+                ?? cam.formats.first { $0.pixelFormat == .yuyv && $0.dimensions == VideoDimensions(width: 320, height: 180) },
+            "vivid has no 320x180: \(cam.formats.map(\.description))")
         let session = CaptureSession()
         session.addInput(try CaptureDeviceInput(device: cam))
         try cam.lockForConfiguration()
@@ -107,7 +113,8 @@ private final class Finish: CaptureFileOutputRecordingDelegate, @unchecked Senda
         session.addOutput(probeOutput)
         Thread.sleep(forTimeInterval: 1)
         movie.startRecording(to: url, recordingDelegate: finish)
-        let ended = try #require(finish.wait(60), "the recording never finished: \(movie.recordedDuration), \(movie.recordedFrameCount) frames; \(stamps.text)")
+        let ended = try #require(
+            finish.wait(60), "the recording never finished: \(movie.recordedDuration), \(movie.recordedFrameCount) frames; \(stamps.text)")
         #expect(ended?.code == .maximumDurationReached, "\(String(describing: ended))")
         let summary = try #require(movie.lastRecording)
         let probe = try FileProbe(url)
@@ -119,8 +126,9 @@ private final class Finish: CaptureFileOutputRecordingDelegate, @unchecked Senda
         #expect(probe.videoPackets == summary.framesWritten, "ffprobe \(probe.videoPackets) packets, recorder \(summary.framesWritten)")
         let range = try #require(summary.sequenceRange)
         let dropped = summary.framesDropped.values.reduce(0, +)
-        #expect(summary.framesWritten <= range.count && summary.framesWritten + dropped >= range.count,
-                "\(summary.framesWritten) written + \(dropped) dropped of the camera's \(range.count)")
+        #expect(
+            summary.framesWritten <= range.count && summary.framesWritten + dropped >= range.count,
+            "\(summary.framesWritten) written + \(dropped) dropped of the camera's \(range.count)")
         #expect(summary.duration.inSeconds <= 3 + interval / 2 + 0.001, "\(summary.duration)")
         let audioDuration = try #require(summary.audioDuration).inSeconds
         // The emulated machine may stall the camera for seconds (frames then reported dropped);
@@ -129,10 +137,13 @@ private final class Finish: CaptureFileOutputRecordingDelegate, @unchecked Senda
         if dropped == 0 {
             #expect(summary.duration.inSeconds >= 3 - interval - 0.001, "\(summary.duration)")
             // The end's audio may still be on its way at the stop (up to 100 ms is padded).
-            #expect(abs(audioDuration - summary.duration.inSeconds) <= 0.1 + interval, "audio \(audioDuration) s, video \(summary.duration)")
+            #expect(
+                abs(audioDuration - summary.duration.inSeconds) <= 0.1 + interval, "audio \(audioDuration) s, video \(summary.duration)")
             #expect(abs(probe.duration - summary.duration.inSeconds) <= interval, "file \(probe.duration) s, recorder \(summary.duration)")
         }
-        print("recording: vivid 320x180 .\(ext): \(summary.framesWritten) frames, \(dropped) dropped, \(summary.duration), audio \(summary.audioDuration.map { "\($0)" } ?? "none")")
+        print(
+            "recording: vivid 320x180 .\(ext): \(summary.framesWritten) frames, \(dropped) dropped, \(summary.duration), audio \(summary.audioDuration.map { "\($0)" } ?? "none")"
+        )
     }
 
     /// An MJPEG camera (v4l2loopback fed one JPEG again and again) recorded with the `.mjpeg`
@@ -141,8 +152,9 @@ private final class Finish: CaptureFileOutputRecordingDelegate, @unchecked Senda
     @Test(arguments: [true, false])
     func mjpegIsPassedThrough(withTables: Bool) throws {
         try VM.require()
-        let loop = try #require(CaptureDevice.devices(for: .video).first { $0.modelID.contains("loopback") },
-                                "no v4l2loopback camera: \(CaptureDevice.devices(for: .video).map(\.modelID))")
+        let loop = try #require(
+            CaptureDevice.devices(for: .video).first { $0.modelID.contains("loopback") },
+            "no v4l2loopback camera: \(CaptureDevice.devices(for: .video).map(\.modelID))")
         let jpeg = try LoopbackFeeder.makeJPEG(width: 320, height: 240, huffmanTables: withTables)
         let feeder = try LoopbackFeeder(path: loop.path, width: 320, height: 240, frame: jpeg)
         defer { feeder.stop() }
@@ -170,7 +182,9 @@ private final class Finish: CaptureFileOutputRecordingDelegate, @unchecked Senda
         #expect(summary.encoder == "passthrough" && summary.framesWritten > 0)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        p.arguments = ["-v", "error", "-i", url.path, "-map", "0:v", "-c", "copy", "-f", "image2", folder.appendingPathComponent("%05d.jpg").path]
+        p.arguments = [
+            "-v", "error", "-i", url.path, "-map", "0:v", "-c", "copy", "-f", "image2", folder.appendingPathComponent("%05d.jpg").path,
+        ]
         try p.run()
         p.waitUntilExit()
         #expect(p.terminationStatus == 0)
@@ -214,15 +228,16 @@ private final class Finish: CaptureFileOutputRecordingDelegate, @unchecked Senda
         #expect(ended?.code == .sessionStopped && ended?.recordingSuccessfullyFinished == false, "\(String(describing: ended))")
         let summary = try #require(movie.lastRecording)
         let probe = try FileProbe(url)
-        #expect(probe.streams["video"]?.codec == "h264" && probe.videoPackets == summary.framesWritten,
-                "ffprobe \(probe.videoPackets) packets, recorder \(summary.framesWritten)")
+        #expect(
+            probe.streams["video"]?.codec == "h264" && probe.videoPackets == summary.framesWritten,
+            "ffprobe \(probe.videoPackets) packets, recorder \(summary.framesWritten)")
         #expect(summary.framesWritten > 0 && abs(probe.duration - summary.duration.inSeconds) < 0.1, "\(probe.duration) s, \(summary)")
         print("recording: unplugged after \(summary.duration): \(summary.framesWritten) frames, \(String(describing: ended))")
     }
 }
 
-private extension Duration {
-    var inSeconds: Double { let c = components; return Double(c.seconds) + Double(c.attoseconds) / 1e18 }
+extension Duration {
+    fileprivate var inSeconds: Double { let c = components; return Double(c.seconds) + Double(c.attoseconds) / 1e18 }
 }
 
 /// The first audio buffers' times against the clock, to tell a clock problem from a slow machine.
@@ -232,7 +247,11 @@ private final class Stamps: CaptureAudioDataOutputSampleBufferDelegate, @uncheck
     func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
         let now = CaptureTime.now()
         lock.withLock {
-            if lines.count < 5 { lines.append("audio at \(Double(now - sampleBuffer.presentationTimeStamp) / 1e9) s ago, \(sampleBuffer.audioBuffer?.frameCount ?? -1) frames") }
+            if lines.count < 5 {
+                lines.append(
+                    "audio at \(Double(now - sampleBuffer.presentationTimeStamp) / 1e9) s ago, \(sampleBuffer.audioBuffer?.frameCount ?? -1) frames"
+                )
+            }
         }
     }
     var text: String { lock.withLock { lines.joined(separator: "; ") } }

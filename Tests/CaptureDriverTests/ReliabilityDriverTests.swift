@@ -52,10 +52,13 @@ final class FaultRig {
         while Date() < end, ProcessResources.videoMappings > baselineMappings || ProcessResources.videoDescriptors > baselineDescriptors {
             Thread.sleep(forTimeInterval: 0.02)
         }
-        #expect(ProcessResources.videoMappings == baselineMappings, "\(what): mappings \(ProcessResources.videoMappings), baseline \(baselineMappings)",
-                sourceLocation: sourceLocation)
-        #expect(ProcessResources.videoDescriptors <= baselineDescriptors,
-                "\(what): descriptors \(ProcessResources.videoDescriptors), baseline \(baselineDescriptors)", sourceLocation: sourceLocation)
+        #expect(
+            ProcessResources.videoMappings == baselineMappings,
+            "\(what): mappings \(ProcessResources.videoMappings), baseline \(baselineMappings)",
+            sourceLocation: sourceLocation)
+        #expect(
+            ProcessResources.videoDescriptors <= baselineDescriptors,
+            "\(what): descriptors \(ProcessResources.videoDescriptors), baseline \(baselineDescriptors)", sourceLocation: sourceLocation)
     }
 
     /// Each place where a delivered sequence number did not increase, with its neighbours and
@@ -63,9 +66,11 @@ final class FaultRig {
     func backwardSteps() -> [String] {
         let seq = collector.sequences, ts = collector.timestamps
         var out: [String] = []
-        for i in 1..<max(1, seq.count) where UInt32(truncatingIfNeeded: seq[i]) &- UInt32(truncatingIfNeeded: seq[i - 1]) >= 1 << 31 || seq[i] == seq[i - 1] {
-            out.append("#\(i): " + seq[max(0, i - 3)..<min(seq.count, i + 3)].map(String.init).joined(separator: ",")
-                       + " (stamps \(ts[i - 1]), \(ts[i]))")
+        for i in 1..<max(1, seq.count)
+        where UInt32(truncatingIfNeeded: seq[i]) &- UInt32(truncatingIfNeeded: seq[i - 1]) >= 1 << 31 || seq[i] == seq[i - 1] {
+            out.append(
+                "#\(i): " + seq[max(0, i - 3)..<min(seq.count, i + 3)].map(String.init).joined(separator: ",")
+                    + " (stamps \(ts[i - 1]), \(ts[i]))")
         }
         return out
     }
@@ -108,8 +113,9 @@ enum Vivid {
                 if !(c == "_" && r.last == "_") { r.append(c) }
             }.trimmingCharacters(in: CharacterSet(charactersIn: "_"))
         }
-        return try #require(controls.first { $0.name.lowercased() == wanted || short($0.name) == wanted },
-                            "vivid has no control \(name): \(controls.map(\.name))")
+        return try #require(
+            controls.first { $0.name.lowercased() == wanted || short($0.name) == wanted },
+            "vivid has no control \(name): \(controls.map(\.name))")
     }
     static func set(_ device: CaptureDevice, _ name: String, _ value: Int64 = 1) throws {
         let c = try control(device, name)
@@ -174,7 +180,9 @@ enum Vivid {
         // 20 % injected; vivid skips more frames of its own when the emulated CPU is late.
         #expect(share > 0.12 && share < 0.5, "dropped share \(share) (\(a))")
         #expect(a.dropped[.corrupt, default: 0] == 0)
-        print("reliability: 20% drops: produced \(a.produced), delivered \(a.delivered), reported \(a.dropped), vivid duplicates \(a.duplicates)")
+        print(
+            "reliability: 20% drops: produced \(a.produced), delivered \(a.delivered), reported \(a.dropped), vivid duplicates \(a.duplicates)"
+        )
         rig.expectResourcesReleased("after dropped buffers")
     }
 
@@ -217,7 +225,9 @@ enum Vivid {
         #expect(rig.collector.wait(for: wanted, timeout: 20 + Double(wanted) * interval * 3 + 30))
         rig.session.stopRunning()
         let a = rig.accounting()
-        print("reliability: timestamp wrap \(mode): \(a), first stamp \(rig.collector.timestamps.first!), last \(rig.collector.timestamps.last!)")
+        print(
+            "reliability: timestamp wrap \(mode): \(a), first stamp \(rig.collector.timestamps.first!), last \(rig.collector.timestamps.last!)"
+        )
         #expect(a.inOrder, "\(rig.backwardSteps())")
         #expect(a.delivered + a.dropped.values.reduce(0, +) == a.produced, "\(a)")
         // vivid's own skipped frames are gaps with a count; a wrap must not add any other kind.
@@ -237,11 +247,14 @@ enum Vivid {
     func combinedFaultsAreAccountedExactly(width: Int, height: Int) throws {
         let cam = try VM.vividCameras()[0]
         let rig = try FaultRig(cam)
-        let format = try #require(cam.formats.first { $0.pixelFormat == .yuyv && $0.dimensions == VideoDimensions(width: width, height: height) },
-                                  "vivid has no YUYV \(width)x\(height)")
+        let format = try #require(
+            cam.formats.first { $0.pixelFormat == .yuyv && $0.dimensions == VideoDimensions(width: width, height: height) },
+            "vivid has no YUYV \(width)x\(height)")
         try cam.lockForConfiguration()
         try cam.setActiveFormat(format)
-        if let fastest = format.videoSupportedFrameRateRanges.map(\.minFrameDuration).min() { try cam.setActiveVideoMinFrameDuration(fastest) }
+        if let fastest = format.videoSupportedFrameRateRanges.map(\.minFrameDuration).min() {
+            try cam.setActiveVideoMinFrameDuration(fastest)
+        }
         cam.unlockForConfiguration()
         try rig.set("percentage_of_dropped_buffers", 30)
         defer { try? rig.set("percentage_of_dropped_buffers", 0) }
@@ -266,7 +279,9 @@ enum Vivid {
         rig.collector.queue.sync {}
         let a = rig.accounting()
         let dropped = a.dropped.values.reduce(0, +)
-        print("reliability: combined faults \(width)x\(height) at \(format.videoSupportedFrameRateRanges.map(\.maxFrameRate).max() ?? 0) fps: \(a), \(flagged) flagged")
+        print(
+            "reliability: combined faults \(width)x\(height) at \(format.videoSupportedFrameRateRanges.map(\.maxFrameRate).max() ?? 0) fps: \(a), \(flagged) flagged"
+        )
         #expect(a.inOrder, "\(rig.backwardSteps())")
         #expect(a.doubleDelivered == 0, "\(rig.backwardSteps())")
         #expect(a.delivered + dropped == a.produced, "delivered \(a.delivered) + dropped \(dropped) != produced \(a.produced): \(a)")
@@ -314,8 +329,9 @@ enum Vivid {
         try rig.session.start()
         #expect(rig.collector.wait(for: 5, timeout: 30))
         try rig.set("inject_fatal_streaming_error")
-        #expect(rig.events.wait(timeout: 10) { if case .runtimeError = $0 { true } else { false } },
-                "no runtime error: \(rig.events.events)")
+        #expect(
+            rig.events.wait(timeout: 10) { if case .runtimeError = $0 { true } else { false } },
+            "no runtime error: \(rig.events.events)")
         #expect(rig.events.wait(timeout: 10) { if case .didStopRunning = $0 { true } else { false } })
         let error = rig.events.events.compactMap { if case .runtimeError(let e) = $0 { e } else { nil } }.first
         #expect(error?.code == .driverError, "\(String(describing: error))")
@@ -340,8 +356,9 @@ enum Vivid {
         #expect(rig.collector.wait(for: 3, timeout: 30))
         try rig.set("percentage_of_dropped_buffers", 100)
         let pressed = Date()
-        #expect(rig.events.wait(timeout: 30) { if case .deviceStalled = $0 { true } else { false } },
-                "100 % dropped buffers gave no stall event: \(rig.events.events)")
+        #expect(
+            rig.events.wait(timeout: 30) { if case .deviceStalled = $0 { true } else { false } },
+            "100 % dropped buffers gave no stall event: \(rig.events.events)")
         print("reliability: stall reported after \(Date().timeIntervalSince(pressed)) s")
         try rig.set("percentage_of_dropped_buffers", 0)
         #expect(rig.events.wait(timeout: 30) { if case .deviceResumed = $0 { true } else { false } })
@@ -369,8 +386,9 @@ enum Vivid {
         try await Task.sleep(for: .milliseconds(100))
         let pressed = ContinuousClock.now
         try rig.set("disconnect")
-        #expect(rig.events.wait(timeout: 10) { if case .deviceDisconnected = $0 { true } else { false } },
-                "no disconnect event: \(rig.events.events)")
+        #expect(
+            rig.events.wait(timeout: 10) { if case .deviceDisconnected = $0 { true } else { false } },
+            "no disconnect event: \(rig.events.events)")
         let latency = ContinuousClock.now - pressed
         let interval = Self.frameInterval(cam)
         print("reliability: disconnect event after \(latency), frame interval \(interval) s")
@@ -410,8 +428,9 @@ enum Vivid {
         rig.session.removeInput(rig.input)
         let again = try FaultRig(cam)
         try again.session.start()
-        #expect(again.collector.wait(for: 5, timeout: 30),
-                "no frames after the device came back: events \(again.events.events), delivered \(again.collector.count)")
+        #expect(
+            again.collector.wait(for: 5, timeout: 30),
+            "no frames after the device came back: events \(again.events.events), delivered \(again.collector.count)")
         again.session.stopRunning()
         again.expectResourcesReleased("after reconnecting")
     }
@@ -446,7 +465,9 @@ enum Vivid {
         } catch {
             print("reliability: busy -> \(error)")
             #expect(error.code == .deviceBusy, "\(error)")
-            #expect(error.message.contains(cam.localizedName) || error.message.contains(cam.path), "the error names the device: \(error.message)")
+            #expect(
+                error.message.contains(cam.localizedName) || error.message.contains(cam.path),
+                "the error names the device: \(error.message)")
         }
         print("reliability: busy: stopping v4l2-ctl")
         kill(child.processIdentifier, SIGKILL)

@@ -30,8 +30,9 @@ import Testing
         try monitor.start()
         defer { monitor.stop() }
         #expect(monitor.isWatchingDeviceFolder)
-        let loopback = try #require(monitor.devices.first(where: isLoopback),
-                                    "no v4l2loopback camera among \(monitor.devices.map { "\($0.localizedName) \($0.modelID)" })")
+        let loopback = try #require(
+            monitor.devices.first(where: isLoopback),
+            "no v4l2loopback camera among \(monitor.devices.map { "\($0.localizedName) \($0.modelID)" })")
         let id = loopback.uniqueID
         func wait(_ match: (DeviceMonitor.Event) -> Bool) -> ContinuousClock.Instant? {
             let end = Date().addingTimeInterval(10)

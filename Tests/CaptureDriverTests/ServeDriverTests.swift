@@ -33,8 +33,9 @@ import Testing
         let status = try shell("curl -s -S --max-time \(maxTime) -D \(head.path) -o \(body.path) '\(url)'").status
         let headers = (try? String(contentsOf: head, encoding: .utf8)) ?? ""
         let line = headers.split(separator: "\r\n").last { $0.hasPrefix("HTTP/") } ?? ""
-        return Response(status: line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? -1,
-                        body: (try? Data(contentsOf: body)) ?? Data(), headers: headers, curlStatus: status)
+        return Response(
+            status: line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? -1,
+            body: (try? Data(contentsOf: body)) ?? Data(), headers: headers, curlStatus: status)
     }
 
     /// Runs `command` with /bin/sh; its status and output (stdout and stderr together).

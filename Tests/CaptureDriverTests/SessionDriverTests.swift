@@ -68,8 +68,9 @@ enum VM {
     func stillFromFormat(_ fourCC: String) async throws {
         let cam = try VM.vividCameras()[0]
         let pf = try #require(PixelFormat(fourCC: fourCC))
-        let format = try #require(cam.formats.first { $0.pixelFormat == pf && $0.dimensions == VideoDimensions(width: 640, height: 360) },
-                                  "vivid has no \(fourCC) 640x360: \(cam.formats.map(\.description))")
+        let format = try #require(
+            cam.formats.first { $0.pixelFormat == pf && $0.dimensions == VideoDimensions(width: 640, height: 360) },
+            "vivid has no \(fourCC) 640x360: \(cam.formats.map(\.description))")
         let session = CaptureSession()
         session.addInput(try CaptureDeviceInput(device: cam))
         let still = CaptureStillImageOutput()
@@ -102,8 +103,9 @@ enum VM {
         let cam = try VM.vividCameras()[0]
         let pf = try #require(PixelFormat(fourCC: fourCC))
         let dims = VideoDimensions(width: 640, height: 360)
-        let format = try #require(cam.formats.first { $0.pixelFormat == pf && $0.dimensions == dims },
-                                  "vivid has no \(fourCC) 640x360: \(cam.formats.map(\.description))")
+        let format = try #require(
+            cam.formats.first { $0.pixelFormat == pf && $0.dimensions == dims },
+            "vivid has no \(fourCC) 640x360: \(cam.formats.map(\.description))")
         let session = CaptureSession()
         session.addInput(try CaptureDeviceInput(device: cam))
         let photos = CapturePhotoOutput()
@@ -123,9 +125,13 @@ enum VM {
                 lock.withLock { names.append("willBegin") }
             }
             func photoOutput(_ output: CapturePhotoOutput, didFinishProcessingPhoto photo: CapturePhoto, error: (any Error)?) {
-                lock.withLock { names.append("processed"); self.photo = photo; self.error = error }
+                lock.withLock {
+                    names.append("processed"); self.photo = photo; self.error = error
+                }
             }
-            func photoOutput(_ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?) {
+            func photoOutput(
+                _ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?
+            ) {
                 lock.withLock { names.append("finished") }
                 done.signal()
             }
@@ -178,8 +184,9 @@ enum VM {
     @Test(arguments: [true, false])
     func mjpegPassthrough(withTables: Bool) async throws {
         try VM.require()
-        let loop = try #require(CaptureDevice.devices(for: .video).first { $0.modelID.contains("loopback") },
-                                "no v4l2loopback camera: \(CaptureDevice.devices(for: .video).map(\.modelID))")
+        let loop = try #require(
+            CaptureDevice.devices(for: .video).first { $0.modelID.contains("loopback") },
+            "no v4l2loopback camera: \(CaptureDevice.devices(for: .video).map(\.modelID))")
         let frame = try LoopbackFeeder.makeJPEG(width: 320, height: 240, huffmanTables: withTables)
         let feeder = try LoopbackFeeder(path: loop.path, width: 320, height: 240, frame: frame)
         defer { feeder.stop() }
@@ -202,8 +209,9 @@ enum VM {
             #expect(identical, "passthrough must not touch a complete JPEG: \(Self.firstDifference(out, frame))")
         } else {
             #expect(!identical)
-            #expect(out.count == frame.count + MJPEG.standardHuffmanTableSegment.count,
-                    "only the standard tables are added: \(out.count) bytes from \(frame.count)")
+            #expect(
+                out.count == frame.count + MJPEG.standardHuffmanTableSegment.count,
+                "only the standard tables are added: \(out.count) bytes from \(frame.count)")
             let img = try #require(TestJPEG.decode(out), "Huffman tables were not inserted")
             #expect(img.width == 320 && img.height == 240)
             #expect(ColorBars.mismatches(img, row: img.height / 2) == [], "the bars did not survive")
@@ -294,8 +302,9 @@ final class LoopbackFeeder: @unchecked Sendable {
         var buf: UnsafeMutablePointer<UInt8>? = nil
         var size: UInt = 0
         let r = rgb.withUnsafeBufferPointer {
-            tjCompress2(h, $0.baseAddress, Int32(width), 0, Int32(height), Int32(TJPF_RGB.rawValue), &buf, &size,
-                        Int32(TJSAMP_420.rawValue), 85, 0)
+            tjCompress2(
+                h, $0.baseAddress, Int32(width), 0, Int32(height), Int32(TJPF_RGB.rawValue), &buf, &size,
+                Int32(TJSAMP_420.rawValue), 85, 0)
         }
         try #require(r == 0)
         defer { tjFree(buf) }

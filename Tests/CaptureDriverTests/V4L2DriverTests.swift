@@ -64,8 +64,10 @@ import Glibc
     }
 
     /// Pulls frames until `count` good ones arrived; returns them and the corrupt events seen.
-    func frames(_ source: V4L2VideoSource, count: Int, timeout: Duration = .seconds(5), keep: Bool = true,
-                _ body: (consuming FrameBuffer) throws -> Void = { _ in }) throws -> (frames: [FrameMetadata], corrupt: [UInt32]) {
+    func frames(
+        _ source: V4L2VideoSource, count: Int, timeout: Duration = .seconds(5), keep: Bool = true,
+        _ body: (consuming FrameBuffer) throws -> Void = { _ in }
+    ) throws -> (frames: [FrameMetadata], corrupt: [UInt32]) {
         var metas: [FrameMetadata] = []
         var corrupt: [UInt32] = []
         while metas.count < count {
@@ -89,8 +91,10 @@ import Glibc
         let rgb: [(Double, Double, Double)] = [(1, 1, 1), (1, 1, 0), (0, 1, 1), (0, 1, 0), (1, 0, 1), (1, 0, 0), (0, 0, 1), (0, 0, 0)]
         return rgb.map { c in
             let (r, g, b) = (c.0 * 0.75, c.1 * 0.75, c.2 * 0.75)
-            return (16 + 65.481 * r + 128.553 * g + 24.966 * b, 128 - 37.797 * r - 74.203 * g + 112 * b,
-                    128 + 112 * r - 93.786 * g - 18.214 * b)
+            return (
+                16 + 65.481 * r + 128.553 * g + 24.966 * b, 128 - 37.797 * r - 74.203 * g + 112 * b,
+                128 + 112 * r - 93.786 * g - 18.214 * b
+            )
         }
     }()
     static let tolerance = 8.0
@@ -103,8 +107,9 @@ import Glibc
             let x = (img.width * (2 * i + 1) / 16) & ~1
             let o = row * img.plane0.bytesPerLine + x * 2
             let (y, u, v) = (Double(bytes[o]), Double(bytes[o + 1]), Double(bytes[o + 3]))
-            #expect(abs(y - bar.y) <= Self.tolerance && abs(u - bar.cb) <= Self.tolerance && abs(v - bar.cr) <= Self.tolerance,
-                    "bar \(i) at x=\(x), row \(row): Y \(y) U \(u) V \(v), expected \(bar)")
+            #expect(
+                abs(y - bar.y) <= Self.tolerance && abs(u - bar.cb) <= Self.tolerance && abs(v - bar.cr) <= Self.tolerance,
+                "bar \(i) at x=\(x), row \(row): Y \(y) U \(u) V \(v), expected \(bar)")
         }
     }
 
@@ -117,8 +122,9 @@ import Glibc
             let y = Double(yPlane[row * img.plane0.bytesPerLine + x])
             let co = (row / 2) * img.plane1.bytesPerLine + x
             let (u, v) = (Double(cPlane[co]), Double(cPlane[co + 1]))
-            #expect(abs(y - bar.y) <= Self.tolerance && abs(u - bar.cb) <= Self.tolerance && abs(v - bar.cr) <= Self.tolerance,
-                    "bar \(i) at x=\(x), row \(row): Y \(y) Cb \(u) Cr \(v), expected \(bar)")
+            #expect(
+                abs(y - bar.y) <= Self.tolerance && abs(u - bar.cb) <= Self.tolerance && abs(v - bar.cr) <= Self.tolerance,
+                "bar \(i) at x=\(x), row \(row): Y \(y) Cb \(u) Cr \(v), expected \(bar)")
         }
     }
 
@@ -540,7 +546,9 @@ import Glibc
         try source.startStreaming(bufferCount: 8)
         defer { source.stopStreaming() }
         let (metas, _) = try frames(source, count: 60)
-        let skipped = zip(metas, metas.dropFirst()).reduce(0) { $0 + Int(V4L2Sequence.framesSkipped(from: $1.0.sequence, to: $1.1.sequence)) }
+        let skipped = zip(metas, metas.dropFirst()).reduce(0) {
+            $0 + Int(V4L2Sequence.framesSkipped(from: $1.0.sequence, to: $1.1.sequence))
+        }
         let span = Int(metas.last!.sequence &- metas.first!.sequence) + 1
         #expect(metas.count + skipped == span, "delivered + skipped = frames produced")
         #expect(skipped >= 60 * 30 / 100 / 2, "about 30% dropped: \(skipped) of \(span)")

@@ -10,8 +10,9 @@ import Glibc
 @Suite struct V4L2PermissionDriverTests {
     @Test func unprivilegedOpenIsPermissionDenied() throws {
         let env = ProcessInfo.processInfo.environment
-        try #require(env["CAPTURE_VM"] == "1" && env["CAPTURE_VM_AS_USER"] == "1",
-                     "run through scripts/test (VM, as an unprivileged user)")
+        try #require(
+            env["CAPTURE_VM"] == "1" && env["CAPTURE_VM_AS_USER"] == "1",
+            "run through scripts/test (VM, as an unprivileged user)")
         let nodes = try FileManager.default.contentsOfDirectory(atPath: "/sys/class/video4linux").filter { $0.hasPrefix("video") }
         let node = try #require(nodes.sorted().first, "needs vivid loaded")
         do {
@@ -34,8 +35,9 @@ import Glibc
 @Suite struct AuthorizationDriverTests {
     @Test func unprivilegedUserIsDeniedWithAdvice() async throws {
         let env = ProcessInfo.processInfo.environment
-        try #require(env["CAPTURE_VM"] == "1" && env["CAPTURE_VM_AS_USER"] == "1",
-                     "run through scripts/test (VM, as an unprivileged user)")
+        try #require(
+            env["CAPTURE_VM"] == "1" && env["CAPTURE_VM_AS_USER"] == "1",
+            "run through scripts/test (VM, as an unprivileged user)")
         #expect(CaptureDevice.authorizationStatus(for: .video) == .denied)
         let advice = try #require(CaptureDevice.authorizationAdvice(for: .video))
         #expect(advice.contains("group '") && advice.contains("/dev/video"), "\(advice)")

@@ -8,8 +8,9 @@ import Testing
 /// and slows neither capture nor the app's outputs.
 @Suite struct PreviewConsumerTests {
     @Test func aPreviewBesideAJPEGOutputChangesNeitherItsFramesNorItsDrops() async throws {
-        let camera = VirtualCamera(name: "Preview consumer \(UUID().uuidString.prefix(8))", position: .back,
-                                   formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        let camera = VirtualCamera(
+            name: "Preview consumer \(UUID().uuidString.prefix(8))", position: .back,
+            formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
         VirtualCamera.install(camera)
         defer { VirtualCamera.uninstall(camera) }
         let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
@@ -39,8 +40,9 @@ import Testing
         let reported = stats.dropped[.outOfBuffers, default: 0]
         #expect(reported + 3 >= lost, "\(lost) frames lost for want of a buffer, \(reported) reported: \(camStats)")
         let late = stats.dropped[.frameWasLate, default: 0]
-        #expect(stats.delivered + late >= Int(camStats.framesQueued) - 3,
-                "\(stats.delivered) delivered and \(late) late of \(camStats.framesQueued) queued")
+        #expect(
+            stats.delivered + late >= Int(camStats.framesQueued) - 3,
+            "\(stats.delivered) delivered and \(late) late of \(camStats.framesQueued) queued")
         // The preview got them too, keeping one (all but the last replaced, none drawn).
         let p = preview.statistics
         #expect(p.framesDrawn == 0 && p.framesReplaced >= 40, "\(p)")

@@ -42,8 +42,9 @@ import Testing
         for orientation in VideoOrientation.allCases {
             for mirrored in [false, true] {
                 for bounds in [Self.square, CGRect(x: 0, y: 0, width: 240, height: 480), CGRect(x: 10, y: 20, width: 640, height: 360)] {
-                    let g = PreviewGeometry(bounds: bounds, videoSize: Self.wide, gravity: gravity,
-                                            orientation: orientation, isMirrored: mirrored)
+                    let g = PreviewGeometry(
+                        bounds: bounds, videoSize: Self.wide, gravity: gravity,
+                        orientation: orientation, isMirrored: mirrored)
                     for x in stride(from: 0.0, through: 1.0, by: 0.125) {
                         for y in stride(from: 0.0, through: 1.0, by: 0.125) {
                             let device = CGPoint(x: x, y: y)
@@ -120,7 +121,7 @@ import Testing
         low.frame = CGRect(x: 10, y: 10, width: 100, height: 100)
         high.frame = CGRect(x: 50, y: 50, width: 100, height: 100)
         child.frame = CGRect(x: 5, y: 5, width: 10, height: 10)
-        high.zPosition = -1   // below `low` although added after it
+        high.zPosition = -1  // below `low` although added after it
         root.addSublayer(low)
         root.addSublayer(high)
         low.addSublayer(child)

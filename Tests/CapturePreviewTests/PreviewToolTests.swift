@@ -18,7 +18,9 @@ extension DisplayTests {
             p.standardError = FileHandle.nullDevice
             try p.run()
             p.waitUntilExit()
-            guard p.terminationStatus == 0 else { throw TestFailure("xdotool \(args.joined(separator: " ")) exited \(p.terminationStatus)") }
+            guard p.terminationStatus == 0 else {
+                throw TestFailure("xdotool \(args.joined(separator: " ")) exited \(p.terminationStatus)")
+            }
         }
 
         static func environment(display: String?, home: URL) -> [String: String] {
@@ -27,9 +29,9 @@ extension DisplayTests {
             env["WAYLAND_DISPLAY"] = nil
             env["HOME"] = home.path
             env["XDG_PICTURES_DIR"] = nil
-        // The tool draws as a user's would, with SDL's choice (OpenGL), not the test process's.
-        env["SDL_RENDER_DRIVER"] = nil
-        env["SDL_FRAMEBUFFER_ACCELERATION"] = nil
+            // The tool draws as a user's would, with SDL's choice (OpenGL), not the test process's.
+            env["SDL_RENDER_DRIVER"] = nil
+            env["SDL_FRAMEBUFFER_ACCELERATION"] = nil
             return env
         }
 
@@ -64,7 +66,8 @@ extension DisplayTests {
             let x = try XvfbDisplay.shared()
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
-            let run = try RunningProcess(["preview", "--device", "virtual", "--window", "320x180"], environment: Self.environment(display: x.display, home: home))
+            let run = try RunningProcess(
+                ["preview", "--device", "virtual", "--window", "320x180"], environment: Self.environment(display: x.display, home: home))
             defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
             // The window shows up (xdotool finds it by title), then keys go to it under the pointer.
             var found = false
@@ -98,7 +101,8 @@ extension DisplayTests {
             try Self.xdotool(x.display, ["key", "space"])
             #expect(run.waitFor { $0.contains(".jpg") }, "no still path printed; stdout: \(run.stdout), stderr: \(run.stderr)")
             if let line = run.stdout.split(separator: "\n").first(where: { $0.contains(".jpg") }),
-               let path = line.split(separator: "\t").first {
+                let path = line.split(separator: "\t").first
+            {
                 let jpeg = try Data(contentsOf: URL(fileURLWithPath: String(path)))
                 #expect(path.hasPrefix(home.path), "saved outside the temporary HOME: \(path)")
                 #expect(jpeg.suffix(2) == Data([0xFF, 0xD9]) && TestJPEG.decode(jpeg) != nil, "\(path) is not a complete JPEG")
@@ -156,8 +160,9 @@ extension DisplayTests {
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
             let album = home.appendingPathComponent("album")
-            let run = try RunningProcess(tool: "still-camera", ["--device", "virtual", "--album", album.path, "--preview"],
-                                         environment: Self.environment(display: x.display, home: home))
+            let run = try RunningProcess(
+                tool: "still-camera", ["--device", "virtual", "--album", album.path, "--preview"],
+                environment: Self.environment(display: x.display, home: home))
             defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
             var found = false
             for _ in 0..<300 where !found {
@@ -189,8 +194,9 @@ extension DisplayTests {
             let x = try XvfbDisplay.shared()
             let home = try Self.temporaryHome()
             defer { try? FileManager.default.removeItem(at: home) }
-            let run = try RunningProcess(["preview", "--device", "virtual", "--window", "160x90", "--gravity", "resizeAspectFill", "--mirror", "--fullscreen"],
-                              environment: Self.environment(display: x.display, home: home))
+            let run = try RunningProcess(
+                ["preview", "--device", "virtual", "--window", "160x90", "--gravity", "resizeAspectFill", "--mirror", "--fullscreen"],
+                environment: Self.environment(display: x.display, home: home))
             defer { if run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) } }
             var found = false
             for _ in 0..<300 where !found {
@@ -206,14 +212,18 @@ extension DisplayTests {
                 uncovered = []
                 for (cx, cy) in [(0, 0), (898, 0), (0, 898), (898, 898)] {
                     let p = try x.screenshot(of: CGRect(x: cx, y: cy, width: 2, height: 2)).pixel(x: 0, y: 0)
-                    if abs(p.r - XvfbDisplay.rootColor.r) <= 8 && abs(p.g - XvfbDisplay.rootColor.g) <= 8 && abs(p.b - XvfbDisplay.rootColor.b) <= 8 {
+                    if abs(p.r - XvfbDisplay.rootColor.r) <= 8 && abs(p.g - XvfbDisplay.rootColor.g) <= 8
+                        && abs(p.b - XvfbDisplay.rootColor.b) <= 8
+                    {
                         uncovered.append("(\(cx),\(cy))")
                     }
                 }
                 let row = try x.screenshot(of: CGRect(x: 0, y: 700, width: 900, height: 1))
                 let left = row.pixel(x: 4, y: 0), right = row.pixel(x: 895, y: 0)
                 if !(left.r < 40 && left.g < 40 && abs(left.b - 191) < 40) { uncovered.append("left edge \(left), not blue") }
-                if !(abs(right.r - 191) < 40 && abs(right.g - 191) < 40 && right.b < 40) { uncovered.append("right edge \(right), not yellow") }
+                if !(abs(right.r - 191) < 40 && abs(right.g - 191) < 40 && right.b < 40) {
+                    uncovered.append("right edge \(right), not yellow")
+                }
                 if !uncovered.isEmpty { usleep(100_000) }
             }
             #expect(uncovered.isEmpty, "--fullscreen does not cover the screen: \(uncovered); stderr: \(run.stderr)")

@@ -70,7 +70,9 @@ extension DisplayTests {
                             // A grey camera's bars: their BT.601 luma, the same on all three channels.
                             let y = Int((0.299 * Double(e.r) + 0.587 * Double(e.g) + 0.114 * Double(e.b)).rounded())
                             if !near(p, (y, y, y), tolerance: 14) { bad.append("(\(wx),\(wy)) is \(p), not the grey \(y) of \(e.name)") }
-                        } else if !near(p, (e.r, e.g, e.b)) { bad.append("(\(wx),\(wy)) is \(p), not \(e.name)") }
+                        } else if !near(p, (e.r, e.g, e.b)) {
+                            bad.append("(\(wx),\(wy)) is \(p), not \(e.name)")
+                        }
                     }
                 }
             }
@@ -115,8 +117,9 @@ extension DisplayTests {
                         let top = shot.pixel(x: 150, y: 10), left = shot.pixel(x: 2, y: 250), right = shot.pixel(x: 297, y: 250)
                         switch gravity {
                         case .resizeAspect:
-                            return Self.near(top, Self.letterboxRGB) && Self.near(shot.pixel(x: 150, y: 290), Self.letterboxRGB) &&
-                                Self.near(shot.pixel(x: 2, y: 200), (191, 191, 191)) ? [] : ["aspect: no bands, or the white bar is not at the left"]
+                            return Self.near(top, Self.letterboxRGB) && Self.near(shot.pixel(x: 150, y: 290), Self.letterboxRGB)
+                                && Self.near(shot.pixel(x: 2, y: 200), (191, 191, 191))
+                                ? [] : ["aspect: no bands, or the white bar is not at the left"]
                         case .resizeAspectFill:
                             // A 16:9 picture cut to a square: the left edge is inside the yellow bar.
                             return !Self.near(top, Self.letterboxRGB) && Self.near(left, (191, 191, 0)) && Self.near(right, (0, 0, 191))
@@ -143,7 +146,8 @@ extension DisplayTests {
                 connection.isVideoMirrored = true
                 var found = try Self.settle(rig, x) { shot in
                     let left = shot.pixel(x: 2, y: 250)
-                    return Self.pictureMismatches(shot, rig) + (Self.near(left, (0, 0, 0)) ? [] : ["mirrored: the left edge is \(left), not black"])
+                    return Self.pictureMismatches(shot, rig)
+                        + (Self.near(left, (0, 0, 0)) ? [] : ["mirrored: the left edge is \(left), not black"])
                 }.prefix(6).map { "mirrored: \($0)" }
 
                 connection.isVideoMirrored = false
@@ -151,22 +155,28 @@ extension DisplayTests {
                 rig.preview.videoGravity = .resizeAspect
                 found += try Self.settle(rig, x) { shot in
                     // Turned clockwise, the white bar runs along the top; the sides are letterbox.
-                    Self.pictureMismatches(shot, rig) + (Self.near(shot.pixel(x: 150, y: 4), (191, 191, 191)) && Self.near(shot.pixel(x: 4, y: 150), Self.letterboxRGB)
-                        ? [] : ["top \(shot.pixel(x: 150, y: 4)), left \(shot.pixel(x: 4, y: 150))"])
+                    Self.pictureMismatches(shot, rig)
+                        + (Self.near(shot.pixel(x: 150, y: 4), (191, 191, 191)) && Self.near(shot.pixel(x: 4, y: 150), Self.letterboxRGB)
+                            ? [] : ["top \(shot.pixel(x: 150, y: 4)), left \(shot.pixel(x: 4, y: 150))"])
                 }.prefix(6).map { "portrait: \($0)" }
 
                 connection.videoOrientation = .landscapeRight
                 var resized: CGSize?
                 rig.window.eventHandler = { if case .resized(let s) = $0 { resized = s } }
                 rig.window.size = CGSize(width: 240, height: 420)
-                if rig.window.rootLayer.frame.size != CGSize(width: 240, height: 420) { found.append("the root layer did not follow the window") }
+                if rig.window.rootLayer.frame.size != CGSize(width: 240, height: 420) {
+                    found.append("the root layer did not follow the window")
+                }
                 rig.preview.frame = rig.window.rootLayer.bounds
                 found += try Self.settle(rig, x) { shot in
                     // A tall window: bands above and below, the picture across the whole width.
-                    Self.pictureMismatches(shot, rig) + (Self.near(shot.pixel(x: 120, y: 20), Self.letterboxRGB) && Self.near(shot.pixel(x: 3, y: 250), (191, 191, 191))
-                        ? [] : ["top \(shot.pixel(x: 120, y: 20)), left \(shot.pixel(x: 3, y: 250))"])
+                    Self.pictureMismatches(shot, rig)
+                        + (Self.near(shot.pixel(x: 120, y: 20), Self.letterboxRGB) && Self.near(shot.pixel(x: 3, y: 250), (191, 191, 191))
+                            ? [] : ["top \(shot.pixel(x: 120, y: 20)), left \(shot.pixel(x: 3, y: 250))"])
                 }.prefix(6).map { "tall window: \($0)" }
-                if resized != CGSize(width: 240, height: 420) { found.append("the window reported no resize (\(String(describing: resized)))") }
+                if resized != CGSize(width: 240, height: 420) {
+                    found.append("the window reported no resize (\(String(describing: resized)))")
+                }
                 return found
             }
             #expect(problems.isEmpty, "\(problems.prefix(8))")
@@ -195,9 +205,15 @@ extension DisplayTests {
                 let cx = Int(centre.x), cy = Int(centre.y)
                 var found = try Self.settle(rig, x) { shot in
                     var bad: [String] = []
-                    if !Self.near(shot.pixel(x: cx - 8, y: cy), (255, 128, 0), tolerance: 12) { bad.append("face at \(cx - 8),\(cy): \(shot.pixel(x: cx - 8, y: cy))") }
-                    if !Self.near(shot.pixel(x: cx + 8, y: cy), (255, 255, 255), tolerance: 12) { bad.append("upper layer: \(shot.pixel(x: cx + 8, y: cy))") }
-                    if !Self.near(shot.pixel(x: cx - 25, y: cy), (0, 191, 0)) { bad.append("beside the face: \(shot.pixel(x: cx - 25, y: cy)), not green") }
+                    if !Self.near(shot.pixel(x: cx - 8, y: cy), (255, 128, 0), tolerance: 12) {
+                        bad.append("face at \(cx - 8),\(cy): \(shot.pixel(x: cx - 8, y: cy))")
+                    }
+                    if !Self.near(shot.pixel(x: cx + 8, y: cy), (255, 255, 255), tolerance: 12) {
+                        bad.append("upper layer: \(shot.pixel(x: cx + 8, y: cy))")
+                    }
+                    if !Self.near(shot.pixel(x: cx - 25, y: cy), (0, 191, 0)) {
+                        bad.append("beside the face: \(shot.pixel(x: cx - 25, y: cy)), not green")
+                    }
                     return bad
                 }
                 if rig.window.rootLayer.hitTest(CGPoint(x: cx - 8, y: cy)) !== face { found.append("hitTest missed the face layer") }
@@ -215,7 +231,9 @@ extension DisplayTests {
                 defer { rig.close() }
                 rig.preview.videoGravity = .resizeAspect
                 var found = try Self.settle(rig, x) { Self.pictureMismatches($0, rig, grey: format == .grey) }
-                if rig.preview.videoFormat?.pixelFormat != format { found.append("frames came as \(String(describing: rig.preview.videoFormat))") }
+                if rig.preview.videoFormat?.pixelFormat != format {
+                    found.append("frames came as \(String(describing: rig.preview.videoFormat))")
+                }
                 // MJPEG is decoded at the scaling factor nearest the drawn size (300x169 here): 1/2.
                 if format == .mjpeg, let t = rig.window.videoTextureSize(of: rig.preview), t != (320, 180) {
                     found.append("the 640x360 MJPEG frame was decoded at \(t), not 320x180")
@@ -252,8 +270,9 @@ extension DisplayTests {
                 // (Strips of the screen, not all of it: see XvfbDisplay.screenshot.)
                 func fullscreenFindings() -> [String] {
                     guard let top = try? x.screenshot(of: CGRect(x: 0, y: 0, width: 900, height: 4)),
-                          let bottom = try? x.screenshot(of: CGRect(x: 0, y: 896, width: 900, height: 4)),
-                          let middle = try? x.screenshot(of: CGRect(x: 0, y: 548, width: 900, height: 4)) else { return ["no screenshot"] }
+                        let bottom = try? x.screenshot(of: CGRect(x: 0, y: 896, width: 900, height: 4)),
+                        let middle = try? x.screenshot(of: CGRect(x: 0, y: 548, width: 900, height: 4))
+                    else { return ["no screenshot"] }
                     var bad: [String] = []
                     for (name, strip) in [("top", top), ("bottom", bottom)] {
                         for cx in [1, 450, 898] where !Self.near(strip.pixel(x: cx, y: 2), Self.letterboxRGB) {
@@ -265,8 +284,12 @@ extension DisplayTests {
                         let p = middle.pixel(x: i * 900 / 8 + 56, y: 2)
                         if !Self.near(p, (e.r, e.g, e.b)) { bad.append("\(e.name) bar at x \(i * 900 / 8 + 56) is \(p)") }
                     }
-                    if !Self.near(middle.pixel(x: 2, y: 2), (191, 191, 191)) { bad.append("left edge \(middle.pixel(x: 2, y: 2)), not the white bar") }
-                    if !Self.near(middle.pixel(x: 897, y: 2), (0, 0, 0)) { bad.append("right edge \(middle.pixel(x: 897, y: 2)), not the black bar") }
+                    if !Self.near(middle.pixel(x: 2, y: 2), (191, 191, 191)) {
+                        bad.append("left edge \(middle.pixel(x: 2, y: 2)), not the white bar")
+                    }
+                    if !Self.near(middle.pixel(x: 897, y: 2), (0, 0, 0)) {
+                        bad.append("right edge \(middle.pixel(x: 897, y: 2)), not the black bar")
+                    }
                     return bad
                 }
                 var last = ["not drawn"]
@@ -285,8 +308,11 @@ extension DisplayTests {
                     PreviewWindow.processEvents()
                     Thread.sleep(forTimeInterval: 0.03)
                 }
-                if rig.window.isFullscreen || rig.window.size != CGSize(width: 300, height: 300) || resized != CGSize(width: 300, height: 300) {
-                    found.append("after leaving fullscreen: \(rig.window.isFullscreen), \(rig.window.size), reported \(String(describing: resized))")
+                if rig.window.isFullscreen || rig.window.size != CGSize(width: 300, height: 300)
+                    || resized != CGSize(width: 300, height: 300)
+                {
+                    found.append(
+                        "after leaving fullscreen: \(rig.window.isFullscreen), \(rig.window.size), reported \(String(describing: resized))")
                 }
                 // And the screen around the window is the root window's colour again.
                 var outside = (r: 0, g: 0, b: 0)
@@ -296,7 +322,9 @@ extension DisplayTests {
                     rig.window.render()
                     outside = try x.screenshot(of: CGRect(x: 0, y: 0, width: 2, height: 2)).pixel(x: 0, y: 0)
                 } while !Self.near(outside, XvfbDisplay.rootColor, tolerance: 8) && Date() < uncovered
-                if !Self.near(outside, XvfbDisplay.rootColor, tolerance: 8) { found.append("after leaving fullscreen the screen corner is \(outside)") }
+                if !Self.near(outside, XvfbDisplay.rootColor, tolerance: 8) {
+                    found.append("after leaving fullscreen the screen corner is \(outside)")
+                }
                 return found
             }
             #expect(problems.isEmpty, "\(problems.prefix(8))")
@@ -348,7 +376,9 @@ extension DisplayTests {
                         let p = shot.pixel(x: 35 + 60 * i, y: 45)
                         return Self.near(p, e, tolerance: 8) ? nil : "PNG \(i) shows \(p), not \(e)"
                     }
-                    if !Self.near(shot.pixel(x: 35, y: 100), (0, 0, 255), tolerance: 8) { last.append("below the images: \(shot.pixel(x: 35, y: 100))") }
+                    if !Self.near(shot.pixel(x: 35, y: 100), (0, 0, 255), tolerance: 8) {
+                        last.append("below the images: \(shot.pixel(x: 35, y: 100))")
+                    }
                 }
                 return found + last
             }

@@ -27,7 +27,8 @@ import Testing
         for y in stride(from: rect.minY + 0.5, to: rect.maxY, by: 1) {
             for x in stride(from: rect.minX + 0.5, to: rect.maxX, by: 1) {
                 let inOuter = Self.inside(rect, r, x, y)
-                let nearEdge = Self.inside(rect.insetBy(dx: -1, dy: -1), r + 1, x, y) != Self.inside(rect.insetBy(dx: 1, dy: 1), max(0, r - 1), x, y)
+                let nearEdge =
+                    Self.inside(rect.insetBy(dx: -1, dy: -1), r + 1, x, y) != Self.inside(rect.insetBy(dx: 1, dy: 1), max(0, r - 1), x, y)
                 if !nearEdge {
                     let n = Self.covered(fill, x, y)
                     if n != (inOuter ? 1 : 0) { wrong.append("fill at (\(x),\(y)): \(n)") }
@@ -35,7 +36,9 @@ import Testing
                 guard border > 0 else { continue }
                 let inner = rect.insetBy(dx: border, dy: border), ri = max(0, r - border)
                 let inRing = inOuter && !Self.inside(inner, ri, x, y)
-                let nearInner = Self.inside(inner.insetBy(dx: -1, dy: -1), ri + 1, x, y) != Self.inside(inner.insetBy(dx: 1, dy: 1), max(0, ri - 1), x, y)
+                let nearInner =
+                    Self.inside(inner.insetBy(dx: -1, dy: -1), ri + 1, x, y)
+                    != Self.inside(inner.insetBy(dx: 1, dy: 1), max(0, ri - 1), x, y)
                 if !nearEdge && !nearInner {
                     let n = Self.covered(ring, x, y)
                     if n != (inRing ? 1 : 0) { wrong.append("ring at (\(x),\(y)): \(n)") }

@@ -61,12 +61,15 @@ final class XvfbDisplay: @unchecked Sendable {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/bin/sh")
         let me = getpid()
-        p.arguments = ["-c", """
+        p.arguments = [
+            "-c",
+            """
             \(xvfb) -displayfd 1 -screen 0 \(width)x\(height)x24 -nolisten tcp -noreset 2>/dev/null & x=$!
             echo "pid $x"
             while kill -0 \(me) 2>/dev/null && kill -0 $x 2>/dev/null; do sleep 1; done
             kill -9 $x 2>/dev/null
-            """]
+            """,
+        ]
         let out = Pipe()
         p.standardOutput = out
         p.standardError = FileHandle.nullDevice
@@ -169,11 +172,19 @@ final class XvfbDisplay: @unchecked Sendable {
                 i += 1
             }
             guard !word.isEmpty else { throw TestFailure("screenshot: not a PPM") }
-            if magic.isEmpty { magic = word } else if let v = Int(word) { fields.append(v) } else { throw TestFailure("screenshot: bad PPM header") }
+            if magic.isEmpty {
+                magic = word
+            } else if let v = Int(word) {
+                fields.append(v)
+            } else {
+                throw TestFailure("screenshot: bad PPM header")
+            }
         }
         i += 1
         let (w, h, maxval) = (fields[0], fields[1], fields[2])
-        guard magic == "P6", maxval == 255, bytes.count - i >= w * h * 3 else { throw TestFailure("screenshot: \(magic) \(w)x\(h) maxval \(maxval), \(bytes.count - i) bytes") }
+        guard magic == "P6", maxval == 255, bytes.count - i >= w * h * 3 else {
+            throw TestFailure("screenshot: \(magic) \(w)x\(h) maxval \(maxval), \(bytes.count - i) bytes")
+        }
         return RGBImage(width: w, height: h, pixels: Array(bytes[i..<(i + w * h * 3)]))
     }
 }

@@ -51,7 +51,8 @@ import Testing
         let probe = try Probe(url)
         #expect(probe.codec == "mjpeg" && probe.width == 320 && probe.height == 240, "\(probe)")
         let times = try packetTimes(url)
-        #expect(probe.frames >= 3 && probe.frames <= summary.framesWritten, "ffprobe read \(probe.frames) of \(summary.framesWritten) written")
+        #expect(
+            probe.frames >= 3 && probe.frames <= summary.framesWritten, "ffprobe read \(probe.frames) of \(summary.framesWritten) written")
         #expect(times.count >= probe.frames && times.count <= summary.framesWritten, "\(times.count) packets")
         #expect(zip(times, times.dropFirst()).allSatisfy { $0 < $1 } && (times.last ?? 0) >= 0.1, "packets to \(times.last ?? -1) s")
         let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter {

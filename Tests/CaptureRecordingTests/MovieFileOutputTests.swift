@@ -108,8 +108,12 @@ import Testing
         // The file's packets, one JPEG each.
         let packets = folder.url.appendingPathComponent("packets")
         try FileManager.default.createDirectory(at: packets, withIntermediateDirectories: true)
-        let r = try run("/usr/bin/ffmpeg", ["-v", "error", "-i", url.path, "-map", "0:v", "-c", "copy", "-f", "image2",
-                                            packets.appendingPathComponent("%05d.jpg").path])
+        let r = try run(
+            "/usr/bin/ffmpeg",
+            [
+                "-v", "error", "-i", url.path, "-map", "0:v", "-c", "copy", "-f", "image2",
+                packets.appendingPathComponent("%05d.jpg").path,
+            ])
         #expect(r.status == 0, "\(r.err)")
         let names = try FileManager.default.contentsOfDirectory(atPath: packets.path).sorted()
         #expect(names.count == summary.framesWritten && names.count >= 30, "\(names.count) packets, \(summary.framesWritten) written")
@@ -349,7 +353,9 @@ extension MovieFileOutputTests {
         let summary = try #require(movie.lastRecording)
         // At least the limit; over it by no more than what one fragment holds (about 200 ms).
         let perFrame = Double(summary.fileSize) / Double(max(1, summary.framesWritten))
-        #expect(summary.fileSize >= limit && Double(summary.fileSize) <= Double(limit) + perFrame * 12, "\(summary.fileSize) bytes, \(summary.framesWritten) frames")
+        #expect(
+            summary.fileSize >= limit && Double(summary.fileSize) <= Double(limit) + perFrame * 12,
+            "\(summary.fileSize) bytes, \(summary.framesWritten) frames")
         let probe = try Probe(url)
         #expect(probe.codec == "mjpeg" && probe.frames == summary.framesWritten, "\(probe)")
     }
@@ -439,7 +445,9 @@ final class FrameSaver: CaptureVideoDataOutputSampleBufferDelegate, @unchecked S
         let received = folder.file("received.mkv")
         let server = Process()
         server.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        server.arguments = ["-v", "error", "-rtsp_flags", "listen", "-i", "rtsp://127.0.0.1:\(port)/live", "-c", "copy", "-y", received.path]
+        server.arguments = [
+            "-v", "error", "-rtsp_flags", "listen", "-i", "rtsp://127.0.0.1:\(port)/live", "-c", "copy", "-y", received.path,
+        ]
         server.standardInput = FileHandle.nullDevice
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice

@@ -20,12 +20,14 @@ import Testing
         let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 64)
         defer { memory.deallocate() }
         memory.copyBytes(from: bytes)
-        let replay = FrameReplay(pixelFormat: format, width: width, height: height, bytesPerLine: 0,
-                                 buffers: [UnsafeRawBufferPointer(memory)])
+        let replay = FrameReplay(
+            pixelFormat: format, width: width, height: height, bytesPerLine: 0,
+            buffers: [UnsafeRawBufferPointer(memory)])
         let url = folder.file("rows.mp4")
         let writer = try #require(try MovieWriter(url: url, fragmentInterval: .seconds(1)))
-        try writer.begin(.init(width: width, height: height, pixelFormat: format, frameInterval: FrameInterval(framesPerSecond: 30)),
-                         audio: nil, settings: MovieOutputSettings(rateControl: .quality(4)))
+        try writer.begin(
+            .init(width: width, height: height, pixelFormat: format, frameInterval: FrameInterval(framesPerSecond: 30)),
+            audio: nil, settings: MovieOutputSettings(rateControl: .quality(4)))
         for i in 0..<3 { try writer.write(replay.sample(0, sequence: UInt32(i)), at: Int64(i) * 33_333_333) }
         try writer.finish(videoEnd: 100_000_000)
         let r = try run("/usr/bin/ffmpeg", ["-v", "error", "-i", url.path, "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"])

@@ -21,7 +21,8 @@ final class FrameTimes: CaptureVideoDataOutputSampleBufferDelegate, @unchecked S
 
 /// The flags of a file's video packets ("K" for a keyframe), in file order.
 func packetFlags(_ url: URL) throws -> [String] {
-    let r = try run("/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=flags", "-of", "csv=p=0", url.path])
+    let r = try run(
+        "/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=flags", "-of", "csv=p=0", url.path])
     guard r.status == 0 else { throw TestFailure("ffprobe cannot list the packets of \(url.path): \(r.err)") }
     return String(decoding: r.out, as: UTF8.self).split(separator: "\n").map { String($0) }
 }
@@ -45,12 +46,16 @@ func packetFlags(_ url: URL) throws -> [String] {
         #expect(flags.first?.hasPrefix("K") == true, "\(label) begins with a keyframe")
         #expect(past >= 2 - 1.0 / 30 && past < 4, "\(label) begins \(past) s before the start")
         if let next = zip(flags, times).dropFirst().first(where: { $0.0.hasPrefix("K") })?.1, let t0 = times.first {
-            #expect(past - (next - t0) < 2, "\(label)'s second keyframe is \(past - (next - t0)) s before the start: it should have begun there")
+            #expect(
+                past - (next - t0) < 2, "\(label)'s second keyframe is \(past - (next - t0)) s before the start: it should have begun there"
+            )
         }
     }
 
-    @Test(arguments: [Case(camera: .nv12, codec: .h264, ext: "mp4", microphone: false),
-                      Case(camera: .mjpeg, codec: .mjpeg, ext: "mkv", microphone: true)])
+    @Test(arguments: [
+        Case(camera: .nv12, codec: .h264, ext: "mp4", microphone: false),
+        Case(camera: .mjpeg, codec: .mjpeg, ext: "mkv", microphone: true),
+    ])
     func aRecordingStartsInThePast(_ c: Case) throws {
         let rig = try RecordingRig("pre-record \(c)", .init(c.camera, width: 320, height: 240, frameRates: [30]))
         defer { rig.stop() }
@@ -114,7 +119,9 @@ func packetFlags(_ url: URL) throws -> [String] {
             // The past's audio is all there; at the end, audio still on its way from a loaded
             // machine's microphone at the stop may be missing (the writer pads 100 ms), as in
             // any recording.
-            #expect(audioDuration.seconds <= summary.duration.seconds + 0.001 && audioDuration.seconds >= summary.duration.seconds - 0.3, "audio \(audioDuration), video \(summary.duration); streams \(streams)")
+            #expect(
+                audioDuration.seconds <= summary.duration.seconds + 0.001 && audioDuration.seconds >= summary.duration.seconds - 0.3,
+                "audio \(audioDuration), video \(summary.duration); streams \(streams)")
         }
         // Pre-record goes on after a recording: a second one starts in the past too.
         let second = folder.file("second.\(c.ext)")

@@ -43,8 +43,10 @@ import Testing
         let folder = try TempFolder("tool-prerecord")
         defer { folder.remove() }
         let url = folder.file("motion.mp4")
-        let p = try RunningProcess(["record", "--device", "virtual", "--size", "320x240", "--pre-record", "1.5", "--seconds", "3", "--json",
-                                    url.path])
+        let p = try RunningProcess([
+            "record", "--device", "virtual", "--size", "320x240", "--pre-record", "1.5", "--seconds", "3", "--json",
+            url.path,
+        ])
         Thread.sleep(forTimeInterval: 3)
         #expect(p.process.isRunning && !FileManager.default.fileExists(atPath: url.path), "no file before the trigger")
         let trigger = Date()
@@ -72,8 +74,9 @@ import Testing
         let folder = try TempFolder("term")
         defer { folder.remove() }
         let url = folder.file("stopped.mkv")
-        let (p, seen) = try startRecording(["--device", "virtual", "--size", "320x240", "--codec", "mjpeg", "--json", url.path],
-                                                until: 15)
+        let (p, seen) = try startRecording(
+            ["--device", "virtual", "--size", "320x240", "--codec", "mjpeg", "--json", url.path],
+            until: 15)
         #expect(seen >= 15)
         #expect(p.terminate(timeout: 60) == 0, "\(p.stderr)")
         let data = p.output.stdout
@@ -89,7 +92,8 @@ import Testing
         let folder = try TempFolder("seconds")
         defer { folder.remove() }
         let url = folder.file("two.mp4")
-        let r = try run(try captureTool().path, ["record", "--device", "virtual", "--size", "640x480", "--seconds", "2", "--json", url.path])
+        let r = try run(
+            try captureTool().path, ["record", "--device", "virtual", "--size", "640x480", "--seconds", "2", "--json", url.path])
         #expect(r.status == 0, "\(r.err)")
         let json = try #require(try JSONSerialization.jsonObject(with: r.out) as? [String: Any])
         #expect(json["ended"] as? String == "maximumDurationReached", "\(json)")
@@ -108,8 +112,10 @@ import Testing
         let cases: [([String], String)] = [
             (["record", "--device", "virtual", "--codec", "vp9", folder.file("a.mp4").path], "unknown codec 'vp9'"),
             (["record", "--device", "virtual", folder.file("a.avi").path], "name it .mp4 or .mkv"),
-            (["record", "--device", "virtual", "--seconds", "2", folder.url.appendingPathComponent("missing/a.mp4").path],
-             "folder does not exist"),
+            (
+                ["record", "--device", "virtual", "--seconds", "2", folder.url.appendingPathComponent("missing/a.mp4").path],
+                "folder does not exist"
+            ),
             (["record", "--device", "virtual"], "one OUTPUT file"),
             (["record", "--device", "virtual", "rtsp://127.0.0.1:1/live"], "cannot publish to rtsp://127.0.0.1:1/live"),
             (["record", "--device", "virtual", "--codec", "mjpeg", "rtsp://127.0.0.1:1/live"], "RTSP publishing carries H.264"),

@@ -39,8 +39,9 @@ struct Probe {
     init(_ url: URL) throws {
         let r = try run("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-show_streams", "-show_format", "-of", "json", url.path])
         guard r.status == 0, let json = try JSONSerialization.jsonObject(with: r.out) as? [String: Any],
-              let streams = json["streams"] as? [[String: Any]], let video = streams.first(where: { $0["codec_type"] as? String == "video" }),
-              let format = json["format"] as? [String: Any] else {
+            let streams = json["streams"] as? [[String: Any]], let video = streams.first(where: { $0["codec_type"] as? String == "video" }),
+            let format = json["format"] as? [String: Any]
+        else {
             throw TestFailure("ffprobe cannot read \(url.path): status \(r.status): \(r.err)")
         }
         codec = video["codec_name"] as? String ?? "?"
@@ -58,19 +59,23 @@ struct Probe {
 func streamTimes(_ url: URL) throws -> [String: (codec: String, start: Double, duration: Double)] {
     let r = try run("/usr/bin/ffprobe", ["-v", "error", "-show_streams", "-of", "json", url.path])
     guard r.status == 0, let json = try JSONSerialization.jsonObject(with: r.out) as? [String: Any],
-          let streams = json["streams"] as? [[String: Any]] else { throw TestFailure("ffprobe cannot read \(url.path): \(r.err)") }
+        let streams = json["streams"] as? [[String: Any]]
+    else { throw TestFailure("ffprobe cannot read \(url.path): \(r.err)") }
     var out: [String: (codec: String, start: Double, duration: Double)] = [:]
     for st in streams {
         guard let type = st["codec_type"] as? String else { continue }
-        out[type] = (st["codec_name"] as? String ?? "?", Double(st["start_time"] as? String ?? "") ?? .nan,
-                     Double(st["duration"] as? String ?? "") ?? .nan)
+        out[type] = (
+            st["codec_name"] as? String ?? "?", Double(st["start_time"] as? String ?? "") ?? .nan,
+            Double(st["duration"] as? String ?? "") ?? .nan
+        )
     }
     return out
 }
 
 /// The presentation times of a file's video packets, in seconds, in file order.
 func packetTimes(_ url: URL) throws -> [Double] {
-    let r = try run("/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", url.path])
+    let r = try run(
+        "/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", url.path])
     guard r.status == 0 else { throw TestFailure("ffprobe cannot list the packets of \(url.path): \(r.err)") }
     return String(decoding: r.out, as: UTF8.self).split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
 }
@@ -119,8 +124,10 @@ final class RecordingEvents: CaptureFileOutputRecordingDelegate, @unchecked Send
     func fileOutput(_ output: CaptureMovieFileOutput, didStartRecordingTo fileURL: URL, from connections: [CaptureConnection]) {
         lock.withLock { _events.append(.started(fileURL)) }
     }
-    func fileOutput(_ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
-                    error: RecordingError?) {
+    func fileOutput(
+        _ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
+        error: RecordingError?
+    ) {
         lock.withLock { _events.append(.finished(outputFileURL, error)) }
     }
     var finishError: RecordingError?? {

@@ -66,8 +66,9 @@ import Testing
         #expect(delivered == seqs.count && seqs.count >= 45, "\(seqs.count) frames to the app, \(appDrops)")
         if let first = seqs.first, let last = seqs.last {
             let skipped = appDrops[.discontinuity] ?? 0
-            #expect(Int(last - first) + 1 <= seqs.count + skipped,
-                    "the app's frames \(first)...\(last): \(seqs.count) delivered, \(skipped) never made by the camera")
+            #expect(
+                Int(last - first) + 1 <= seqs.count + skipped,
+                "the app's frames \(first)...\(last): \(seqs.count) delivered, \(skipped) never made by the camera")
         }
 
         // The recorder fell behind beyond its own storage and lost frames alone, as late.
@@ -91,8 +92,9 @@ import Testing
         #expect(longest > 1.5 / 30, "no gap in time: the longest step is \(longest) s")
         // Spread over the capture time, not packed one frame interval apart.
         let interval = 1.0 / 30
-        #expect(abs(summary.duration.seconds - Double(range.count) * interval) < 2 * interval,
-                "duration \(summary.duration) for camera frames \(range)")
+        #expect(
+            abs(summary.duration.seconds - Double(range.count) * interval) < 2 * interval,
+            "duration \(summary.duration) for camera frames \(range)")
         #expect(abs(probe.duration - summary.duration.seconds) < 0.002, "ffprobe \(probe.duration) s, recorder \(summary.duration)")
     }
 
@@ -152,7 +154,8 @@ import Testing
         let seqs = counter.sequences
         #expect(delivered == seqs.count && seqs.count >= 60, "\(seqs.count) frames to the app, \(appDrops)")
         if let first = seqs.first, let last = seqs.last {
-            #expect(Int(last - first) + 1 <= seqs.count + (appDrops[.discontinuity] ?? 0), "the app's frames \(first)...\(last): \(seqs.count)")
+            #expect(
+                Int(last - first) + 1 <= seqs.count + (appDrops[.discontinuity] ?? 0), "the app's frames \(first)...\(last): \(seqs.count)")
         }
         let late = summary.framesDropped[.frameWasLate] ?? 0
         #expect(late > 0, "the recorder was never behind by more than its storage: \(summary)")

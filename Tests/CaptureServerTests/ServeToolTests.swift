@@ -40,7 +40,9 @@ import Testing
         let serving = try Self.serve(["--port", "0", "--size", "640x480", "--fps", "15"])
         let url = try #require(serving.servedURL(), "\(serving.output.stderr)")
         let state = try curl(url + "state")
-        let source = ((try JSONSerialization.jsonObject(with: state.body) as? [String: Any])?["result"] as? [String: Any])?["source"] as? [String: Any]
+        let source =
+            ((try JSONSerialization.jsonObject(with: state.body) as? [String: Any])?["result"] as? [String: Any])?["source"]
+            as? [String: Any]
         #expect(source?["desired_fps"] as? Double == 15, "\(String(describing: source))")
         kill(serving.process.processIdentifier, SIGTERM)
         #expect(serving.exitStatus() == 0)

@@ -14,17 +14,21 @@ final class ServedCamera: @unchecked Sendable {
     let album: URL
     var port: Int { server.port }
 
-    init(width: Int = 320, height: Int = 240, fps: Double = 15, position: DevicePosition = .back,
-         configure: (inout CaptureStreamServer.Configuration) -> Void = { _ in }) throws {
-        camera = VirtualCamera(name: "Served \(UUID().uuidString.prefix(8))", position: position,
-                               formats: [.init(.yuyv, width: width, height: height, frameRates: [fps])])
+    init(
+        width: Int = 320, height: Int = 240, fps: Double = 15, position: DevicePosition = .back,
+        configure: (inout CaptureStreamServer.Configuration) -> Void = { _ in }
+    ) throws {
+        camera = VirtualCamera(
+            name: "Served \(UUID().uuidString.prefix(8))", position: position,
+            formats: [.init(.yuyv, width: width, height: height, frameRates: [fps])])
         VirtualCamera.install(camera)
         album = FileManager.default.temporaryDirectory.appendingPathComponent("served-album-\(UUID().uuidString)")
         let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
         session.addInput(try CaptureDeviceInput(device: device))
         session.addOutput(still)
-        var config = CaptureStreamServer.Configuration(port: 0, quality: 80, connectionTimeout: 3,
-                                                       photoLibrary: PhotoLibrary(directory: album))
+        var config = CaptureStreamServer.Configuration(
+            port: 0, quality: 80, connectionTimeout: 3,
+            photoLibrary: PhotoLibrary(directory: album))
         configure(&config)
         server = try CaptureStreamServer(session: session, configuration: config)
         try session.start()
@@ -197,7 +201,9 @@ final class StreamReader: @unchecked Sendable {
                 headers[l[..<c].lowercased()] = l[l.index(after: c)...].trimmingCharacters(in: .whitespaces)
             }
         }
-        guard let length = headers["content-length"].flatMap({ Int($0) }) else { throw TestFailure("a part without Content-Length: \(headers)") }
+        guard let length = headers["content-length"].flatMap({ Int($0) }) else {
+            throw TestFailure("a part without Content-Length: \(headers)")
+        }
         guard let jpeg = client.bytes(length) else { return nil }
         return StreamPart(headers: headers, jpeg: jpeg)
     }

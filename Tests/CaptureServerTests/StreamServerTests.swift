@@ -90,8 +90,10 @@ import Testing
             let r = try curl(served.base + path, ["--path-as-is"])
             #expect(r.status == 404, "\(path): \(r.status)")
         }
-        for (method, path) in [("POST", "/stream"), ("DELETE", "/state"), ("PUT", "/snapshot"), ("POST", "/"),
-                               ("GET", "/api/still"), ("GET", "/api/toggle")] {
+        for (method, path) in [
+            ("POST", "/stream"), ("DELETE", "/state"), ("PUT", "/snapshot"), ("POST", "/"),
+            ("GET", "/api/still"), ("GET", "/api/toggle"),
+        ] {
             let r = try curl(served.base + path, ["-X", method])
             #expect(r.status == 405, "\(method) \(path): \(r.status)")
             #expect(r.headers.lowercased().contains("allow:"), "\(method) \(path) says what is allowed")
@@ -148,7 +150,9 @@ import Testing
     }
 
     @Test func twentyClientsAndOneThatNeverReadsAllGetTheFrames() async throws {
-        let served = try ServedCamera(fps: 10) { $0.maxClients = 25; $0.connectionTimeout = 30 }
+        let served = try ServedCamera(fps: 10) {
+            $0.maxClients = 25; $0.connectionTimeout = 30
+        }
         defer { served.close() }
         // A client that asks for the stream and never reads, with a small receive buffer.
         let stalled = try RawClient(port: served.port, receiveBuffer: 4096)
@@ -198,15 +202,18 @@ import Testing
     }
 
     @Test func aClientThatStopsReadingIsTimedOutAndHoldsNoCameraBuffer() async throws {
-        let served = try ServedCamera(width: 1280, height: 720, fps: 30) { $0.quality = 100; $0.connectionTimeout = 2 }
+        let served = try ServedCamera(width: 1280, height: 720, fps: 30) {
+            $0.quality = 100; $0.connectionTimeout = 2
+        }
         defer { served.close() }
         let stalled = try RawClient(port: served.port, receiveBuffer: 4096)
         stalled.send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
         // It was taken as a stream client (the status line is all it reads).
         #expect(stalled.line()?.hasSuffix("200 OK") == true)
         // Once the socket buffers are full nothing moves; the idle timeout closes it.
-        #expect(await eventually(timeout: 120) { served.server.statistics.clients.isEmpty },
-                "\(served.server.statistics.clients)")
+        #expect(
+            await eventually(timeout: 120) { served.server.statistics.clients.isEmpty },
+            "\(served.server.statistics.clients)")
         // Meanwhile another client is served, and the camera never lacked a buffer.
         let reader = try StreamReader(port: served.port)
         for _ in 0..<5 { #expect(try reader.next()?.isCompleteJPEG == true) }
@@ -285,7 +292,9 @@ import Testing
         let served = try ServedCamera()
         defer { served.close() }
         let (_, list, _) = try curl(served.base + "/api/controls")
-        let controls = try #require(((try JSONSerialization.jsonObject(with: list) as? [String: Any])?["result"] as? [String: Any])?["controls"] as? [[String: Any]])
+        let controls = try #require(
+            ((try JSONSerialization.jsonObject(with: list) as? [String: Any])?["result"] as? [String: Any])?["controls"] as? [[String: Any]]
+        )
         let brightness = try #require(controls.first { $0["name"] as? String == "Brightness" })
         let id = try #require(brightness["id"] as? Int)
         let before = try #require(TestJPEG.decode(try curl(served.base + "/snapshot").body))
@@ -300,8 +309,9 @@ import Testing
     @Test func theToggleSwitchesToTheOtherCameraAndTheStreamGoesOn() throws {
         let served = try ServedCamera(position: .back)
         defer { served.close() }
-        let front = VirtualCamera(name: "Served front \(UUID().uuidString.prefix(8))", position: .front,
-                                  formats: [.init(.yuyv, width: 160, height: 120, frameRates: [15])])
+        let front = VirtualCamera(
+            name: "Served front \(UUID().uuidString.prefix(8))", position: .front,
+            formats: [.init(.yuyv, width: 160, height: 120, frameRates: [15])])
         VirtualCamera.install(front)
         defer { VirtualCamera.uninstall(front) }
         let reader = try StreamReader(port: served.port)
@@ -351,8 +361,9 @@ import Testing
         #expect(reader.client.readToEnd().isEmpty, "bytes after the close delimiter, or the connection stayed open")
         #expect(await eventually(timeout: 20) { !curlClient.isRunning }, "curl's response did not end")
         curlClient.waitUntilExit()
-        #expect(curlClient.terminationStatus == 0,
-                "curl: \(String(decoding: curlErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")
+        #expect(
+            curlClient.terminationStatus == 0,
+            "curl: \(String(decoding: curlErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")
         let body = try MultipartBody.parse(Array(try Data(contentsOf: saved)))
         #expect(body.parts.count >= 2 && body.parts.allSatisfy { $0.isCompleteJPEG }, "\(body.parts.count) parts")
         let closed = body.isClosed
@@ -360,7 +371,8 @@ import Testing
         #expect(await eventually(timeout: 20) { !served.server.statistics.isOnline })
         // The server keeps answering: the state says offline; a snapshot or a stream is refused.
         let (_, state, _) = try curl(served.base + "/state")
-        let source = ((try JSONSerialization.jsonObject(with: state) as? [String: Any])?["result"] as? [String: Any])?["source"] as? [String: Any]
+        let source =
+            ((try JSONSerialization.jsonObject(with: state) as? [String: Any])?["result"] as? [String: Any])?["source"] as? [String: Any]
         #expect(source?["online"] as? Bool == false)
         #expect(try curl(served.base + "/snapshot").status == 503)
         #expect(try curl(served.base + "/stream").status == 503)

@@ -48,7 +48,11 @@ public final class FrameCollector: CaptureVideoDataOutputSampleBufferDelegate, @
     public var drops: [DroppedFrames] { lock.withLock { _drops } }
     public var callsOffQueue: Int { lock.withLock { _offQueue } }
     public var count: Int { lock.withLock { _sequences.count } }
-    public func releaseHeld() { lock.withLock { holdAll = false; _held.removeAll() } }
+    public func releaseHeld() {
+        lock.withLock {
+            holdAll = false; _held.removeAll()
+        }
+    }
     /// Lets go of the oldest held frame (the rest stay held); false if none is held. The frame
     /// is released on the caller's thread, before this returns.
     @discardableResult
@@ -94,8 +98,9 @@ extension FrameCollector {
         #expect(ordered, "drop reports out of order: \(drops)", sourceLocation: sourceLocation)
         #expect(twice.isEmpty, "frames counted twice: \(twice.prefix(20))", sourceLocation: sourceLocation)
         let produced = Int(last - first + 1)
-        #expect(delivered.count + dropped == produced,
-                "delivered \(delivered.count) + dropped \(dropped) != produced \(produced); drops: \(drops)",
-                sourceLocation: sourceLocation)
+        #expect(
+            delivered.count + dropped == produced,
+            "delivered \(delivered.count) + dropped \(dropped) != produced \(produced); drops: \(drops)",
+            sourceLocation: sourceLocation)
     }
 }

@@ -32,8 +32,10 @@ public enum MultiCamFlows {
     /// Two cameras in one `CaptureMultiCamSession`, a video data output each (connected
     /// automatically, in order): each output gets only its camera's frames, and nearly every
     /// frame of one camera has a frame of the other within one frame interval (one clock).
-    public static func pairedFrames(_ a: CaptureDevice, _ b: CaptureDevice, preset: CaptureSession.Preset,
-                                    frames: Int, timeout: Double) throws {
+    public static func pairedFrames(
+        _ a: CaptureDevice, _ b: CaptureDevice, preset: CaptureSession.Preset,
+        frames: Int, timeout: Double
+    ) throws {
         #expect(CaptureMultiCamSession.isMultiCamSupported)
         let session = CaptureMultiCamSession()
         let events = EventLog(session)
@@ -54,13 +56,15 @@ public enum MultiCamFlows {
         session.sessionPreset = preset
         let result = session.commitConfiguration()
         try #require(!result.isRejected, "\(result)")
-        #expect(oa.connections.map(\.device) == [a] && ob.connections.map(\.device) == [b],
-                "connections: \(session.connections)")
+        #expect(
+            oa.connections.map(\.device) == [a] && ob.connections.map(\.device) == [b],
+            "connections: \(session.connections)")
         #expect(session.connections.count == 2)
         try session.start()
         // A few frames to settle, then the ones measured.
-        #expect(la.wait(for: frames + 3, timeout: timeout) && lb.wait(for: frames + 3, timeout: timeout),
-                "frames: \(la.count) and \(lb.count); events \(events.events)")
+        #expect(
+            la.wait(for: frames + 3, timeout: timeout) && lb.wait(for: frames + 3, timeout: timeout),
+            "frames: \(la.count) and \(lb.count); events \(events.events)")
         session.stopRunning()
         #expect(la.devices.allSatisfy { $0 === a }, "camera A's output got another camera's frames")
         #expect(lb.devices.allSatisfy { $0 === b }, "camera B's output got another camera's frames")
@@ -71,7 +75,9 @@ public enum MultiCamFlows {
         try #require(overlap.count >= frames / 2, "the cameras' frames hardly overlap in time: \(ta.count), \(tb.count)")
         let gaps = overlap.map { t in tb.map { abs(Double($0) - Double(t)) / 1e9 }.min() ?? .infinity }.sorted()
         let paired = gaps.filter { $0 <= interval }.count
-        print("multicam: \(overlap.count) frames of \(a.localizedName) paired with \(b.localizedName): \(paired) within \(interval) s, median gap \(gaps[gaps.count / 2]) s, max \(gaps.last!) s")
+        print(
+            "multicam: \(overlap.count) frames of \(a.localizedName) paired with \(b.localizedName): \(paired) within \(interval) s, median gap \(gaps[gaps.count / 2]) s, max \(gaps.last!) s"
+        )
         #expect(Double(paired) >= 0.9 * Double(overlap.count), "gaps: \(gaps)")
         #expect(!events.events.contains { if case .runtimeError = $0 { true } else { false } }, "\(events.events)")
     }

@@ -36,7 +36,9 @@ public enum MultipartBody {
             }
             guard starts(open, at: i) else {
                 if body.count - i < open.count { return Parsed(parts: parts, isClosed: false, trailing: body.count - i) }
-                throw Failure("expected a boundary at byte \(i), found \(String(decoding: body[i..<min(i + 40, body.count)], as: UTF8.self).debugDescription)")
+                throw Failure(
+                    "expected a boundary at byte \(i), found \(String(decoding: body[i..<min(i + 40, body.count)], as: UTF8.self).debugDescription)"
+                )
             }
             var j = i + open.count
             var headers: [String: String] = [:]

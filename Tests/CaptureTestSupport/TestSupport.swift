@@ -40,7 +40,7 @@ public enum TestJPEG {
         while i + 4 <= b.count, b[i] == 0xFF {
             let marker = b[i + 1]
             let len = Int(b[i + 2]) << 8 | Int(b[i + 3])
-            if marker == 0xE1, i + 10 < b.count, b[i + 4] == 0x45, b[i + 5] == 0x78 { // "Ex"
+            if marker == 0xE1, i + 10 < b.count, b[i + 4] == 0x45, b[i + 5] == 0x78 {  // "Ex"
                 let t = i + 10
                 guard t + 8 <= b.count else { return nil }
                 let le = b[t] == 0x49
@@ -100,8 +100,10 @@ public enum ColorBars {
 
     /// `mismatches(_:row:)` for a still turned as EXIF `orientation` says: each bar's centre at
     /// `row` of the sensor's `width`x`height` picture is looked for where the turn put it.
-    public static func mismatches(_ image: RGBImage, turnedBy orientation: Int, row: Int, width: Int, height: Int,
-                                  tolerance: Int = 24) -> [String] {
+    public static func mismatches(
+        _ image: RGBImage, turnedBy orientation: Int, row: Int, width: Int, height: Int,
+        tolerance: Int = 24
+    ) -> [String] {
         var bad: [String] = []
         for (i, bar) in expected.enumerated() {
             let xs = min(width - 1, (2 * i + 1) * width / 16)
@@ -126,12 +128,16 @@ public enum ProcessResources {
     }
     /// Mappings of V4L2 buffers (shown as the device node in /proc/self/maps).
     public static var videoMappings: Int {
-        ((try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? "").split(separator: "\n").filter { $0.contains("/dev/video") }.count
+        ((try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? "").split(separator: "\n").filter {
+            $0.contains("/dev/video")
+        }.count
     }
     /// Descriptors open on /dev/video* nodes.
     public static var videoDescriptors: Int {
         let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        return fds.filter { ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")) ?? "").hasPrefix("/dev/video") }.count
+        return fds.filter {
+            ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)")) ?? "").hasPrefix("/dev/video")
+        }.count
     }
 }
 

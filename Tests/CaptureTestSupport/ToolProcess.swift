@@ -83,8 +83,10 @@ public final class RunningProcess: @unchecked Sendable {
     }
 
     /// Starts this package's `tool` (see `builtTool`).
-    public convenience init(tool: String = "capture", _ arguments: [String], environment: [String: String]? = nil,
-                            freshHome: Bool = false) throws {
+    public convenience init(
+        tool: String = "capture", _ arguments: [String], environment: [String: String]? = nil,
+        freshHome: Bool = false
+    ) throws {
         try self.init(try builtTool(tool), arguments, environment: environment, freshHome: freshHome)
     }
 
@@ -153,8 +155,10 @@ public final class RunningProcess: @unchecked Sendable {
 
 /// Runs `executable` to its end; kills it after `timeout` s (a guard against hangs, not a speed
 /// bound): then its status says the signal.
-public func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-                       timeout: Double = 60) throws -> ProcessResult {
+public func runProcess(
+    _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+    timeout: Double = 60
+) throws -> ProcessResult {
     let p = try RunningProcess(URL(fileURLWithPath: executable), arguments, environment: environment)
     _ = p.exitStatus(timeout: timeout)
     return p.output

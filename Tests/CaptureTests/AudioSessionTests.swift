@@ -8,7 +8,8 @@ import Testing
 
 /// Collects audio (and video times) from data outputs; one object for both, as seed 004.
 final class AudioCollector: CaptureAudioDataOutputSampleBufferDelegate, CaptureVideoDataOutputSampleBufferDelegate,
-    @unchecked Sendable {
+    @unchecked Sendable
+{
     private let lock = NSLock()
     private var _audio: [(sample: SampleBuffer, connection: CaptureConnection, arrival: CaptureTime)] = []
     private var _video: [(timestamp: CaptureTime, connection: CaptureConnection)] = []
@@ -66,8 +67,9 @@ private func frequency(of x: [Float], rate: Int) -> Double {
 
     @Test func virtualSourceIsPacedContiguousAndStamped() throws {
         let source = try VirtualMicrophone(name: "source").makeSource()
-        let applied = try source.configure(AudioConfiguration(
-            format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 480, bufferFrames: 4800))
+        let applied = try source.configure(
+            AudioConfiguration(
+                format: AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16), periodFrames: 480, bufferFrames: 4800))
         #expect(applied.format == AudioFormat(sampleRate: 48000, channelCount: 2, sampleFormat: .s16))
         try source.start()
         let t0 = ContinuousClock.now
@@ -113,14 +115,17 @@ private func frequency(of x: [Float], rate: Int) -> Double {
 
     @Test func virtualSourceWakesAndTimesOut() throws {
         let source = try VirtualMicrophone(name: "wake").makeSource()
-        _ = try source.configure(AudioConfiguration(
-            format: AudioFormat(sampleRate: 8000, channelCount: 1, sampleFormat: .s16), periodFrames: 8000, bufferFrames: 16000))
+        _ = try source.configure(
+            AudioConfiguration(
+                format: AudioFormat(sampleRate: 8000, channelCount: 1, sampleFormat: .s16), periodFrames: 8000, bufferFrames: 16000))
         try source.start()
         guard case .timeout = try source.nextBuffer(timeout: .milliseconds(20)) else {
             Issue.record("expected a timeout: a period lasts 1 s")
             return
         }
-        let waker = Thread { Thread.sleep(forTimeInterval: 0.05); source.wakeUp() }
+        let waker = Thread {
+            Thread.sleep(forTimeInterval: 0.05); source.wakeUp()
+        }
         waker.start()
         let t0 = ContinuousClock.now
         guard case .interrupted = try source.nextBuffer(timeout: .seconds(5)) else {

@@ -7,8 +7,10 @@ import Testing
 
 /// A sine of `amplitude` (1 = full scale) in `format`, starting at phase 0, same on all channels
 /// except that channel c is scaled by `channelScale[c]` when given.
-func makeSineBuffer(frequency: Double, amplitude: Double, format: AudioFormat, frames: Int,
-                    channelScale: [Double]? = nil) -> AudioPCMBuffer {
+func makeSineBuffer(
+    frequency: Double, amplitude: Double, format: AudioFormat, frames: Int,
+    channelScale: [Double]? = nil
+) -> AudioPCMBuffer {
     var data = Data(capacity: frames * format.bytesPerFrame)
     func sample(_ i: Int, _ c: Int) -> Double {
         amplitude * (channelScale?[c] ?? 1) * sin(2 * Double.pi * frequency * Double(i) / Double(format.sampleRate))
@@ -98,17 +100,20 @@ func makeSineBuffer(frequency: Double, amplitude: Double, format: AudioFormat, f
         #expect(s.count == 4)
         #expect(abs(s[1] - 0.5) < 1e-6)
         #expect(abs(s[3] - -0.5) < 1e-6)
-        let s32 = makeSineBuffer(frequency: 12000, amplitude: 0.5, format: AudioFormat(sampleRate: 48000, channelCount: 1, sampleFormat: .s32), frames: 4)
+        let s32 = makeSineBuffer(
+            frequency: 12000, amplitude: 0.5, format: AudioFormat(sampleRate: 48000, channelCount: 1, sampleFormat: .s32), frames: 4)
         #expect(abs(s32.floatSamples(channel: 0)[1] - 0.5) < 1e-6)
         #expect(s32.int32Samples?.count == 4)
     }
 }
 
 @Suite struct AudioFormatNegotiationTests {
-    let loopbackLike = AudioFormatRange(sampleFormats: [.s16, .float32, .s32], sampleRates: 8000...192000,
-                                        standardSampleRates: AudioFormatRange.commonSampleRates, channelCounts: 1...32)
-    let fixed = AudioFormatRange(sampleFormats: [.s32], sampleRates: 44100...48000, standardSampleRates: [44100, 48000],
-                                 channelCounts: 2...2)
+    let loopbackLike = AudioFormatRange(
+        sampleFormats: [.s16, .float32, .s32], sampleRates: 8000...192000,
+        standardSampleRates: AudioFormatRange.commonSampleRates, channelCounts: 1...32)
+    let fixed = AudioFormatRange(
+        sampleFormats: [.s32], sampleRates: 44100...48000, standardSampleRates: [44100, 48000],
+        channelCounts: 2...2)
 
     @Test func acceptedRequestIsKept() {
         let request = AudioFormat(sampleRate: 44100, channelCount: 1, sampleFormat: .float32)
@@ -206,7 +211,8 @@ func makeSineBuffer(frequency: Double, amplitude: Double, format: AudioFormat, f
             try fm.createDirectory(atPath: "\(root)/\(d)", withIntermediateDirectories: true)
         }
         try "Loopback\n".write(toFile: "\(root)/card1/id", atomically: true, encoding: .utf8)
-        try " 0 [Dummy          ]: Dummy - Dummy\n                      Dummy 1\n 1 [Loopback       ]: Loopback - Loopback\n                      Loopback 1\n"
+        try
+            " 0 [Dummy          ]: Dummy - Dummy\n                      Dummy 1\n 1 [Loopback       ]: Loopback - Loopback\n                      Loopback 1\n"
             .write(toFile: "\(root)/cards", atomically: true, encoding: .utf8)
         for dev in [0, 1] {
             try "card: 1\ndevice: \(dev)\nid: Loopback PCM\nname: Loopback PCM\nstream: CAPTURE\nsubdevices_count: 8\n"
@@ -240,8 +246,12 @@ func makeSineBuffer(frequency: Double, amplitude: Double, format: AudioFormat, f
     func temporaryPath(_ name: String) -> String {
         NSTemporaryDirectory() + "audio-wav-\(getpid())-\(name).wav"
     }
-    func u32(_ d: Data, _ o: Int) -> UInt32 { d.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: o, as: UInt32.self)) } }
-    func u16(_ d: Data, _ o: Int) -> UInt16 { d.withUnsafeBytes { UInt16(littleEndian: $0.loadUnaligned(fromByteOffset: o, as: UInt16.self)) } }
+    func u32(_ d: Data, _ o: Int) -> UInt32 {
+        d.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: o, as: UInt32.self)) }
+    }
+    func u16(_ d: Data, _ o: Int) -> UInt16 {
+        d.withUnsafeBytes { UInt16(littleEndian: $0.loadUnaligned(fromByteOffset: o, as: UInt16.self)) }
+    }
     func tag(_ d: Data, _ o: Int) -> String { String(decoding: d[o..<o + 4], as: UTF8.self) }
 
     @Test func pcmFileHasCorrectHeaderAndSamples() throws {
@@ -327,13 +337,17 @@ func makeSineBuffer(frequency: Double, amplitude: Double, format: AudioFormat, f
         let path = temporaryPath("misuse")
         defer { unlink(path) }
         let writer = try WAVFileWriter(path: path, format: format)
-        let stereo = makeSineBuffer(frequency: 100, amplitude: 0.1, format: AudioFormat(sampleRate: 8000, channelCount: 2, sampleFormat: .s16), frames: 10)
-        do { try writer.write(stereo); Issue.record("wrote a stereo buffer to a mono file") } catch { #expect(error.code == .invalidArgument) }
+        let stereo = makeSineBuffer(
+            frequency: 100, amplitude: 0.1, format: AudioFormat(sampleRate: 8000, channelCount: 2, sampleFormat: .s16), frames: 10)
+        do { try writer.write(stereo); Issue.record("wrote a stereo buffer to a mono file") } catch {
+            #expect(error.code == .invalidArgument)
+        }
         do { try writer.write(Data(count: 3)); Issue.record("wrote half a frame") } catch { #expect(error.code == .invalidArgument) }
         try writer.close()
         do { try writer.write(Data(count: 2)); Issue.record("wrote after close") } catch { #expect(error.code == .invalidState) }
         #expect(throws: CaptureError.self) {
-            _ = try WAVFileWriter(path: path, format: AudioFormat(sampleRate: 8000, channelCount: 1, sampleFormat: .s16, isInterleaved: false))
+            _ = try WAVFileWriter(
+                path: path, format: AudioFormat(sampleRate: 8000, channelCount: 1, sampleFormat: .s16, isInterleaved: false))
         }
     }
 }

@@ -86,8 +86,12 @@ import Testing
             (.noHandle, .driverError),
             (.noInterleavedAccess, .unsupportedFormat),
             (.interleavedOnly, .unsupportedFormat),
-            (.invalidConfiguration(AudioConfiguration(format: AudioFormat(sampleRate: 0, channelCount: 1, sampleFormat: .s16),
-                                                      periodFrames: 0, bufferFrames: 0)), .invalidArgument),
+            (
+                .invalidConfiguration(
+                    AudioConfiguration(
+                        format: AudioFormat(sampleRate: 0, channelCount: 1, sampleFormat: .s16),
+                        periodFrames: 0, bufferFrames: 0)), .invalidArgument
+            ),
             (.sampleFormatNotOffered(.float32, offered: [.s16]), .unsupportedFormat),
             (.notStreaming, .invalidState),
             (.noPollDescriptors, .driverError),

@@ -10,8 +10,9 @@ import Testing
 
 @Suite(.serialized) struct CameraControlsTests {
     private static func camera(_ name: String) throws -> (CaptureDevice, VirtualCamera) {
-        let cam = VirtualCamera(name: "Controls \(name) \(UUID().uuidString.prefix(6))", position: .back,
-                                formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        let cam = VirtualCamera(
+            name: "Controls \(name) \(UUID().uuidString.prefix(6))", position: .back,
+            formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
         VirtualCamera.install(cam)
         return (try #require(CaptureDevice.device(withUniqueID: cam.uniqueID)), cam)
     }
@@ -120,23 +121,37 @@ import Testing
         defer { VirtualCamera.uninstall(cam) }
         try device.lockForConfiguration()
         defer { device.unlockForConfiguration() }
-        #expect(!device.isTorchModeSupported(.auto) && !device.isFocusModeSupported(.autoFocus)
+        #expect(
+            !device.isTorchModeSupported(.auto) && !device.isFocusModeSupported(.autoFocus)
                 && !device.isWhiteBalanceModeSupported(.autoWhiteBalance))
         let cases: [(String, String, () throws(CaptureError) -> Void)] = [
-            ("torch", "does not support torch mode auto: check isTorchModeSupported(_:) first",
-             { () throws(CaptureError) in try device.setTorchMode(.auto) }),
-            ("focus", "does not support focus mode autoFocus: check isFocusModeSupported(_:) first",
-             { () throws(CaptureError) in try device.setFocusMode(.autoFocus) }),
-            ("wb", "does not support white balance mode autoWhiteBalance",
-             { () throws(CaptureError) in try device.setWhiteBalanceMode(.autoWhiteBalance) }),
-            ("iso", "ISO 50.0 is outside", { () throws(CaptureError) in try device.setExposureModeCustom(duration: .milliseconds(10), iso: 50) }),
-            ("duration", "exposure duration 2.0 seconds is outside",
-             { () throws(CaptureError) in try device.setExposureModeCustom(duration: .seconds(2), iso: 100) }),
+            (
+                "torch", "does not support torch mode auto: check isTorchModeSupported(_:) first",
+                { () throws(CaptureError) in try device.setTorchMode(.auto) }
+            ),
+            (
+                "focus", "does not support focus mode autoFocus: check isFocusModeSupported(_:) first",
+                { () throws(CaptureError) in try device.setFocusMode(.autoFocus) }
+            ),
+            (
+                "wb", "does not support white balance mode autoWhiteBalance",
+                { () throws(CaptureError) in try device.setWhiteBalanceMode(.autoWhiteBalance) }
+            ),
+            (
+                "iso", "ISO 50.0 is outside",
+                { () throws(CaptureError) in try device.setExposureModeCustom(duration: .milliseconds(10), iso: 50) }
+            ),
+            (
+                "duration", "exposure duration 2.0 seconds is outside",
+                { () throws(CaptureError) in try device.setExposureModeCustom(duration: .seconds(2), iso: 100) }
+            ),
             ("lens", "lens position 1.5 is outside 0...1", { () throws(CaptureError) in try device.setFocusModeLocked(lensPosition: 1.5) }),
             ("zoom", "zoom factor 5.0 is outside", { () throws(CaptureError) in try device.setVideoZoomFactor(5) }),
             ("bias", "exposure bias 3.0 EV is outside", { () throws(CaptureError) in try device.setExposureTargetBias(3) }),
-            ("temperature", "white balance temperature 9000.0 K is outside",
-             { () throws(CaptureError) in try device.setWhiteBalanceModeLocked(temperature: 9000) }),
+            (
+                "temperature", "white balance temperature 9000.0 K is outside",
+                { () throws(CaptureError) in try device.setWhiteBalanceModeLocked(temperature: 9000) }
+            ),
         ]
         for (name, words, attempt) in cases {
             let e = Self.code(attempt)

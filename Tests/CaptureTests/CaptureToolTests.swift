@@ -40,7 +40,8 @@ import Testing
     static func withTmpfs(kib: Int, options: String = "", _ body: (URL) throws -> Void) throws {
         let dir = try folder()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let mounted = try run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(kib)k" + (options.isEmpty ? "" : "," + options), "tmpfs", dir.path])
+        let mounted = try run(
+            "/bin/mount", ["-t", "tmpfs", "-o", "size=\(kib)k" + (options.isEmpty ? "" : "," + options), "tmpfs", dir.path])
         guard mounted.status == 0 else {
             throw TestFailure("cannot mount a tmpfs (these tests need root): \(mounted.stderr)")
         }
@@ -84,7 +85,8 @@ import Testing
         let path = "/nonexistent-\(UUID().uuidString)/dir/x.jpg"
         expectRefused(try Self.capture(["snap", "--device", "virtual", "--output", path]), "no such folder", nothingAt: path)
         let wav = "/nonexistent-\(UUID().uuidString)/a.wav"
-        expectRefused(try Self.capture(["audio", "--device", "virtual", "--seconds", "0.2", "--output", wav]), "no such folder", nothingAt: wav)
+        expectRefused(
+            try Self.capture(["audio", "--device", "virtual", "--seconds", "0.2", "--output", wav]), "no such folder", nothingAt: wav)
     }
 
     @Test func snapOntoAReadOnlyFileSystemSaysSo() throws {
@@ -92,8 +94,9 @@ import Testing
             let path = dir.appendingPathComponent("x.jpg").path
             expectRefused(try Self.capture(["snap", "--device", "virtual", "--output", path]), "read-only file system", nothingAt: path)
             let folderOutput = dir.appendingPathComponent("album").path + "/"
-            expectRefused(try Self.capture(["snap", "--device", "virtual", "--output", folderOutput]), "read-only file system",
-                          nothingAt: folderOutput)
+            expectRefused(
+                try Self.capture(["snap", "--device", "virtual", "--output", folderOutput]), "read-only file system",
+                nothingAt: folderOutput)
         }
     }
 
@@ -103,7 +106,8 @@ import Testing
             let filler = dir.appendingPathComponent("filler")
             try Data(count: 12 * 1024).write(to: filler)
             let path = dir.appendingPathComponent("x.jpg").path
-            expectRefused(try Self.capture(["snap", "--device", "virtual", "--size", "640x480", "--output", path]), "is full", nothingAt: path)
+            expectRefused(
+                try Self.capture(["snap", "--device", "virtual", "--size", "640x480", "--output", path]), "is full", nothingAt: path)
             let left = try FileManager.default.contentsOfDirectory(atPath: dir.path)
             #expect(left == ["filler"], "left behind: \(left)")
             // The album the same way.
@@ -177,7 +181,9 @@ import Testing
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         let wav = dir.appendingPathComponent("a.wav").path
-        let r = try Self.capture(["audio", "--device", "virtual", "--seconds", "\(seconds)", "--rate", "\(rate)", "--output", wav, "--json"])
+        let r = try Self.capture([
+            "audio", "--device", "virtual", "--seconds", "\(seconds)", "--rate", "\(rate)", "--output", wav, "--json",
+        ])
         #expect(r.status == 0, "\(r.stderr)")
         let data = try Data(contentsOf: URL(fileURLWithPath: wav))
         // The RIFF header: the rate at 24, block align at 32, the data chunk's size before its bytes.
@@ -201,9 +207,12 @@ import Testing
             (CocoaError(.fileWriteNoPermission, userInfo: [NSURLErrorKey: URL(fileURLWithPath: path)]), .permissionDenied, "no permission"),
             (CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: path]), .invalidArgument, "no such folder: /data/photos"),
             // The errno underneath wins over the Cocoa code.
-            (NSError(domain: NSCocoaErrorDomain, code: CocoaError.fileWriteUnknown.rawValue,
-                     userInfo: [NSFilePathErrorKey: path, NSUnderlyingErrorKey: NSError(domain: NSPOSIXErrorDomain, code: Int(ENOSPC))]),
-             .diskFull, "is full"),
+            (
+                NSError(
+                    domain: NSCocoaErrorDomain, code: CocoaError.fileWriteUnknown.rawValue,
+                    userInfo: [NSFilePathErrorKey: path, NSUnderlyingErrorKey: NSError(domain: NSPOSIXErrorDomain, code: Int(ENOSPC))]),
+                .diskFull, "is full"
+            ),
             (POSIXError(.EROFS), .readOnlyFileSystem, "read-only file system"),
         ]
         for (error, code, words) in cases {

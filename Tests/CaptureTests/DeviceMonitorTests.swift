@@ -31,12 +31,15 @@ final class MonitorLog: Sendable {
         #expect(monitor.isWatchingDeviceFolder, "inotify on /dev must work without any video node")
         let camera = VirtualCamera(name: "Monitor \(UUID().uuidString.prefix(8))")
         VirtualCamera.install(camera)
-        #expect(log.wait { $0.contains { if case .connected(let d) = $0 { d.uniqueID == camera.uniqueID } else { false } } },
-                "events: \(log.events)")
+        #expect(
+            log.wait { $0.contains { if case .connected(let d) = $0 { d.uniqueID == camera.uniqueID } else { false } } },
+            "events: \(log.events)")
         #expect(monitor.devices.contains { $0.uniqueID == camera.uniqueID })
         // The device in the event is the one discovery hands out (one device, one object).
         // (Other suites install cameras meanwhile: pick this camera's event.)
-        if case .connected(let d)? = log.events.last(where: { if case .connected(let d) = $0 { d.uniqueID == camera.uniqueID } else { false } }) {
+        if case .connected(let d)? = log.events.last(where: {
+            if case .connected(let d) = $0 { d.uniqueID == camera.uniqueID } else { false }
+        }) {
             #expect(d === CaptureDevice.device(withUniqueID: camera.uniqueID))
         }
         VirtualCamera.uninstall(camera)
@@ -57,7 +60,9 @@ final class MonitorLog: Sendable {
         try monitor.start()
         let stream = monitor.events()
         // Ends the stream if the events never come, so the test fails instead of hanging.
-        let deadline = Task { try? await Task.sleep(for: .seconds(10)); monitor.stop() }
+        let deadline = Task {
+            try? await Task.sleep(for: .seconds(10)); monitor.stop()
+        }
         defer { deadline.cancel() }
         let a = VirtualCamera(name: "Monitor A \(UUID().uuidString.prefix(8))")
         let b = VirtualCamera(name: "Monitor B \(UUID().uuidString.prefix(8))")

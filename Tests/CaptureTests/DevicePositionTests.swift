@@ -15,15 +15,18 @@ struct DevicePositionTests {
         let fm = FileManager.default
         try fm.createDirectory(atPath: interface, withIntermediateDirectories: true)
         try fm.createDirectory(atPath: node, withIntermediateDirectories: true)
-        try fm.createSymbolicLink(atPath: node + "/device", withDestinationPath: "../../../devices/pci0000:00/0000:00:14.0/usb1/1-4/1-4:1.0")
+        try fm.createSymbolicLink(
+            atPath: node + "/device", withDestinationPath: "../../../devices/pci0000:00/0000:00:14.0/usb1/1-4/1-4:1.0")
         if let removable { try (removable + "\n").write(toFile: usb + "/removable", atomically: true, encoding: .utf8) }
         return root
     }
 
     @Test("a USB camera on a fixed port is the built-in front camera; on another port, external")
     func fixedPortIsFront() throws {
-        for (removable, port, position) in [("fixed", V4L2Discovery.USBPort.fixed, DevicePosition.front),
-                                            ("removable", .removable, .external), ("unknown", .unknown, .external)] {
+        for (removable, port, position) in [
+            ("fixed", V4L2Discovery.USBPort.fixed, DevicePosition.front),
+            ("removable", .removable, .external), ("unknown", .unknown, .external),
+        ] {
             let root = try sysfs(removable: removable)
             defer { try? FileManager.default.removeItem(atPath: root) }
             #expect(V4L2Discovery.usbPort(ofNode: "video0", sysfs: root) == port)
@@ -41,12 +44,12 @@ struct DevicePositionTests {
     @Test("overrides are read from the environment over the file, by unique ID or path; bad entries are reported")
     func overridesParse() {
         let file = """
-        # my laptop
-        v4l2:uvcvideo:usb-0000:00:14.0-4:Integrated Camera = front
-        /dev/video2 = back   # the rear one
-        /dev/video4 = sideways
-        nonsense
-        """
+            # my laptop
+            v4l2:uvcvideo:usb-0000:00:14.0-4:Integrated Camera = front
+            /dev/video2 = back   # the rear one
+            /dev/video4 = sideways
+            nonsense
+            """
         let o = DevicePositionOverrides(environment: "/dev/video2=external; virtual:x=y=back", fileText: file)
         #expect(o.position(uniqueID: "v4l2:uvcvideo:usb-0000:00:14.0-4:Integrated Camera", path: "/dev/video0") == .front)
         #expect(o.position(uniqueID: "other", path: "/dev/video2") == .external)

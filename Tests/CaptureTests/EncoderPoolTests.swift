@@ -20,15 +20,16 @@ private final class YUYVFrames: @unchecked Sendable {
             let n = width * height * 2
             let b = UnsafeMutableRawBufferPointer.allocate(byteCount: n, alignment: 4096)
             for i in 0..<n {
-                state = state &* 6364136223846793005 &+ 1442695040888963407
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
                 let noise = Int(state >> 59)
                 b[i] = UInt8(truncatingIfNeeded: 16 + (i % (width * 2)) / 12 + noise)
             }
             bs.append(b)
         }
         buffers = bs
-        replay = FrameReplay(pixelFormat: .yuyv, width: width, height: height,
-                             buffers: bs.map { UnsafeRawBufferPointer($0) })
+        replay = FrameReplay(
+            pixelFormat: .yuyv, width: width, height: height,
+            buffers: bs.map { UnsafeRawBufferPointer($0) })
     }
 
     deinit { for b in buffers { b.deallocate() } }
@@ -51,8 +52,9 @@ private final class Recorder: @unchecked Sendable {
         switch o {
         case .encoded(let sample, _):
             let markers = sample.withUnsafeBytes { try? JPEGMarkers(parsing: $0) }
-            item = .encoded(UInt32(truncatingIfNeeded: sample.sequenceNumber),
-                            width: markers?.frame.width ?? -1, height: markers?.frame.height ?? -1)
+            item = .encoded(
+                UInt32(truncatingIfNeeded: sample.sequenceNumber),
+                width: markers?.frame.width ?? -1, height: markers?.frame.height ?? -1)
         case .dropped(let d):
             item = .dropped(first: d.sequenceNumber, count: d.count)
         case .failed(let seq, _):
@@ -66,7 +68,9 @@ private final class Recorder: @unchecked Sendable {
 /// Runs `body` on another thread; false when it did not finish within `seconds` (a deadlock).
 private func finishes(within seconds: Double, _ body: @escaping @Sendable () -> Void) -> Bool {
     let done = DispatchSemaphore(value: 0)
-    Thread { body(); done.signal() }.start()
+    Thread {
+        body(); done.signal()
+    }.start()
     return done.wait(timeout: .now() + seconds) == .success
 }
 
@@ -91,7 +95,9 @@ struct EncoderPoolTests {
         #expect(big.replay.recycledCount + small.replay.recycledCount == 60)
     }
 
-    @Test("a JPEG is written in place into a sample nobody holds: held samples keep their bytes, and when every one is held the JPEG comes in a sample of its own")
+    @Test(
+        "a JPEG is written in place into a sample nobody holds: held samples keep their bytes, and when every one is held the JPEG comes in a sample of its own"
+    )
     func heldSamplesAreNeverRewritten() throws {
         let frames = YUYVFrames(width: 96, height: 64, count: 3, seed: 7)
         final class Keeper: @unchecked Sendable {
@@ -163,11 +169,12 @@ struct EncoderPoolTests {
         #expect(frames.replay.recycledCount == 9)
         release.signal()
         pool.shutdown()
-        #expect(recorder.snapshot == [
-            .encoded(0, width: 64, height: 32),
-            .dropped(first: 1, count: 8),
-            .encoded(9, width: 64, height: 32),
-        ])
+        #expect(
+            recorder.snapshot == [
+                .encoded(0, width: 64, height: 32),
+                .dropped(first: 1, count: 8),
+                .encoded(9, width: 64, height: 32),
+            ])
         #expect(pool.statistics.dropped == 8)
         #expect(pool.statistics.encoded == 2)
         #expect(frames.replay.recycledCount == 10)
@@ -194,11 +201,12 @@ struct EncoderPoolTests {
         for seq in UInt32(4)...6 { pool.submit(frames.replay.sample(0, sequence: seq)) }
         gate.signal()
         pool.shutdown()
-        #expect(recorder.snapshot == [
-            .encoded(0, width: 48, height: 16), .dropped(first: 1, count: 2),
-            .encoded(3, width: 48, height: 16), .dropped(first: 4, count: 2),
-            .encoded(6, width: 48, height: 16),
-        ])
+        #expect(
+            recorder.snapshot == [
+                .encoded(0, width: 48, height: 16), .dropped(first: 1, count: 2),
+                .encoded(3, width: 48, height: 16), .dropped(first: 4, count: 2),
+                .encoded(6, width: 48, height: 16),
+            ])
     }
 
     @Test("shutdown drains the queue, refuses later frames and never deadlocks")
@@ -225,7 +233,7 @@ struct EncoderPoolTests {
             if case .encoded(let sample, _) = o, sample.sequenceNumber == 0 {
                 entered.signal()
                 release.wait()
-                box.pool?.shutdown() // must not wait for itself
+                box.pool?.shutdown()  // must not wait for itself
             }
         }
         let pool = JPEGEncoderPool(workers: 1, queueDepth: 1) { recorder.take($0) }
@@ -258,7 +266,7 @@ struct EncoderPoolTests {
         let release = DispatchSemaphore(value: 0)
         recorder.onDeliver = { o in
             if case .encoded(let sample, _) = o, sample.sequenceNumber == 0 {
-                box.pool?.shutdown() // first: on the worker, so it returns at once
+                box.pool?.shutdown()  // first: on the worker, so it returns at once
                 innerReturned.signal()
                 release.wait()
             }

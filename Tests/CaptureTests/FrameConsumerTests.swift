@@ -53,7 +53,8 @@ import CaptureTestSupport
         let late = framesB.drops.filter { $0.reason == .frameWasLate }.reduce(0) { $0 + $1.count }
         #expect(late > 0)
         let lateA = framesA.drops.filter { $0.reason == .frameWasLate }.reduce(0) { $0 + $1.count }
-        #expect(framesB.count + late <= framesA.count + lateA + 2, "B: \(framesB.count) + \(late) late, A: \(framesA.count) + \(lateA) late")
+        #expect(
+            framesB.count + late <= framesA.count + lateA + 2, "B: \(framesB.count) + \(late) late, A: \(framesA.count) + \(lateA) late")
         try appFrames.expectEveryFrameOnce()
         // Consumers see the same frames as the app, JPEG or raw as asked.
         #expect(Set(framesA.sequences).isSubset(of: Set(appFrames.sequences)))

@@ -23,7 +23,9 @@ import Testing
         for left in stride(from: buffers - 1, through: 0, by: -1) {
             #expect(collector.releaseOldestHeld())
             // Checked at once, on this thread: the release itself queued the buffer back.
-            #expect(source.buffersHeldByClients == left, "after releasing a sample, \(source.buffersHeldByClients) buffers are still out (\(left) expected)")
+            #expect(
+                source.buffersHeldByClients == left,
+                "after releasing a sample, \(source.buffersHeldByClients) buffers are still out (\(left) expected)")
         }
         collector.holdAll = false
         rig.camera.resume()

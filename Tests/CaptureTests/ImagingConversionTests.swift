@@ -21,8 +21,10 @@ import Testing
         return out
     }
 
-    @Test(arguments: [PixelFormat.yuyv, .uyvy, .yvyu, .vyuy, .nv12, .nv21, .nv16, .nv61, .nv12m, .yuv420, .yvu420, .yuv420m,
-                      .yuv422p, .rgb24, .bgr24, .xbgr32, .grey])
+    @Test(arguments: [
+        PixelFormat.yuyv, .uyvy, .yvyu, .vyuy, .nv12, .nv21, .nv16, .nv61, .nv12m, .yuv420, .yvu420, .yuv420m,
+        .yuv422p, .rgb24, .bgr24, .xbgr32, .grey,
+    ])
     func toBGRA(_ format: PixelFormat) throws {
         let frame = ImagingTestFrame.bars(format, width: 64, height: 6, padding: 8)
         let bgra = try frame.withImage { try convert($0, to: PixelFormatConverter.bgra32) }
@@ -46,7 +48,7 @@ import Testing
         let yuyv = try frame.withImage { try convert($0, to: .yuyv) }
         for bar in 0..<8 {
             let want = ImagingTestFrame.barsYUV[bar]
-            let x = (2 * bar + 1) * 4 // even: a chroma pair starts here
+            let x = (2 * bar + 1) * 4  // even: a chroma pair starts here
             #expect(nv12[3 * 64 + x] == want.y)
             #expect(nv12[64 * 8 + 2 * 64 + x] == want.u && nv12[64 * 8 + 2 * 64 + x + 1] == want.v)
             let p = 3 * 128 + 2 * x
@@ -73,8 +75,9 @@ import Testing
             }
             let converter = PixelFormatConverter()
             try jpeg.withUnsafeBytes { raw in
-                let image = ImageBuffer(pixelFormat: .mjpeg, width: 64, height: 16, colorRange: .full,
-                                        plane0: PlaneView(base: raw.baseAddress, count: raw.count, bytesPerLine: 0))
+                let image = ImageBuffer(
+                    pixelFormat: .mjpeg, width: 64, height: 16, colorRange: .full,
+                    plane0: PlaneView(base: raw.baseAddress, count: raw.count, bytesPerLine: 0))
                 let bgra = try convert(image, to: PixelFormatConverter.bgra32, converter: converter)
                 let nv12 = try convert(image, to: .nv12, converter: converter)
                 if subsampling != .grey {

@@ -11,7 +11,8 @@ import Testing
             (.portrait, false, 6), (.portrait, true, 5), (.portraitUpsideDown, false, 8), (.portraitUpsideDown, true, 7),
         ]
         for (orientation, mirrored, value) in expected {
-            #expect(EXIFOrientation(videoOrientation: orientation, mirrored: mirrored).rawValue == value, "\(orientation) mirrored \(mirrored)")
+            #expect(
+                EXIFOrientation(videoOrientation: orientation, mirrored: mirrored).rawValue == value, "\(orientation) mirrored \(mirrored)")
         }
         // Every EXIF value is reachable exactly once.
         let all = Set(expected.map { EXIFOrientation(videoOrientation: $0.0, mirrored: $0.1) })
@@ -20,8 +21,9 @@ import Testing
 
     @Test(arguments: EXIFOrientation.allCases)
     func encodedStillCarriesItsEXIF(_ orientation: EXIFOrientation) throws {
-        let info = EXIFInfo(orientation: orientation, make: "swift-capture", model: "Virtual Camera (front)",
-                            dateTime: "2026:12:02 15:04:05")
+        let info = EXIFInfo(
+            orientation: orientation, make: "swift-capture", model: "Virtual Camera (front)",
+            dateTime: "2026:12:02 15:04:05")
         let frame = ImagingTestFrame.bars(.yuyv, width: 64, height: 32)
         let jpeg = try frame.withImage { try JPEGEncoder().encodeData($0, exif: info) }
         let markers = try JPEGMarkers(parsing: jpeg)
@@ -34,8 +36,10 @@ import Testing
     }
 
     @Test func shortStringsAreInlineAndMissingFieldsStayMissing() throws {
-        for info in [EXIFInfo(orientation: .left), EXIFInfo(orientation: .down, make: "ab", model: "abc"),
-                     EXIFInfo(make: "abcd", model: String(repeating: "m", count: 300))] {
+        for info in [
+            EXIFInfo(orientation: .left), EXIFInfo(orientation: .down, make: "ab", model: "abc"),
+            EXIFInfo(make: "abcd", model: String(repeating: "m", count: 300)),
+        ] {
             var payload: [UInt8] = []
             info.appendPayload(to: &payload)
             let read = payload.withUnsafeBytes { EXIFInfo(app1Payload: $0) }
@@ -55,7 +59,8 @@ import Testing
 
     @Test func hostileEXIFPayloadsGiveNil() throws {
         var payload: [UInt8] = []
-        EXIFInfo(orientation: .right, make: "Make-longer-than-four", model: "Model", dateTime: "2026:01:01 00:00:00").appendPayload(to: &payload)
+        EXIFInfo(orientation: .right, make: "Make-longer-than-four", model: "Model", dateTime: "2026:01:01 00:00:00").appendPayload(
+            to: &payload)
         // Every truncation and many corruptions are read without trapping.
         for cut in 0..<payload.count {
             _ = Array(payload.prefix(cut)).withUnsafeBytes { EXIFInfo(app1Payload: $0) }
@@ -106,9 +111,10 @@ import Testing
         EXIFInfo(orientation: .down, model: "Camera A").appendSegment(to: &twoExif)
         EXIFInfo(orientation: .left, model: "Camera B").appendSegment(to: &twoExif)
         twoExif += original[2...]
-        #expect(twoExif.withUnsafeBytes { raw in
-            JPEGMarkers.exifSegments(raw, from: 2, to: (try? JPEGMarkers(parsing: raw))?.frameOffset ?? 0).count
-        } == 2)
+        #expect(
+            twoExif.withUnsafeBytes { raw in
+                JPEGMarkers.exifSegments(raw, from: 2, to: (try? JPEGMarkers(parsing: raw))?.frameOffset ?? 0).count
+            } == 2)
         let info = EXIFInfo(orientation: .right, make: "Make", model: "Model")
         var out: [UInt8] = []
         try withJPEGBytes(twoExif) { (raw) throws(CaptureError) in _ = try MJPEG.makeStill(raw, exif: info, into: &out) }

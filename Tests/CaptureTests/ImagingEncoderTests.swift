@@ -32,19 +32,21 @@ struct ImagingTestFrame {
 
     /// Builds bars in `format`. `padding` bytes are added to each row; `separatePlanes` puts
     /// chroma in its own buffers (as NM12/YM12 drivers deliver).
-    static func bars(_ format: PixelFormat, width: Int, height: Int, padding: Int = 0,
-                     separatePlanes: Bool? = nil) -> ImagingTestFrame {
+    static func bars(
+        _ format: PixelFormat, width: Int, height: Int, padding: Int = 0,
+        separatePlanes: Bool? = nil
+    ) -> ImagingTestFrame {
         let cw = (width + 1) / 2
         let yuv = { (x: Int) in barsYUV[bar(x, width: width)] }
         let multi = separatePlanes ?? format.isMultiPlanar
         func plane(rows: Int, stride: Int, fill: (Int, UnsafeMutablePointer<UInt8>) -> Void) -> [UInt8] {
-            var p = [UInt8](repeating: 0xEE, count: rows * stride) // 0xEE: visible if padding leaked
+            var p = [UInt8](repeating: 0xEE, count: rows * stride)  // 0xEE: visible if padding leaked
             p.withUnsafeMutableBufferPointer { b in for r in 0..<rows { fill(r, b.baseAddress! + r * stride) } }
             return p
         }
         switch format {
         case .yuyv, .uyvy, .yvyu, .vyuy:
-            let order: [Int] // offsets of y0, y1, u, v
+            let order: [Int]  // offsets of y0, y1, u, v
             switch format {
             case .yuyv: order = [0, 2, 1, 3]
             case .uyvy: order = [1, 3, 0, 2]
@@ -74,7 +76,9 @@ struct ImagingTestFrame {
                     row[2 * i + 1] = cbFirst ? yuv(2 * i).v : yuv(2 * i).u
                 }
             }
-            if multi { return ImagingTestFrame(format: format, width: width, height: height, planes: [y, c], bytesPerLine: [stride, stride]) }
+            if multi {
+                return ImagingTestFrame(format: format, width: width, height: height, planes: [y, c], bytesPerLine: [stride, stride])
+            }
             return ImagingTestFrame(format: format, width: width, height: height, planes: [y + c], bytesPerLine: [stride])
         case .yuv420, .yvu420, .yuv420m, .yuv422p:
             let half = format != .yuv422p
@@ -85,7 +89,8 @@ struct ImagingTestFrame {
             let u = plane(rows: ch, stride: cstride) { _, row in for i in 0..<cw { row[i] = yuv(2 * i).u } }
             let v = plane(rows: ch, stride: cstride) { _, row in for i in 0..<cw { row[i] = yuv(2 * i).v } }
             if multi {
-                return ImagingTestFrame(format: format, width: width, height: height, planes: [y, u, v], bytesPerLine: [stride, cstride, cstride])
+                return ImagingTestFrame(
+                    format: format, width: width, height: height, planes: [y, u, v], bytesPerLine: [stride, cstride, cstride])
             }
             let single = format == .yvu420 ? y + v + u : y + u + v
             return ImagingTestFrame(format: format, width: width, height: height, planes: [single], bytesPerLine: [stride])
@@ -96,7 +101,11 @@ struct ImagingTestFrame {
                 for x in 0..<width {
                     let c = barsRGB[bar(x, width: width)]
                     let px = row + bpp * x
-                    if format == .rgb24 { px[0] = UInt8(c.r); px[1] = UInt8(c.g); px[2] = UInt8(c.b) } else { px[0] = UInt8(c.b); px[1] = UInt8(c.g); px[2] = UInt8(c.r) }
+                    if format == .rgb24 {
+                        px[0] = UInt8(c.r); px[1] = UInt8(c.g); px[2] = UInt8(c.b)
+                    } else {
+                        px[0] = UInt8(c.b); px[1] = UInt8(c.g); px[2] = UInt8(c.r)
+                    }
                     if bpp == 4 { px[3] = 0 }
                 }
             }
@@ -115,7 +124,8 @@ struct ImagingTestFrame {
             PlaneView(base: UnsafeRawPointer(b.baseAddress), count: b.count, bytesPerLine: bpl)
         }
         return try planes[0].withUnsafeBufferPointer { p0 in
-            var image = ImageBuffer(pixelFormat: format, width: width, height: height, colorRange: colorRange, plane0: view(p0, bytesPerLine[0]))
+            var image = ImageBuffer(
+                pixelFormat: format, width: width, height: height, colorRange: colorRange, plane0: view(p0, bytesPerLine[0]))
             guard planes.count > 1 else { return try body(image) }
             return try planes[1].withUnsafeBufferPointer { p1 in
                 image.plane1 = view(p1, bytesPerLine[1])
@@ -144,8 +154,10 @@ struct ImagingTestRandom: RandomNumberGenerator {
 }
 
 /// Checks the decoded bars at the centre of each bar, on a middle row.
-func expectBars(_ pixels: [UInt8], width: Int, height: Int, bytesPerPixel: Int = 3, grey: Bool = false,
-                tolerance: Int = 12, sourceLocation: SourceLocation = #_sourceLocation) {
+func expectBars(
+    _ pixels: [UInt8], width: Int, height: Int, bytesPerPixel: Int = 3, grey: Bool = false,
+    tolerance: Int = 12, sourceLocation: SourceLocation = #_sourceLocation
+) {
     let row = height / 2
     for bar in 0..<8 {
         let x = (2 * bar + 1) * width / 16
@@ -163,8 +175,10 @@ func expectBars(_ pixels: [UInt8], width: Int, height: Int, bytesPerPixel: Int =
 }
 
 @Suite struct ImagingEncoderTests {
-    static let formats: [PixelFormat] = [.yuyv, .uyvy, .yvyu, .vyuy, .nv12, .nv21, .nv16, .nv61, .nv12m, .nv21m,
-                                         .yuv420, .yvu420, .yuv420m, .yuv422p, .rgb24, .bgr24, .xbgr32, .grey]
+    static let formats: [PixelFormat] = [
+        .yuyv, .uyvy, .yvyu, .vyuy, .nv12, .nv21, .nv16, .nv61, .nv12m, .nv21m,
+        .yuv420, .yvu420, .yuv420m, .yuv422p, .rgb24, .bgr24, .xbgr32, .grey,
+    ]
 
     func encodeAndDecode(_ frame: ImagingTestFrame, encoder: JPEGEncoder) throws -> (JPEGMarkers, JPEGDecoder.Header, [UInt8]) {
         let jpeg = try frame.withImage { try encoder.encodeData($0) }
@@ -255,9 +269,11 @@ func expectBars(_ pixels: [UInt8], width: Int, height: Int, bytesPerPixel: Int =
             #expect(encoder.allocationCount == before)
             #expect(sizes.count == 1, "the same frame encodes to the same bytes")
             // EXIF on the still path reuses the encoder's buffers too.
-            _ = try encoder.encode(image, exif: EXIFInfo(orientation: .right, make: "Make", model: "Model", dateTime: "2026:12:02 10:00:00"))
+            _ = try encoder.encode(
+                image, exif: EXIFInfo(orientation: .right, make: "Make", model: "Model", dateTime: "2026:12:02 10:00:00"))
             let withExif = encoder.allocationCount
-            _ = try encoder.encode(image, exif: EXIFInfo(orientation: .right, make: "Make", model: "Model", dateTime: "2026:12:02 10:00:00"))
+            _ = try encoder.encode(
+                image, exif: EXIFInfo(orientation: .right, make: "Make", model: "Model", dateTime: "2026:12:02 10:00:00"))
             #expect(encoder.allocationCount == withExif)
         }
     }
@@ -276,7 +292,11 @@ func expectBars(_ pixels: [UInt8], width: Int, height: Int, bytesPerPixel: Int =
             let want = try sampling ?? ImageLayout.nativeSubsampling(of: format)
             #expect(markers.frame.subsampling == want)
             let grey = sampling == .grey || format == .grey
-            if grey { expectBars(pixels, width: w, height: h, grey: true, tolerance: 14) } else { expectBars(pixels, width: w, height: h, tolerance: 14) }
+            if grey {
+                expectBars(pixels, width: w, height: h, grey: true, tolerance: 14)
+            } else {
+                expectBars(pixels, width: w, height: h, tolerance: 14)
+            }
         }
     }
 
@@ -331,8 +351,9 @@ func expectBars(_ pixels: [UInt8], width: Int, height: Int, bytesPerPixel: Int =
         let nv12 = ImagingTestFrame.bars(.nv12, width: 64, height: 16)
         let lumaOnly = Array(nv12.planes[0].prefix(64 * 16))
         lumaOnly.withUnsafeBufferPointer { p in
-            let image = ImageBuffer(pixelFormat: .nv12, width: 64, height: 16, colorRange: .limited,
-                                    plane0: PlaneView(base: UnsafeRawPointer(p.baseAddress), count: p.count, bytesPerLine: 64))
+            let image = ImageBuffer(
+                pixelFormat: .nv12, width: 64, height: 16, colorRange: .limited,
+                plane0: PlaneView(base: UnsafeRawPointer(p.baseAddress), count: p.count, bytesPerLine: 64))
             #expect(code(image) == .corruptFrame)
         }
     }

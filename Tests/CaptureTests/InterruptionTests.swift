@@ -139,8 +139,9 @@ import Testing
         #expect(output.audioFormat == nil)
         #expect(!events.events.contains { Self.isEnded($0) })
         mic.release()
-        #expect(events.wait(timeout: 5) { if case .interruptionEnded(let d) = $0 { d === device } else { false } },
-                "events: \(events.events)")
+        #expect(
+            events.wait(timeout: 5) { if case .interruptionEnded(let d) = $0 { d === device } else { false } },
+            "events: \(events.events)")
         #expect(!session.isInterrupted)
         #expect(audio.wait(audio: 5, timeout: 5))
         #expect(output.audioFormat != nil)
@@ -181,7 +182,8 @@ import Testing
         let (cam, device, session, events, collector) = try rig("Interrupt Unplug")
         defer { VirtualCamera.uninstall(cam) }
         let posted = Locked<[ObjectIdentifier]>([])
-        let token = NotificationCenter.default.addObserver(forName: CaptureDevice.wasDisconnectedNotification, object: device, queue: nil) { n in
+        let token = NotificationCenter.default.addObserver(forName: CaptureDevice.wasDisconnectedNotification, object: device, queue: nil) {
+            n in
             if let d = n.object as? CaptureDevice { posted.withLock { $0.append(ObjectIdentifier(d)) } }
         }
         defer { NotificationCenter.default.removeObserver(token) }
@@ -208,7 +210,9 @@ import Testing
         defer { monitor.stop() }
         let cam = VirtualCamera(name: "Interrupt Hotplug", position: .external)
         let seen = Locked<[String]>([])
-        let names: [(Notification.Name, String)] = [(CaptureDevice.wasConnectedNotification, "+"), (CaptureDevice.wasDisconnectedNotification, "-")]
+        let names: [(Notification.Name, String)] = [
+            (CaptureDevice.wasConnectedNotification, "+"), (CaptureDevice.wasDisconnectedNotification, "-"),
+        ]
         let tokens = names.map { name, sign in
             NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { n in
                 if let d = n.object as? CaptureDevice, d.uniqueID == cam.uniqueID { seen.withLock { $0.append(sign) } }

@@ -64,8 +64,13 @@ func imagingErrorCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.C
         for cut in Array(0..<40) + Array(stride(from: 40, to: jpeg.count, by: 7)) + [jpeg.count - 1] {
             let piece = Array(jpeg.prefix(cut))
             #expect(imagingErrorCode { () throws(CaptureError) in _ = try JPEGMarkers(parsing: piece) } == .corruptFrame, "cut at \(cut)")
-            #expect(imagingErrorCode { () throws(CaptureError) in try withJPEGBytes(piece) { (raw) throws(CaptureError) in _ = try MJPEG.validateFrame(raw) } } == .corruptFrame)
-            #expect(imagingErrorCode { () throws(CaptureError) in _ = try decoder.decode(piece, as: .rgb) } == .corruptFrame, "decode cut at \(cut)")
+            #expect(
+                imagingErrorCode { () throws(CaptureError) in
+                    try withJPEGBytes(piece) { (raw) throws(CaptureError) in _ = try MJPEG.validateFrame(raw) }
+                } == .corruptFrame)
+            #expect(
+                imagingErrorCode { () throws(CaptureError) in _ = try decoder.decode(piece, as: .rgb) } == .corruptFrame,
+                "decode cut at \(cut)")
         }
     }
 
@@ -86,7 +91,9 @@ func imagingErrorCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.C
         // The size the device was set to.
         let ok = jpeg.withUnsafeBytes { raw in Result { () throws(CaptureError) in try MJPEG.validateFrame(raw, width: 96, height: 64) } }
         #expect((try? ok.get()) != nil)
-        let wrong = jpeg.withUnsafeBytes { raw in Result { () throws(CaptureError) in try MJPEG.validateFrame(raw, width: 1280, height: 720) } }
+        let wrong = jpeg.withUnsafeBytes { raw in
+            Result { () throws(CaptureError) in try MJPEG.validateFrame(raw, width: 1280, height: 720) }
+        }
         #expect(imagingErrorCode { () throws(CaptureError) in _ = try wrong.get() } == .corruptFrame)
         // Zero height in the frame header (DNL) is not accepted.
         var zero = jpeg
@@ -98,11 +105,14 @@ func imagingErrorCode(_ body: () throws(CaptureError) -> Void) -> CaptureError.C
         let jpeg = try sampleJPEG()
         let m = try JPEGMarkers(parsing: jpeg)
         var huge = jpeg
-        for k in 5...8 { huge[m.frameOffset + k] = 0xFF } // 65535 x 65535
+        for k in 5...8 { huge[m.frameOffset + k] = 0xFF }  // 65535 x 65535
         let parsed = try JPEGMarkers(parsing: huge)
         #expect(parsed.frame.width == 65535 && parsed.frame.height == 65535)
         let decoder = JPEGDecoder(maximumPixelCount: 4096 * 4096)
-        #expect(imagingErrorCode { () throws(CaptureError) in try withJPEGBytes(huge) { (raw) throws(CaptureError) in _ = try decoder.readHeader(raw) } } == .corruptFrame)
+        #expect(
+            imagingErrorCode { () throws(CaptureError) in
+                try withJPEGBytes(huge) { (raw) throws(CaptureError) in _ = try decoder.readHeader(raw) }
+            } == .corruptFrame)
         #expect(imagingErrorCode { () throws(CaptureError) in _ = try decoder.decode(huge, as: .rgb) } == .corruptFrame)
     }
 

@@ -257,10 +257,11 @@ import CaptureTestSupport
         let n = collector.count
         #expect(await collector.eventually(frames: n + 2))
         session.stopRunning()
-        #expect(await eventually {
-            events.events.filter { if case .didStartRunning = $0 { true } else { false } }.count == 2
-                && events.events.filter { if case .didStopRunning = $0 { true } else { false } }.count == 2
-        }, "events: \(events.events)")
+        #expect(
+            await eventually {
+                events.events.filter { if case .didStartRunning = $0 { true } else { false } }.count == 2
+                    && events.events.filter { if case .didStopRunning = $0 { true } else { false } }.count == 2
+            }, "events: \(events.events)")
     }
 
     /// Start and stop from four threads at once end in a consistent state that works.
@@ -382,7 +383,9 @@ import CaptureTestSupport
             #expect(await collector.quiet(for: 0.3))
             outcome.capture(still, from: try #require(still.connection(with: .video)))
         }
-        #expect(await eventually { weakSession.object == nil && weakOutput.object == nil }, "the session or its output outlived the app's references")
+        #expect(
+            await eventually { weakSession.object == nil && weakOutput.object == nil },
+            "the session or its output outlived the app's references")
         let n = collector.count
         try await Task.sleep(for: .milliseconds(200))
         #expect(collector.count == n, "frames after the session was released")
@@ -637,8 +640,10 @@ struct MisuseRig {
     let camera: VirtualCamera
     let device: CaptureDevice
 
-    init(_ name: String, _ mode: VirtualCamera.Mode = .init(.yuyv, width: 320, height: 240, frameRates: [30]),
-         position: DevicePosition = .back) throws {
+    init(
+        _ name: String, _ mode: VirtualCamera.Mode = .init(.yuyv, width: 320, height: 240, frameRates: [30]),
+        position: DevicePosition = .back
+    ) throws {
         camera = VirtualCamera(name: "\(name) \(UUID().uuidString.prefix(8))", position: position, formats: [mode])
         VirtualCamera.install(camera)
         guard let d = CaptureDevice.device(withUniqueID: camera.uniqueID) else {
@@ -745,11 +750,17 @@ final class CompletionLedger: Sendable {
         let id = issue()
         still.captureStillImageAsynchronously(from: connection) { s, e in self.complete(id, s, e) }
     }
-    func issue() -> Int { state.withLock { s in s.next += 1; s.calls[s.next] = 0; return s.next } }
+    func issue() -> Int {
+        state.withLock { s in
+            s.next += 1; s.calls[s.next] = 0; return s.next
+        }
+    }
     func complete(_ id: Int, _ sample: SampleBuffer?, _ error: CaptureError?) {
         state.withLock { s in
             s.calls[id, default: 0] += 1
-            if sample != nil, error == nil, sample?.jpegData != nil { s.successes += 1 } else if let error {
+            if sample != nil, error == nil, sample?.jpegData != nil {
+                s.successes += 1
+            } else if let error {
                 s.codes.append(error.code)
                 if error.message.isEmpty { s.untyped.append("\(error)") }
             } else {
@@ -769,8 +780,9 @@ enum TestImages {
     static func smallJPEG() -> Data? {
         var pixels = [UInt8](repeating: 128, count: 64 * 48 * 2)
         return pixels.withUnsafeMutableBytes { raw -> Data? in
-            let image = ImageBuffer(pixelFormat: .yuyv, width: 64, height: 48, colorRange: .limited,
-                                    plane0: PlaneView(base: UnsafeRawPointer(raw.baseAddress), count: raw.count, bytesPerLine: 128))
+            let image = ImageBuffer(
+                pixelFormat: .yuyv, width: 64, height: 48, colorRange: .limited,
+                plane0: PlaneView(base: UnsafeRawPointer(raw.baseAddress), count: raw.count, bytesPerLine: 128))
             let encoder = JPEGEncoder(quality: 80)
             return try? encoder.encodeData(image)
         }

@@ -88,7 +88,8 @@ import Testing
             Issue.record("started although the bus had no bandwidth for both")
         } catch {
             #expect(error.code == .deviceBusy && error.isInsufficientBandwidth, "\(error)")
-            #expect(error.message.contains("cannot carry") && error.message.contains(da.localizedName)
+            #expect(
+                error.message.contains("cannot carry") && error.message.contains(da.localizedName)
                     && error.message.contains(db.localizedName) && error.message.contains("320x240"), "\(error.message)")
             #expect(error.message.contains("smaller"), "says what to do: \(error.message)")
         }

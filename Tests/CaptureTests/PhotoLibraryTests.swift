@@ -41,8 +41,9 @@ private func makeJPEG(width: Int = 160, height: Int = 120, noise: Bool = false) 
     var out: UnsafeMutablePointer<UInt8>?
     var size: UInt = 0
     let rc = rgb.withUnsafeBufferPointer {
-        tjCompress2(tj, $0.baseAddress, Int32(width), 0, Int32(height), Int32(TJPF_RGB.rawValue), &out, &size,
-                    Int32(TJSAMP_444.rawValue), noise ? 100 : 90, 0)
+        tjCompress2(
+            tj, $0.baseAddress, Int32(width), 0, Int32(height), Int32(TJPF_RGB.rawValue), &out, &size,
+            Int32(TJSAMP_444.rawValue), noise ? 100 : 90, 0)
     }
     precondition(rc == 0)
     defer { tjFree(out) }
@@ -68,7 +69,9 @@ private let fixedDate = Date(timeIntervalSince1970: 1_796_225_445.123)  // a fix
 
 /// Mounts a tmpfs at `path` for the body, and always unmounts it. Needs root.
 private func withTmpfs<R>(at path: String, size: String = "64k", _ body: () throws -> R) throws -> R {
-    try #require(getuid() == 0, "this test mounts a tmpfs and must run as root (CI runs the host tests as root); run `sudo swift test --filter PhotoLibraryTests`")
+    try #require(
+        getuid() == 0,
+        "this test mounts a tmpfs and must run as root (CI runs the host tests as root); run `sudo swift test --filter PhotoLibraryTests`")
     mkdir(path, 0o755)
     let rc = mount("tmpfs", path, "tmpfs", 0, "size=\(size),mode=0755")
     try #require(rc == 0, "mount tmpfs on \(path) failed: \(String(cString: strerror(errno)))")
@@ -105,7 +108,9 @@ private func remountReadOnly(_ path: String) throws {
         #expect(PhotoLibrary.picturesDirectory(environment: ["HOME": home]).path == "/data/pics")
         // Else ~/Pictures.
         #expect(PhotoLibrary.picturesDirectory(environment: ["HOME": scratch.path + "/nobody"]).path == scratch.path + "/nobody/Pictures")
-        #expect(PhotoLibrary.userDirsValue("#XDG_PICTURES_DIR=\"/x\"\nXDG_PICTURES_DIR=\"$HOME/a\\\"b\"", key: "XDG_PICTURES_DIR") == "$HOME/a\"b")
+        #expect(
+            PhotoLibrary.userDirsValue("#XDG_PICTURES_DIR=\"/x\"\nXDG_PICTURES_DIR=\"$HOME/a\\\"b\"", key: "XDG_PICTURES_DIR")
+                == "$HOME/a\"b")
     }
 
     @Test func savesACompletePhotoWithEXIFIntoAFolderItCreates() async throws {
@@ -113,8 +118,11 @@ private func remountReadOnly(_ path: String) throws {
         let folder = scratch.url.appendingPathComponent("home/Pictures")
         let library = PhotoLibrary(directory: folder)
         let jpeg = makeJPEG()
-        let url = try await library.save(jpeg: jpeg, metadata: PhotoMetadata(date: fixedDate, make: "swift-capture",
-                                                                             model: "Virtual Back Camera", orientation: .right))
+        let url = try await library.save(
+            jpeg: jpeg,
+            metadata: PhotoMetadata(
+                date: fixedDate, make: "swift-capture",
+                model: "Virtual Back Camera", orientation: .right))
         #expect(url.deletingLastPathComponent().path == folder.path)
         #expect(url.lastPathComponent == PhotoLibrary.fileStem(fixedDate) + ".jpg")
         #expect(url.lastPathComponent.wholeMatch(of: /IMG_\d{8}_\d{6}_123\.jpg/) != nil, "\(url.lastPathComponent)")
@@ -208,8 +216,9 @@ private func remountReadOnly(_ path: String) throws {
     }
 
     @Test func anMJPEGFrameWithoutHuffmanTablesIsSavedReadable() throws {
-        let camera = VirtualCamera(name: "Photo \(UUID().uuidString.prefix(8))",
-                                   formats: [VirtualCamera.Mode(.mjpeg, width: 320, height: 240, omitsHuffmanTables: true)])
+        let camera = VirtualCamera(
+            name: "Photo \(UUID().uuidString.prefix(8))",
+            formats: [VirtualCamera.Mode(.mjpeg, width: 320, height: 240, omitsHuffmanTables: true)])
         let source = try camera.makeSource()
         try source.startStreaming(bufferCount: 2)
         defer { source.stopStreaming() }
@@ -225,8 +234,10 @@ private func remountReadOnly(_ path: String) throws {
     }
 
     @Test func errnosMapToTypedErrorsThatSayWhatToDo() {
-        let cases: [(Int32, CaptureError.Code)] = [(ENOSPC, .diskFull), (EDQUOT, .diskFull), (EROFS, .readOnlyFileSystem),
-                                                   (EACCES, .permissionDenied), (EPERM, .permissionDenied), (EIO, .ioError)]
+        let cases: [(Int32, CaptureError.Code)] = [
+            (ENOSPC, .diskFull), (EDQUOT, .diskFull), (EROFS, .readOnlyFileSystem),
+            (EACCES, .permissionDenied), (EPERM, .permissionDenied), (EIO, .ioError),
+        ]
         for (code, expected) in cases {
             let e = PhotoLibrary.storageError(code, operation: "write", path: "/photos", size: 1234)
             #expect(e.code == expected && e.errno == code && e.operation == "write")
@@ -334,7 +345,9 @@ private func remountReadOnly(_ path: String) throws {
         }
         #expect(missing?.code == .invalidArgument && missing?.message.contains("no such folder") == true, "\(String(describing: missing))")
         mkdir(scratch.path + "/sub", 0o755)
-        let folder = #expect(throws: CaptureError.self) { try PhotoLibrary.write(jpeg: makeJPEG(), to: scratch.url.appendingPathComponent("sub")) }
+        let folder = #expect(throws: CaptureError.self) {
+            try PhotoLibrary.write(jpeg: makeJPEG(), to: scratch.url.appendingPathComponent("sub"))
+        }
         #expect(folder?.message.contains("is a folder") == true, "\(String(describing: folder))")
         let bad = #expect(throws: CaptureError.self) {
             try PhotoLibrary.write(jpeg: Data("not a jpeg".utf8), to: scratch.url.appendingPathComponent("bad.jpg"))

@@ -5,7 +5,11 @@ import Testing
 
 /// Records a photo delegate's callbacks in the order they came.
 private final class PhotoRecorder: CapturePhotoCaptureDelegate, @unchecked Sendable {
-    enum Call: Equatable { case willBegin(Int64), processed(Int64, failed: Bool), finished(Int64, failed: Bool) }
+    enum Call: Equatable {
+        case willBegin(Int64)
+        case processed(Int64, failed: Bool)
+        case finished(Int64, failed: Bool)
+    }
     let lock = NSLock()
     private(set) var calls: [Call] = []
     private(set) var photos: [CapturePhoto] = []
@@ -22,7 +26,8 @@ private final class PhotoRecorder: CapturePhotoCaptureDelegate, @unchecked Senda
             if let e = error as? CaptureError { errors.append(e) }
         }
     }
-    func photoOutput(_ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?) {
+    func photoOutput(_ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?)
+    {
         lock.withLock { calls.append(.finished(resolvedSettings.uniqueID, failed: error != nil)) }
         done.signal()
     }
@@ -31,10 +36,13 @@ private final class PhotoRecorder: CapturePhotoCaptureDelegate, @unchecked Senda
 @Suite("Photo output")
 struct PhotoOutputTests {
     /// A running session on a new virtual camera with `output` (and `extra` outputs).
-    private static func running(_ format: PixelFormat, width: Int = 320, height: Int = 180,
-                                _ output: CaptureOutput, extra: [CaptureOutput] = []) throws -> (CaptureSession, VirtualCamera) {
-        let camera = VirtualCamera(name: "Photo Test \(UUID().uuidString.prefix(8))", position: .back,
-                                   formats: [VirtualCamera.Mode(format, width: width, height: height, frameRates: [30])])
+    private static func running(
+        _ format: PixelFormat, width: Int = 320, height: Int = 180,
+        _ output: CaptureOutput, extra: [CaptureOutput] = []
+    ) throws -> (CaptureSession, VirtualCamera) {
+        let camera = VirtualCamera(
+            name: "Photo Test \(UUID().uuidString.prefix(8))", position: .back,
+            formats: [VirtualCamera.Mode(format, width: width, height: height, frameRates: [30])])
         VirtualCamera.install(camera)
         let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
         let session = CaptureSession()
@@ -49,7 +57,9 @@ struct PhotoOutputTests {
         return (session, camera)
     }
 
-    @Test("the delegate hears willBegin, the photo, then the end, once each; the JPEG decodes to the camera's size with colour bars and carries make, model and date", arguments: [PixelFormat.yuyv, .nv12, .mjpeg])
+    @Test(
+        "the delegate hears willBegin, the photo, then the end, once each; the JPEG decodes to the camera's size with colour bars and carries make, model and date",
+        arguments: [PixelFormat.yuyv, .nv12, .mjpeg])
     func delegateOrderAndPhoto(format: PixelFormat) throws {
         let output = CapturePhotoOutput()
         let (session, camera) = try Self.running(format, output)
@@ -131,14 +141,17 @@ struct PhotoOutputTests {
         small.maxPhotoDimensions = VideoDimensions(width: 160, height: 90)
         var quality = CapturePhotoSettings()
         quality.quality = 0
-        for (settings, code, words) in [(flash, CaptureError.Code.invalidArgument, "supportedFlashModes"),
-                                        (small, .unsupportedFormat, "maxPhotoDimensions"),
-                                        (quality, .invalidArgument, "1 to 100")] {
+        for (settings, code, words) in [
+            (flash, CaptureError.Code.invalidArgument, "supportedFlashModes"),
+            (small, .unsupportedFormat, "maxPhotoDimensions"),
+            (quality, .invalidArgument, "1 to 100"),
+        ] {
             let recorder = PhotoRecorder()
             output.capturePhoto(with: settings, delegate: recorder)
             #expect(recorder.done.wait(timeout: .now() + 10) == .success)
             let id = settings.uniqueID
-            #expect(recorder.lock.withLock { recorder.calls } == [.willBegin(id), .processed(id, failed: true), .finished(id, failed: true)])
+            #expect(
+                recorder.lock.withLock { recorder.calls } == [.willBegin(id), .processed(id, failed: true), .finished(id, failed: true)])
             let e = try #require(recorder.lock.withLock { recorder.errors.first })
             #expect(e.code == code && e.message.contains(words), "\(e)")
             #expect(recorder.lock.withLock { recorder.photos.first?.fileDataRepresentation()?.isEmpty } == true)

@@ -25,8 +25,10 @@ final class EncodingCollector: CaptureVideoDataOutputSampleBufferDelegate, @unch
         // Runs on `queue` only, so the encoder is never shared.
         let size = sampleBuffer.withUnsafeBytes { raw -> Int? in
             guard let d = sampleBuffer.dimensions, let pf = sampleBuffer.pixelFormat else { return nil }
-            return (try? encoder.encode(raw, pixelFormat: pf, width: d.width, height: d.height,
-                                        bytesPerLine: sampleBuffer.bytesPerRow()))?.count
+            return
+                (try? encoder.encode(
+                    raw, pixelFormat: pf, width: d.width, height: d.height,
+                    bytesPerLine: sampleBuffer.bytesPerRow()))?.count
         }
         let n = counts.withLock { c -> Int in
             c.frames += 1
@@ -64,8 +66,9 @@ enum Resident {
         let warmUp = max(500, frames / 10)
         // The ordinary host run shares the CPU with timing-sensitive suites: a gentler rate there.
         let rate: Double = checkMemory ? 1000 : 300
-        let camera = VirtualCamera(name: "Soak \(UUID().uuidString.prefix(8))",
-                                   formats: [.init(.yuyv, width: 160, height: 120, frameRates: [rate])])
+        let camera = VirtualCamera(
+            name: "Soak \(UUID().uuidString.prefix(8))",
+            formats: [.init(.yuyv, width: 160, height: 120, frameRates: [rate])])
         VirtualCamera.install(camera)
         defer { VirtualCamera.uninstall(camera) }
         let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
@@ -76,7 +79,9 @@ enum Resident {
         let collector = EncodingCollector { n in
             if n == warmUp, !reachedWarm.exchange(true, ordering: .relaxed) {
                 let kb = Resident.kilobytes
-                samples.withLock { $0.warm = kb; $0.warmAt = Date() }
+                samples.withLock {
+                    $0.warm = kb; $0.warmAt = Date()
+                }
             }
             if n >= frames { done.store(true, ordering: .releasing) }
         }
@@ -120,10 +125,11 @@ enum Resident {
         let s = collector.snapshot
         let produced = Int(camera.statistics.framesProduced)
         let warm = samples.withLock { $0.warm }
-        print("soak: \(s.frames) frames (\(s.encoded) encoded, \(s.bytes / max(1, s.encoded)) B each), \(stills) stills, "
-              + "\(s.dropped) reported drops, \(produced) produced, \(String(format: "%.1f", elapsed)) s "
-              + "(\(Int(Double(s.frames) / elapsed)) fps); VmRSS after warm-up (\(warmUp) frames) \(warm) KiB, at the end \(endKB) KiB, "
-              + "growth \(endKB - warm) KiB")
+        print(
+            "soak: \(s.frames) frames (\(s.encoded) encoded, \(s.bytes / max(1, s.encoded)) B each), \(stills) stills, "
+                + "\(s.dropped) reported drops, \(produced) produced, \(String(format: "%.1f", elapsed)) s "
+                + "(\(Int(Double(s.frames) / elapsed)) fps); VmRSS after warm-up (\(warmUp) frames) \(warm) KiB, at the end \(endKB) KiB, "
+                + "growth \(endKB - warm) KiB")
         #expect(s.frames >= frames, "only \(s.frames) of \(frames) frames before the deadline")
         #expect(s.failures == 0 && s.encoded == s.frames, "encode failures: \(s.failures)")
         #expect(s.outOfOrder == 0)

@@ -12,8 +12,9 @@ import Testing
     /// tables; decodable (tables inserted) when it has none.
     @Test(arguments: [false, true])
     func mjpegPassthrough(omitTables: Bool) async throws {
-        let cam = VirtualCamera(name: "MJPEG \(omitTables)", position: .back,
-                                formats: [.init(.mjpeg, width: 640, height: 480, frameRates: [30], omitsHuffmanTables: omitTables)])
+        let cam = VirtualCamera(
+            name: "MJPEG \(omitTables)", position: .back,
+            formats: [.init(.mjpeg, width: 640, height: 480, frameRates: [30], omitsHuffmanTables: omitTables)])
         VirtualCamera.install(cam)
         defer { VirtualCamera.uninstall(cam) }
         let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
@@ -271,8 +272,9 @@ import Testing
         }
         // Past the 5 s time-out: still waiting.
         try await Task.sleep(for: .milliseconds(6000))
-        #expect(result.withLock { $0 == nil } && still.isCapturingStillImage,
-                "gave up while the app held the buffers: \(String(describing: result.withLock { $0?.error }))")
+        #expect(
+            result.withLock { $0 == nil } && still.isCapturingStillImage,
+            "gave up while the app held the buffers: \(String(describing: result.withLock { $0?.error }))")
         let released = ContinuousClock.now
         collector.releaseHeld()
         let doneBy = ContinuousClock.now + .seconds(5)
@@ -287,8 +289,9 @@ import Testing
     /// capture with `.corruptFrame` once the time-out passes, not with a bare `.timedOut`.
     @Test(arguments: [PixelFormat.mjpeg, .yuyv])
     func stillSkipsDamagedFrames(format: PixelFormat) async throws {
-        let cam = VirtualCamera(name: "Damaged still \(format)", position: .back,
-                                formats: [.init(format, width: 320, height: 240, frameRates: [30])])
+        let cam = VirtualCamera(
+            name: "Damaged still \(format)", position: .back,
+            formats: [.init(format, width: 320, height: 240, frameRates: [30])])
         let (session, still) = try Self.runningStillSession(cam)
         defer { session.stopRunning(); VirtualCamera.uninstall(cam) }
         let connection = try #require(still.connection(with: .video))
@@ -300,7 +303,9 @@ import Testing
             try await Task.sleep(for: .milliseconds(300))
             for d in damage { cam.injectDamagedFrame(d) }
             let task = Task { () -> Result<SampleBuffer, CaptureError> in
-                do throws(CaptureError) { return .success(try await still.captureStillImage(from: connection)) } catch { return .failure(error) }
+                do throws(CaptureError) { return .success(try await still.captureStillImage(from: connection)) } catch {
+                    return .failure(error)
+                }
             }
             while !still.isCapturingStillImage { try await Task.sleep(for: .milliseconds(5)) }
             cam.resume()

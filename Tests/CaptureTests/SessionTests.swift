@@ -7,7 +7,9 @@ import Testing
 /// The seeds' flows on the virtual camera, in-process.
 @Suite(.serialized) struct SessionTests {
     /// A front/back pair with names unique to one test, so tests do not share devices.
-    static func pair(_ tag: String, modes: [VirtualCamera.Mode] = VirtualCamera.defaultModes) -> (front: CaptureDevice, back: CaptureDevice, cams: [VirtualCamera]) {
+    static func pair(_ tag: String, modes: [VirtualCamera.Mode] = VirtualCamera.defaultModes) -> (
+        front: CaptureDevice, back: CaptureDevice, cams: [VirtualCamera]
+    ) {
         let f = VirtualCamera(name: "Front \(tag)", position: .front, formats: modes)
         let b = VirtualCamera(name: "Back \(tag)", position: .back, formats: modes)
         VirtualCamera.install(f)

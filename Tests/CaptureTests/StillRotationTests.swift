@@ -17,9 +17,11 @@ import Testing
     ]
 
     private static func running(_ format: PixelFormat, _ width: Int, _ height: Int, _ output: CaptureStillImageOutput) throws
-        -> (CaptureSession, VirtualCamera, CaptureConnection) {
-        let cam = VirtualCamera(name: "Rotation \(UUID().uuidString.prefix(6))", position: .back,
-                                formats: [.init(format, width: width, height: height, frameRates: [30])])
+        -> (CaptureSession, VirtualCamera, CaptureConnection)
+    {
+        let cam = VirtualCamera(
+            name: "Rotation \(UUID().uuidString.prefix(6))", position: .back,
+            formats: [.init(format, width: width, height: height, frameRates: [30])])
         VirtualCamera.install(cam)
         let device = try #require(CaptureDevice.device(withUniqueID: cam.uniqueID))
         let session = CaptureSession()
@@ -29,8 +31,9 @@ import Testing
         return (session, cam, try #require(output.connection(with: .video)))
     }
 
-    @Test("a still taken in each orientation decodes turned, bars in the turned place, EXIF orientation 1",
-          arguments: [(PixelFormat.yuyv, 320, 240), (.yuyv, 1278, 720), (.nv12, 1366, 768), (.mjpeg, 1366, 768), (.mjpeg, 640, 480)])
+    @Test(
+        "a still taken in each orientation decodes turned, bars in the turned place, EXIF orientation 1",
+        arguments: [(PixelFormat.yuyv, 320, 240), (.yuyv, 1278, 720), (.nv12, 1366, 768), (.mjpeg, 1366, 768), (.mjpeg, 640, 480)])
     func pixelsTurn(format: PixelFormat, width: Int, height: Int) async throws {
         let still = CaptureStillImageOutput()
         let (session, cam, c) = try Self.running(format, width, height, still)
@@ -43,11 +46,13 @@ import Testing
             let jpeg = try #require(sample.jpegData)
             let image = try #require(TestJPEG.decode(jpeg), "\(orientation) \(mirrored)")
             let swapped = tag >= 5
-            #expect(image.width == (swapped ? height : width) && image.height == (swapped ? width : height),
-                    "\(format) \(width)x\(height) tag \(tag): \(image.width)x\(image.height)")
+            #expect(
+                image.width == (swapped ? height : width) && image.height == (swapped ? width : height),
+                "\(format) \(width)x\(height) tag \(tag): \(image.width)x\(image.height)")
             #expect(sample.dimensions == VideoDimensions(width: image.width, height: image.height))
-            #expect(ColorBars.mismatches(image, turnedBy: tag, row: height * 3 / 4, width: width, height: height) == [],
-                    "\(format) \(width)x\(height) tag \(tag)")
+            #expect(
+                ColorBars.mismatches(image, turnedBy: tag, row: height * 3 / 4, width: width, height: height) == [],
+                "\(format) \(width)x\(height) tag \(tag)")
             // Upright as stored: orientation 1 when the connection asked for a turn, no EXIF otherwise.
             #expect(TestJPEG.exifOrientation(jpeg) == (tag == 1 ? nil : 1), "tag \(tag)")
         }
@@ -171,8 +176,9 @@ import Testing
         let orienter = JPEGOrienter(), reference = JPEGOrienter()
         try bytes.withUnsafeBytes { raw in
             let stride = format == .yuyv || format == .uyvy ? w * 2 : w
-            let image = ImageBuffer(pixelFormat: format, width: w, height: h, colorRange: .limited,
-                                    plane0: PlaneView(base: raw.baseAddress, count: raw.count, bytesPerLine: stride))
+            let image = ImageBuffer(
+                pixelFormat: format, width: w, height: h, colorRange: .limited,
+                plane0: PlaneView(base: raw.baseAddress, count: raw.count, bytesPerLine: stride))
             let plain = try encoder.encodeData(image)
             for o in EXIFOrientation.allCases where o != .up {
                 let turned = try #require(try orienter.encodeTurned(image, o, quality: 90), "\(format) not turned before the encode")

@@ -40,18 +40,24 @@ import CV4L2Shim
     }
 
     @Test func stepwiseIntervalsExpandExactly() {
-        let steps = FrameInterval.steps(min: FrameInterval(numerator: 1, denominator: 30),
-                                        max: FrameInterval(numerator: 1, denominator: 10),
-                                        step: FrameInterval(numerator: 1, denominator: 30))
-        #expect(steps == [FrameInterval(numerator: 1, denominator: 30), FrameInterval(numerator: 1, denominator: 15),
-                          FrameInterval(numerator: 1, denominator: 10)])
-        let capped = FrameInterval.steps(min: FrameInterval(numerator: 1, denominator: 1000),
-                                         max: FrameInterval(numerator: 1, denominator: 1),
-                                         step: FrameInterval(numerator: 1, denominator: 1000), limit: 5)
+        let steps = FrameInterval.steps(
+            min: FrameInterval(numerator: 1, denominator: 30),
+            max: FrameInterval(numerator: 1, denominator: 10),
+            step: FrameInterval(numerator: 1, denominator: 30))
+        #expect(
+            steps == [
+                FrameInterval(numerator: 1, denominator: 30), FrameInterval(numerator: 1, denominator: 15),
+                FrameInterval(numerator: 1, denominator: 10),
+            ])
+        let capped = FrameInterval.steps(
+            min: FrameInterval(numerator: 1, denominator: 1000),
+            max: FrameInterval(numerator: 1, denominator: 1),
+            step: FrameInterval(numerator: 1, denominator: 1000), limit: 5)
         #expect(capped.count == 5)
-        let noStep = FrameInterval.steps(min: FrameInterval(numerator: 1, denominator: 60),
-                                         max: FrameInterval(numerator: 1, denominator: 5),
-                                         step: FrameInterval(numerator: 0, denominator: 1))
+        let noStep = FrameInterval.steps(
+            min: FrameInterval(numerator: 1, denominator: 60),
+            max: FrameInterval(numerator: 1, denominator: 5),
+            step: FrameInterval(numerator: 0, denominator: 1))
         #expect(noStep == [FrameInterval(numerator: 1, denominator: 60), FrameInterval(numerator: 1, denominator: 5)])
     }
 
@@ -117,12 +123,16 @@ import CV4L2Shim
 
     @Test func discoveryIDsAndPositions() {
         func info(_ path: String) -> SourceInfo {
-            SourceInfo(uniqueID: "v4l2:uvcvideo:usb-0000:00:14.0-1:Cam", name: "Cam", driver: "uvcvideo",
-                       busInfo: "usb-0000:00:14.0-1", path: path, position: .external)
+            SourceInfo(
+                uniqueID: "v4l2:uvcvideo:usb-0000:00:14.0-1:Cam", name: "Cam", driver: "uvcvideo",
+                busInfo: "usb-0000:00:14.0-1", path: path, position: .external)
         }
         let ids = V4L2Discovery.disambiguated([info("/dev/video0"), info("/dev/video2"), info("/dev/video4")]).map(\.uniqueID)
-        #expect(ids == ["v4l2:uvcvideo:usb-0000:00:14.0-1:Cam", "v4l2:uvcvideo:usb-0000:00:14.0-1:Cam:2",
-                        "v4l2:uvcvideo:usb-0000:00:14.0-1:Cam:3"])
+        #expect(
+            ids == [
+                "v4l2:uvcvideo:usb-0000:00:14.0-1:Cam", "v4l2:uvcvideo:usb-0000:00:14.0-1:Cam:2",
+                "v4l2:uvcvideo:usb-0000:00:14.0-1:Cam:3",
+            ])
         #expect(V4L2Discovery.position(orientation: nil, busInfo: "usb-0000:00:14.0-1") == .external)
         #expect(V4L2Discovery.position(orientation: nil, busInfo: "platform:vivid-000") == .unspecified)
         #expect(V4L2Discovery.position(orientation: .back, busInfo: "usb-1") == .back)
@@ -258,8 +268,10 @@ import CV4L2Shim
     }
 
     @Test func forcedOpenErrorsAreTyped() {
-        for (errno, code) in [(Errno.permissionDenied, CaptureError.Code.permissionDenied), (.resourceBusy, .deviceBusy),
-                              (.noSuchDevice, .noSuchDevice), (.noSuchFileOrDirectory, .noSuchDevice)] {
+        for (errno, code) in [
+            (Errno.permissionDenied, CaptureError.Code.permissionDenied), (.resourceBusy, .deviceBusy),
+            (.noSuchDevice, .noSuchDevice), (.noSuchFileOrDirectory, .noSuchDevice),
+        ] {
             let mock = SyscallMock()
             mock.fail("open", with: errno)
             SyscallMock.$current.withValue(mock) {
@@ -280,8 +292,9 @@ import CV4L2Shim
     @Test func forcedReqbufsErrorIsTypedAndLeavesNothingBehind() throws {
         let mock = SyscallMock()
         mock.fail("VIDIOC_REQBUFS", with: .invalidArgument)
-        let format = ActiveFormat(pixelFormat: .yuyv, width: 640, height: 360,
-                                  planes: [PlaneFormat(bytesPerLine: 1280, sizeImage: 460_800)], colorRange: .limited)
+        let format = ActiveFormat(
+            pixelFormat: .yuyv, width: 640, height: 360,
+            planes: [PlaneFormat(bytesPerLine: 1280, sizeImage: 460_800)], colorRange: .limited)
         try SyscallMock.$current.withValue(mock) {
             let fd = try FileDescriptor.open("/dev/null")
             let queue = V4L2Queue(fd: fd, type: .videoCapture)
@@ -306,7 +319,9 @@ import CV4L2Shim
         let other = try FileDescriptor.open("/dev/null")
         var caps = v4l2_capability()
         #expect(throws: BackendError.self) { try bound.ioctl(.queryCapability, &caps) }
-        do { try bound.ioctl(.queryCapability, &caps) } catch { #expect(CaptureError(error).code == .driverError && error.errno == .ioError) }
+        do { try bound.ioctl(.queryCapability, &caps) } catch {
+            #expect(CaptureError(error).code == .driverError && error.errno == .ioError)
+        }
         do { try other.ioctl(.queryCapability, &caps) } catch { #expect(error.errno == .inappropriateIoctl) }
     }
 

@@ -77,8 +77,10 @@ import CaptureTestSupport
 
     /// An installed front virtual camera with one mode, in a session with a video data output
     /// that keeps every frame (no late-frame discarding). The caller uninstalls the camera.
-    private static func keepingSession(_ name: String, _ mode: VirtualCamera.Mode,
-                                       settings: CaptureVideoDataOutput.VideoSettings = .init()) throws
+    private static func keepingSession(
+        _ name: String, _ mode: VirtualCamera.Mode,
+        settings: CaptureVideoDataOutput.VideoSettings = .init()
+    ) throws
         -> (VirtualCamera, CaptureSession, CaptureVideoDataOutput)
     {
         let camera = VirtualCamera(name: "\(name) \(UUID().uuidString.prefix(8))", position: .front, formats: [mode])
@@ -102,7 +104,8 @@ import CaptureTestSupport
     /// (metadata and pixels) while the session goes on, and released ones come back as the
     /// same few objects (one per driver buffer), so delivering a frame allocates nothing.
     @Test func heldSamplesKeepTheirFrameAndReleasedOnesAreReused() async throws {
-        let (camera, session, output) = try Self.keepingSession("Reuse", VirtualCamera.Mode(.yuyv, width: 320, height: 240, frameRates: [120]))
+        let (camera, session, output) = try Self.keepingSession(
+            "Reuse", VirtualCamera.Mode(.yuyv, width: 320, height: 240, frameRates: [120]))
         defer { VirtualCamera.uninstall(camera) }
 
         final class Watcher: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
@@ -165,12 +168,16 @@ import CaptureTestSupport
                 if let data = sampleBuffer.jpegData {
                     if let img = TestJPEG.decode(data) {
                         if img.width != 320 || img.height != 240 { problem = "\(img.width)x\(img.height)" }
-                    } else { problem = "frame \(sampleBuffer.sequenceNumber) does not decode" }
+                    } else {
+                        problem = "frame \(sampleBuffer.sequenceNumber) does not decode"
+                    }
                     if !data.withUnsafeBytes({ MJPEG.hasHuffmanTables($0) }) { problem = "no Huffman tables" }
                     if VirtualCamera.frameNumber(inJPEG: data).map(UInt64.init) != sampleBuffer.sequenceNumber {
                         problem = "frame \(sampleBuffer.sequenceNumber) shows another frame's counter"
                     }
-                } else { problem = "no JPEG bytes" }
+                } else {
+                    problem = "no JPEG bytes"
+                }
                 lock.withLock {
                     if let problem { problems.append(problem) }
                     sequences.append(sampleBuffer.sequenceNumber)

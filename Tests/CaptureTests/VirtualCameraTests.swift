@@ -7,13 +7,17 @@ import CV4L2Shim
 @testable import Capture
 
 /// A camera with a name no other test uses, so tests can run in parallel.
-private func makeCamera(_ formats: [VirtualCamera.Mode] = VirtualCamera.defaultModes,
-                        position: DevicePosition = .front, function: String = #function) -> VirtualCamera {
+private func makeCamera(
+    _ formats: [VirtualCamera.Mode] = VirtualCamera.defaultModes,
+    position: DevicePosition = .front, function: String = #function
+) -> VirtualCamera {
     VirtualCamera(name: "Test \(function) \(UUID().uuidString.prefix(8))", position: position, formats: formats)
 }
 
-private func open(_ camera: VirtualCamera, _ format: PixelFormat = .yuyv, _ w: Int = 320, _ h: Int = 240,
-                  fps: Double = 30) throws -> any VideoSource {
+private func open(
+    _ camera: VirtualCamera, _ format: PixelFormat = .yuyv, _ w: Int = 320, _ h: Int = 240,
+    fps: Double = 30
+) throws -> any VideoSource {
     let s = try camera.makeSource()
     _ = try s.setFormat(pixelFormat: format, width: w, height: h)
     _ = try s.setFrameInterval(FrameInterval(framesPerSecond: fps))
@@ -37,16 +41,21 @@ private final class HeldFrame {
 }
 
 private func luma(_ f: borrowing FrameBuffer, _ x: Int, _ y: Int) -> UInt8 {
-    patternLuma(f.image.plane0.bytes, layout: PatternLayout(f.image.pixelFormat)!, width: f.image.width,
-                height: f.image.height, x: x, y: y)!
+    patternLuma(
+        f.image.plane0.bytes, layout: PatternLayout(f.image.pixelFormat)!, width: f.image.width,
+        height: f.image.height, x: x, y: y)!
 }
 
 /// Expected 75 % bars in Rec. 601 limited range (Y, Cb, Cr) and as sRGB, computed by hand
 /// from vivid's table (191 = 75 %): white, yellow, cyan, green, magenta, red, blue, black.
-private let barsYCbCr: [(UInt8, UInt8, UInt8)] = [(180, 128, 128), (161, 44, 142), (131, 156, 44), (112, 72, 58),
-                                                   (84, 184, 198), (65, 100, 212), (35, 212, 114), (16, 128, 128)]
-private let barsRGB: [(Int, Int, Int)] = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0),
-                                          (191, 0, 191), (191, 0, 0), (0, 0, 191), (0, 0, 0)]
+private let barsYCbCr: [(UInt8, UInt8, UInt8)] = [
+    (180, 128, 128), (161, 44, 142), (131, 156, 44), (112, 72, 58),
+    (84, 184, 198), (65, 100, 212), (35, 212, 114), (16, 128, 128),
+]
+private let barsRGB: [(Int, Int, Int)] = [
+    (191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0),
+    (191, 0, 191), (191, 0, 0), (0, 0, 191), (0, 0, 0),
+]
 
 private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(Int(a) - Int(b)) <= tolerance }
 
@@ -58,8 +67,11 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         #expect(formats.count == 12)
         for f in [PixelFormat.yuyv, .nv12, .mjpeg] {
             let sizes = formats.filter { $0.pixelFormat == f }.map { VideoDimensions(width: $0.width, height: $0.height) }
-            #expect(sizes == [VideoDimensions(width: 320, height: 240), VideoDimensions(width: 640, height: 480),
-                              VideoDimensions(width: 1280, height: 720), VideoDimensions(width: 1920, height: 1080)])
+            #expect(
+                sizes == [
+                    VideoDimensions(width: 320, height: 240), VideoDimensions(width: 640, height: 480),
+                    VideoDimensions(width: 1280, height: 720), VideoDimensions(width: 1920, height: 1080),
+                ])
         }
         let hd = try #require(formats.first { $0.pixelFormat == .yuyv && $0.width == 1280 })
         guard case .discrete(let intervals) = hd.intervals.kind else { Issue.record("not discrete"); return }
@@ -131,18 +143,26 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
             case .vyuy: (y, cr, cb) = (bytes[row * w * 2 + x * 2 + 1], bytes[row * w * 2 + x * 2], bytes[row * w * 2 + x * 2 + 2])
             case .nv21: (y, cr, cb) = (bytes[row * w + x], bytes[w * h + row / 2 * w + x], bytes[w * h + row / 2 * w + x + 1])
             case .nv61: (y, cr, cb) = (bytes[row * w + x], bytes[w * h + row * w + x], bytes[w * h + row * w + x + 1])
-            case .yuv422p: (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row * w / 2 + x / 2], bytes[w * h + w * h / 2 + row * w / 2 + x / 2])
+            case .yuv422p:
+                (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row * w / 2 + x / 2], bytes[w * h + w * h / 2 + row * w / 2 + x / 2])
             case .grey: (y, cb, cr) = (bytes[row * w + x], expected.1, expected.2)
             case .nv12: (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row / 2 * w + x], bytes[w * h + row / 2 * w + x + 1])
             case .nv16: (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row * w + x], bytes[w * h + row * w + x + 1])
-            case .yuv420: (y, cb, cr) = (bytes[row * w + x], bytes[w * h + row / 2 * w / 2 + x / 2],
-                                         bytes[w * h + w * h / 4 + row / 2 * w / 2 + x / 2])
-            case .yvu420: (y, cr, cb) = (bytes[row * w + x], bytes[w * h + row / 2 * w / 2 + x / 2],
-                                         bytes[w * h + w * h / 4 + row / 2 * w / 2 + x / 2])
+            case .yuv420:
+                (y, cb, cr) = (
+                    bytes[row * w + x], bytes[w * h + row / 2 * w / 2 + x / 2],
+                    bytes[w * h + w * h / 4 + row / 2 * w / 2 + x / 2]
+                )
+            case .yvu420:
+                (y, cr, cb) = (
+                    bytes[row * w + x], bytes[w * h + row / 2 * w / 2 + x / 2],
+                    bytes[w * h + w * h / 4 + row / 2 * w / 2 + x / 2]
+                )
             default: Issue.record("untested format"); return
             }
-            #expect(close(y, expected.0) && close(cb, expected.1) && close(cr, expected.2),
-                    "\(format) bar \(i): got \(y) \(cb) \(cr), want \(expected)")
+            #expect(
+                close(y, expected.0) && close(cb, expected.1) && close(cr, expected.2),
+                "\(format) bar \(i): got \(y) \(cb) \(cr), want \(expected)")
         }
     }
 
@@ -156,8 +176,9 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         let bytes = f.image.plane0.bytes
         for (i, rgb) in barsRGB.enumerated() {
             let p = 180 * 320 * 3 + ((2 * i + 1) * 320 / 16) * 3
-            #expect(abs(Int(bytes[p + 2]) - rgb.0) <= 2 && abs(Int(bytes[p + 1]) - rgb.1) <= 2 && abs(Int(bytes[p]) - rgb.2) <= 2,
-                    "bar \(i): BGR \(bytes[p]) \(bytes[p + 1]) \(bytes[p + 2])")
+            #expect(
+                abs(Int(bytes[p + 2]) - rgb.0) <= 2 && abs(Int(bytes[p + 1]) - rgb.1) <= 2 && abs(Int(bytes[p]) - rgb.2) <= 2,
+                "bar \(i): BGR \(bytes[p]) \(bytes[p + 1]) \(bytes[p + 2])")
         }
     }
 
@@ -231,8 +252,9 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
             for (i, want) in barsRGB.enumerated() {
                 let p = (360 * w + (2 * i + 1) * w / 16) * 3
                 let got = (Int(rgb[p]), Int(rgb[p + 1]), Int(rgb[p + 2]))
-                #expect(abs(got.0 - want.0) <= 8 && abs(got.1 - want.1) <= 8 && abs(got.2 - want.2) <= 8,
-                        "bar \(i): \(got) want \(want)")
+                #expect(
+                    abs(got.0 - want.0) <= 8 && abs(got.1 - want.1) <= 8 && abs(got.2 - want.2) <= 8,
+                    "bar \(i): \(got) want \(want)")
             }
             #expect(VirtualCamera.frameNumber(in: f.image) == f.metadata.sequence)
         }
@@ -377,7 +399,9 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
 
         camera.reconnect()
         // The old handle stays dead, a new one works.
-        do { try s.startStreaming(bufferCount: 2); Issue.record("old source restarted") } catch { #expect(CaptureError(error).code == .disconnected) }
+        do { try s.startStreaming(bufferCount: 2); Issue.record("old source restarted") } catch {
+            #expect(CaptureError(error).code == .disconnected)
+        }
         let fresh = try open(camera)
         try fresh.startStreaming(bufferCount: 2)
         defer { fresh.stopStreaming() }
@@ -513,10 +537,13 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         let camera = makeCamera()
         let s = try open(camera)
         let controls = try s.controls()
-        #expect(Set(controls.map(\.name)) == ["Brightness", "Contrast", "Saturation", "Test Pattern", "Gain", "Auto Exposure",
-                                               "Exposure Time, Absolute", "Auto Exposure, Bias", "White Balance, Automatic",
-                                               "White Balance Temperature", "Focus, Absolute", "Focus, Automatic Continuous",
-                                               "Zoom, Absolute", "LED Mode"])
+        #expect(
+            Set(controls.map(\.name)) == [
+                "Brightness", "Contrast", "Saturation", "Test Pattern", "Gain", "Auto Exposure",
+                "Exposure Time, Absolute", "Auto Exposure, Bias", "White Balance, Automatic",
+                "White Balance Temperature", "Focus, Absolute", "Focus, Automatic Continuous",
+                "Zoom, Absolute", "LED Mode",
+            ])
         // A manual value is inactive while its automatic mode is on, as V4L2 drivers flag it.
         #expect(controls.first { $0.name == "Exposure Time, Absolute" }?.isInactive == true)
         try s.setControlValue(VirtualCamera.ControlID.exposureAuto, VirtualCamera.exposureManual)

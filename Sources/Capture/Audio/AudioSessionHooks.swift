@@ -47,9 +47,10 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
     /// The configuration asked for by the first connected audio data output's settings.
     static func request(for settings: CaptureAudioDataOutput.AudioSettings?, range: AudioFormatRange) -> AudioConfiguration {
         let std = AudioConfiguration.standard
-        let wanted = AudioFormat(sampleRate: settings?.sampleRate ?? std.format.sampleRate,
-                                 channelCount: settings?.channelCount ?? std.format.channelCount,
-                                 sampleFormat: settings?.sampleFormat ?? std.format.sampleFormat)
+        let wanted = AudioFormat(
+            sampleRate: settings?.sampleRate ?? std.format.sampleRate,
+            channelCount: settings?.channelCount ?? std.format.channelCount,
+            sampleFormat: settings?.sampleFormat ?? std.format.sampleFormat)
         let format = range.closestFormat(to: wanted) ?? wanted
         let period = max(32, settings?.framesPerBuffer ?? std.periodFrames)
         // About a second of ring (at least 4 periods), so a descheduled reader does not overrun.

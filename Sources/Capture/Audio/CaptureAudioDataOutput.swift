@@ -34,8 +34,10 @@ public final class CaptureAudioDataOutput: CaptureOutput, @unchecked Sendable {
         public var sampleFormat: AudioFormat.SampleFormat?
         /// Frames per delivered buffer (the ALSA period); nil for 1024.
         public var framesPerBuffer: Int?
-        public init(sampleRate: Int? = nil, channelCount: Int? = nil, sampleFormat: AudioFormat.SampleFormat? = nil,
-                    framesPerBuffer: Int? = nil) {
+        public init(
+            sampleRate: Int? = nil, channelCount: Int? = nil, sampleFormat: AudioFormat.SampleFormat? = nil,
+            framesPerBuffer: Int? = nil
+        ) {
             self.sampleRate = sampleRate
             self.channelCount = channelCount
             self.sampleFormat = sampleFormat

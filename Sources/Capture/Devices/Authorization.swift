@@ -83,11 +83,14 @@ struct AuthorizationCheck {
         case .denied:
             // The first node a group other than root's owns (a udev rule gave it that group);
             // with none, the usual group, which a udev rule would give.
-            let owned = nodes.lazy.compactMap { node in ProcessAccess.owningGroup(of: node).flatMap { $0 == "root" ? nil : (node, $0) } }.first
+            let owned = nodes.lazy.compactMap { node in ProcessAccess.owningGroup(of: node).flatMap { $0 == "root" ? nil : (node, $0) } }
+                .first
             let (node, owner) = owned ?? (nodes[0], group)
-            return "This user may not open the \(kind) (\(node)): add it to the group '\(owner)' (sudo usermod -aG \(owner) $USER) and log in again."
+            return
+                "This user may not open the \(kind) (\(node)): add it to the group '\(owner)' (sudo usermod -aG \(owner) $USER) and log in again."
         case .notDetermined:
-            return "No \(kind) are present, and this user is not in the group '\(group)': add it (sudo usermod -aG \(group) $USER) so that it may open them when they appear."
+            return
+                "No \(kind) are present, and this user is not in the group '\(group)': add it (sudo usermod -aG \(group) $USER) so that it may open them when they appear."
         case .restricted:
             return "The sandbox hides the \(kind): run the app with device access (flatpak run --device=all, or the camera portal)."
         }

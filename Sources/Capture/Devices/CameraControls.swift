@@ -274,7 +274,10 @@ extension CaptureDevice {
             }
             let units = Int64((Double(duration.components.seconds) * 1e4 + Double(duration.components.attoseconds) * 1e-14).rounded())
             guard (c.minimum...c.maximum).contains(units) else {
-                throw CaptureError(.invalidArgument, "exposure duration \(duration) is outside \(localizedName)'s \(Duration.microseconds(100 * c.minimum))...\(Duration.microseconds(100 * c.maximum))")
+                throw CaptureError(
+                    .invalidArgument,
+                    "exposure duration \(duration) is outside \(localizedName)'s \(Duration.microseconds(100 * c.minimum))...\(Duration.microseconds(100 * c.maximum))"
+                )
             }
             values.append((.exposureTime, units))
         }
@@ -321,12 +324,17 @@ extension CaptureDevice {
     public func setExposureTargetBias(_ bias: Float) throws(CaptureError) {
         try requireLock("setExposureTargetBias(_:)")
         guard let c = control(.exposureBias) else {
-            throw unsupported("an exposure target bias (no AUTO_EXPOSURE_BIAS control)", check: "maxExposureTargetBias > minExposureTargetBias")
+            throw unsupported(
+                "an exposure target bias (no AUTO_EXPOSURE_BIAS control)", check: "maxExposureTargetBias > minExposureTargetBias")
         }
         guard (minExposureTargetBias...maxExposureTargetBias).contains(bias) else {
-            throw CaptureError(.invalidArgument, "exposure bias \(bias) EV is outside \(localizedName)'s \(minExposureTargetBias)...\(maxExposureTargetBias)")
+            throw CaptureError(
+                .invalidArgument,
+                "exposure bias \(bias) EV is outside \(localizedName)'s \(minExposureTargetBias)...\(maxExposureTargetBias)")
         }
-        let value = c.kind == .integerMenu ? biasItems(c).min { abs($0.ev - bias) < abs($1.ev - bias) }!.value
+        let value =
+            c.kind == .integerMenu
+            ? biasItems(c).min { abs($0.ev - bias) < abs($1.ev - bias) }!.value
             : Int64((bias * 1000).rounded())
         try apply("setExposureTargetBias(_:)", [(.exposureBias, value)])
     }
@@ -360,7 +368,8 @@ extension CaptureDevice {
         let hasAuto = control(.whiteBalanceAutomatic) != nil
         switch mode {
         case .locked: if hasAuto { try apply("setWhiteBalanceMode(_:)", [(.whiteBalanceAutomatic, 0)]) }
-        case .autoWhiteBalance: try apply("setWhiteBalanceMode(_:)", (hasAuto ? [(.whiteBalanceAutomatic, 0)] : []) + [(.whiteBalanceOnce, 1)])
+        case .autoWhiteBalance:
+            try apply("setWhiteBalanceMode(_:)", (hasAuto ? [(.whiteBalanceAutomatic, 0)] : []) + [(.whiteBalanceOnce, 1)])
         case .continuousAutoWhiteBalance: try apply("setWhiteBalanceMode(_:)", [(.whiteBalanceAutomatic, 1)])
         }
     }
@@ -383,7 +392,9 @@ extension CaptureDevice {
             throw unsupported("a white balance temperature (no WHITE_BALANCE_TEMPERATURE control)", check: "whiteBalanceTemperature != nil")
         }
         guard range.contains(temperature) else {
-            throw CaptureError(.invalidArgument, "white balance temperature \(temperature) K is outside \(localizedName)'s \(range.lowerBound)...\(range.upperBound) K")
+            throw CaptureError(
+                .invalidArgument,
+                "white balance temperature \(temperature) K is outside \(localizedName)'s \(range.lowerBound)...\(range.upperBound) K")
         }
         let auto: [(ControlID, Int64)] = control(.whiteBalanceAutomatic) != nil ? [(.whiteBalanceAutomatic, 0)] : []
         try apply("setWhiteBalanceModeLocked(temperature:)", auto + [(.whiteBalanceTemperature, Int64(temperature.rounded()))])
@@ -412,7 +423,9 @@ extension CaptureDevice {
     public func setVideoZoomFactor(_ factor: Double) throws(CaptureError) {
         try requireLock("setVideoZoomFactor(_:)")
         guard (minAvailableVideoZoomFactor...maxAvailableVideoZoomFactor).contains(factor) else {
-            throw CaptureError(.invalidArgument, "zoom factor \(factor) is outside \(localizedName)'s \(minAvailableVideoZoomFactor)...\(maxAvailableVideoZoomFactor)")
+            throw CaptureError(
+                .invalidArgument,
+                "zoom factor \(factor) is outside \(localizedName)'s \(minAvailableVideoZoomFactor)...\(maxAvailableVideoZoomFactor)")
         }
         guard let c = control(.zoom) else { return }  // 1× on a camera without zoom: nothing to do
         try apply("setVideoZoomFactor(_:)", [(.zoom, c.minimum + Int64(((factor - 1) * zoomUnit(c)).rounded()))])

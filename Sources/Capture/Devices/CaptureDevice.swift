@@ -59,9 +59,11 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     }
     let state = Locked(State())
 
-    init(info: SourceInfo, mediaType: MediaType, deviceType: DeviceType, virtualCamera: VirtualCamera? = nil,
-         payload: (any Sendable)? = nil,
-         opener: @escaping @Sendable () throws(CaptureError) -> any VideoSource) {
+    init(
+        info: SourceInfo, mediaType: MediaType, deviceType: DeviceType, virtualCamera: VirtualCamera? = nil,
+        payload: (any Sendable)? = nil,
+        opener: @escaping @Sendable () throws(CaptureError) -> any VideoSource
+    ) {
         self.info = info
         self.mediaType = mediaType
         baseType = deviceType
@@ -72,10 +74,11 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
 
     /// Makes an audio device; `payload` is what the audio layer needs to open it.
     convenience init(audioInfo: SourceInfo, payload: any Sendable) {
-        self.init(info: audioInfo, mediaType: .audio, deviceType: .microphone, payload: payload,
-                  opener: { () throws(CaptureError) -> any VideoSource in
-                      throw CaptureError(.notACaptureDevice, "\(audioInfo.name) is an audio device: it has no video")
-                  })
+        self.init(
+            info: audioInfo, mediaType: .audio, deviceType: .microphone, payload: payload,
+            opener: { () throws(CaptureError) -> any VideoSource in
+                throw CaptureError(.notACaptureDevice, "\(audioInfo.name) is an audio device: it has no video")
+            })
     }
 
     /// A stable identifier: the same camera on the same port has the same ID across runs.
@@ -96,7 +99,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         let node = (path as NSString).lastPathComponent
         // The V4L2 node's device is the USB interface; its parent, the USB device, names its maker.
         if path.hasPrefix("/dev/video"),
-           let m = try? String(contentsOfFile: "/sys/class/video4linux/\(node)/device/../manufacturer", encoding: .utf8) {
+            let m = try? String(contentsOfFile: "/sys/class/video4linux/\(node)/device/../manufacturer", encoding: .utf8)
+        {
             let t = m.trimmingCharacters(in: .whitespacesAndNewlines)
             if !t.isEmpty { return t }
         }
@@ -135,7 +139,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     }
 
     var owner: CaptureSession? {
-        get { state.withLock { $0.owner } }
+        state.withLock { $0.owner }
     }
     func setOwner(_ s: CaptureSession?) { state.withLock { $0.owner = s } }
 
@@ -166,8 +170,9 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     /// Nil when the device has no such size (or no format the library can encode at it).
     public func bestFormat(for dimensions: VideoDimensions, pixelFormat: PixelFormat? = nil) -> Format? {
         formats.filter { f in
-            f.dimensions == dimensions && (pixelFormat.map { $0 == f.pixelFormat }
-                ?? (PresetResolver.rank(f.pixelFormat, preferred: nil) < PresetResolver.pixelFormatRank.count))
+            f.dimensions == dimensions
+                && (pixelFormat.map { $0 == f.pixelFormat }
+                    ?? (PresetResolver.rank(f.pixelFormat, preferred: nil) < PresetResolver.pixelFormatRank.count))
         }.first
     }
 
@@ -223,8 +228,9 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     public func setActiveVideoMinFrameDuration(_ interval: FrameInterval) throws(CaptureError) {
         try requireLock("setActiveVideoMinFrameDuration")
         if let f = activeFormat, !f.supports(interval) {
-            throw CaptureError(.unsupportedFormat,
-                               "\(interval) is outside \(f)'s frame rates: choose from videoSupportedFrameRateRanges")
+            throw CaptureError(
+                .unsupportedFormat,
+                "\(interval) is outside \(f)'s frame rates: choose from videoSupportedFrameRateRanges")
         }
         if let session = owner {
             try session.deviceWantsFormat(self, format: nil, interval: interval)
@@ -241,7 +247,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         // S_FMT fails with EBUSY while buffers of an earlier stream are still held: skip it
         // when the driver already has the format.
         if let current = try? src.currentFormat(), current.pixelFormat == format.pixelFormat,
-           current.dimensions == format.dimensions {
+            current.dimensions == format.dimensions
+        {
             state.withLock { $0.activeFormat = format }
             return current
         }
@@ -249,8 +256,10 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
             try src.setFormat(pixelFormat: format.pixelFormat, width: format.dimensions.width, height: format.dimensions.height)
         }
         guard applied.pixelFormat == format.pixelFormat, applied.dimensions == format.dimensions else {
-            throw CaptureError(.unsupportedFormat,
-                               "\(localizedName) cannot capture \(format.pixelFormat) \(format.dimensions); the driver offered \(applied.pixelFormat) \(applied.dimensions)")
+            throw CaptureError(
+                .unsupportedFormat,
+                "\(localizedName) cannot capture \(format.pixelFormat) \(format.dimensions); the driver offered \(applied.pixelFormat) \(applied.dimensions)"
+            )
         }
         state.withLock { $0.activeFormat = format }
         return applied
@@ -301,7 +310,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
             // A camera a session found unplugged and that is listed again was plugged back in:
             // a new object (its old one keeps saying `isConnected == false`).
             if let old = reg[fresh.uniqueID], old.path == fresh.path, old.localizedName == fresh.localizedName,
-               old.isVirtual == fresh.isVirtual, !old.state.withLock({ $0.disconnected }) {
+                old.isVirtual == fresh.isVirtual, !old.state.withLock({ $0.disconnected })
+            {
                 return old
             }
             reg[fresh.uniqueID] = fresh
@@ -332,8 +342,9 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
             forgetVanished(present: Set(v4l2.map(\.uniqueID)))
             let virtual = VirtualCamera.installed.map { cam in
                 canonical {
-                    CaptureDevice(info: cam.info, mediaType: .video, deviceType: .virtual, virtualCamera: cam,
-                                  opener: { () throws(CaptureError) -> any VideoSource in try cam.makeSource() })
+                    CaptureDevice(
+                        info: cam.info, mediaType: .video, deviceType: .virtual, virtualCamera: cam,
+                        opener: { () throws(CaptureError) -> any VideoSource in try cam.makeSource() })
                 }
             }
             return v4l2 + virtual
@@ -345,11 +356,12 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     /// The object for a V4L2 camera found by discovery.
     private static func camera(_ info: SourceInfo) -> CaptureDevice {
         canonical {
-            CaptureDevice(info: info, mediaType: .video,
-                          deviceType: .external,
-                          opener: { () throws(CaptureError) -> any VideoSource in
-                              try fromBackend { () throws(BackendError) in try V4L2Discovery.open(info) }
-                          })
+            CaptureDevice(
+                info: info, mediaType: .video,
+                deviceType: .external,
+                opener: { () throws(CaptureError) -> any VideoSource in
+                    try fromBackend { () throws(BackendError) in try V4L2Discovery.open(info) }
+                })
         }
     }
 
@@ -455,13 +467,16 @@ extension CaptureDevice {
             return true
         }
         guard post else { return }
-        NotificationCenter.default.post(name: connected ? Self.wasConnectedNotification : Self.wasDisconnectedNotification,
-                                        object: self)
+        NotificationCenter.default.post(
+            name: connected ? Self.wasConnectedNotification : Self.wasDisconnectedNotification,
+            object: self)
     }
 
     /// Forgets the opened source (after a disconnect), so the descriptor closes once the last
     /// frame is released and a reconnected device is opened afresh.
     func dropSource() {
-        state.withLock { $0.source = nil; $0.formats = nil }
+        state.withLock {
+            $0.source = nil; $0.formats = nil
+        }
     }
 }

@@ -46,8 +46,10 @@ extension CaptureDevice {
         /// Whether the driver produces this format by converting another (V4L2 emulated flag).
         public var isEmulated: Bool
 
-        public init(pixelFormat: PixelFormat, dimensions: VideoDimensions, videoSupportedFrameRateRanges: [FrameRateRange],
-                    formatDescription: String = "", isCompressed: Bool? = nil, isEmulated: Bool = false) {
+        public init(
+            pixelFormat: PixelFormat, dimensions: VideoDimensions, videoSupportedFrameRateRanges: [FrameRateRange],
+            formatDescription: String = "", isCompressed: Bool? = nil, isEmulated: Bool = false
+        ) {
             self.pixelFormat = pixelFormat
             self.dimensions = dimensions
             self.videoSupportedFrameRateRanges = videoSupportedFrameRateRanges
@@ -78,9 +80,10 @@ extension CaptureDevice {
             case .continuous(let lo, let hi):
                 ranges = [FrameRateRange(minFrameDuration: lo, maxFrameDuration: hi)]
             }
-            self.init(pixelFormat: s.pixelFormat, dimensions: VideoDimensions(width: s.width, height: s.height),
-                      videoSupportedFrameRateRanges: ranges, formatDescription: s.description,
-                      isCompressed: s.isCompressed, isEmulated: s.isEmulated)
+            self.init(
+                pixelFormat: s.pixelFormat, dimensions: VideoDimensions(width: s.width, height: s.height),
+                videoSupportedFrameRateRanges: ranges, formatDescription: s.description,
+                isCompressed: s.isCompressed, isEmulated: s.isEmulated)
         }
     }
 }

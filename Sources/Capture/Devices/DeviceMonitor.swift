@@ -133,7 +133,8 @@ public final class DeviceMonitor: Sendable {
             guard state.withLock({ $0.started }) else { return }
             let now = Dictionary(CaptureDevice.devices(for: .video).map { ($0.uniqueID, $0) }, uniquingKeysWith: { a, _ in a })
             var gone: [String: CaptureDevice] = [:]
-            let (events, handlers, streams) = state.withLock { st -> ([Event], [@Sendable (Event) -> Void], [AsyncStream<Event>.Continuation]) in
+            let (events, handlers, streams) = state.withLock {
+                st -> ([Event], [@Sendable (Event) -> Void], [AsyncStream<Event>.Continuation]) in
                 var events: [Event] = []
                 for (id, old) in st.known.sorted(by: { $0.key < $1.key }) where now[id] !== old {
                     events.append(.disconnected(id))
@@ -190,14 +191,16 @@ private final class Watcher: @unchecked Sendable {
         switch FileDescriptor.inotify(watching: directory, mask: Self.mask) {
         case .success(let fd): inotify = fd
         case .failure(let e):
-            throw CaptureError(.ioError, "cannot watch \(directory) for cameras (\(e.errno.name)); hot-plug events need inotify",
-                               errno: e.errno.rawValue, operation: e.operation)
+            throw CaptureError(
+                .ioError, "cannot watch \(directory) for cameras (\(e.errno.name)); hot-plug events need inotify",
+                errno: e.errno.rawValue, operation: e.operation)
         }
         switch FileDescriptor.makeEventFD() {
         case .success(let fd): wake = fd
         case .failure(let e):
-            throw CaptureError(.ioError, "cannot create the device monitor's wake-up descriptor (\(e.errno.name))",
-                               errno: e.errno.rawValue, operation: e.operation)
+            throw CaptureError(
+                .ioError, "cannot create the device monitor's wake-up descriptor (\(e.errno.name))",
+                errno: e.errno.rawValue, operation: e.operation)
         }
         self.onChange = onChange
     }
@@ -219,8 +222,10 @@ private final class Watcher: @unchecked Sendable {
         thread.store(UInt(pthread_self()), ordering: .releasing)
         defer { done.signal() }
         var buffer = [UInt8](repeating: 0, count: 4096)
-        var fds = [pollfd(fd: inotify.rawValue, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: wake.rawValue, events: Int16(POLLIN), revents: 0)]
+        var fds = [
+            pollfd(fd: inotify.rawValue, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wake.rawValue, events: Int16(POLLIN), revents: 0),
+        ]
         var quiet = [pollfd(fd: inotify.rawValue, events: Int16(POLLIN), revents: 0)]
         while !stopping.load(ordering: .acquiring) {
             fds[0].revents = 0

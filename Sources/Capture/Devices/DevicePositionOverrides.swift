@@ -67,8 +67,9 @@ public struct DevicePositionOverrides: Sendable, Hashable {
     public static var current: DevicePositionOverrides {
         loaded.withLock { o in
             if let o { return o }
-            let read = DevicePositionOverrides(environment: ProcessInfo.processInfo.environment["CAPTURE_DEVICE_POSITIONS"],
-                                               fileText: try? String(contentsOfFile: filePath, encoding: .utf8))
+            let read = DevicePositionOverrides(
+                environment: ProcessInfo.processInfo.environment["CAPTURE_DEVICE_POSITIONS"],
+                fileText: try? String(contentsOfFile: filePath, encoding: .utf8))
             o = read
             return read
         }

@@ -28,7 +28,8 @@ extension CaptureError {
         /// The group that owns the device nodes on Debian and most distributions.
         var group: String { isVideo ? "video" : "audio" }
         var noSuchDevice: String {
-            isVideo ? "No device at \(device). Check that the camera is connected and the path is right (ls /dev/video*)."
+            isVideo
+                ? "No device at \(device). Check that the camera is connected and the path is right (ls /dev/video*)."
                 : "No ALSA capture device '\(device)'. List them with `capture devices`."
         }
     }
@@ -36,29 +37,44 @@ extension CaptureError {
     /// The merged errno table.
     private static func words(_ errno: Errno, operation op: String, opening: Bool, _ w: Words) -> (Code, String) {
         if op == "poll" {
-            return (.driverError, "Waiting for \(w.isVideo ? "frames" : "audio") from \(w.noun) failed (\(errno.name)). Stop and start the session again.")
+            return (
+                .driverError,
+                "Waiting for \(w.isVideo ? "frames" : "audio") from \(w.noun) failed (\(errno.name)). Stop and start the session again."
+            )
         }
         switch errno {
         case .noSuchFileOrDirectory:
             return (.noSuchDevice, w.noSuchDevice)
         case .noSuchDevice, .noSuchDeviceOrAddress:
             if opening {
-                return (.noSuchDevice, w.isVideo
-                    ? "\(w.device) exists but has no device behind it (driver not loaded, or the camera was unplugged)."
-                    : w.noSuchDevice)
+                return (
+                    .noSuchDevice,
+                    w.isVideo
+                        ? "\(w.device) exists but has no device behind it (driver not loaded, or the camera was unplugged)."
+                        : w.noSuchDevice
+                )
             }
-            return (.disconnected, w.isVideo ? "The device at \(w.device) was disconnected. Reconnect it and open it again."
-                : "\(w.leadingNoun) was disconnected. Reconnect it and open it again.")
+            return (
+                .disconnected,
+                w.isVideo
+                    ? "The device at \(w.device) was disconnected. Reconnect it and open it again."
+                    : "\(w.leadingNoun) was disconnected. Reconnect it and open it again."
+            )
         case .resourceBusy:
-            return (.deviceBusy, w.isVideo
-                ? "\(w.device) is in use by another process or stream. Close the other application (fuser \(w.device) shows it)."
-                : "\(w.leadingNoun) is in use by another stream. Close it or pick another subdevice.")
+            return (
+                .deviceBusy,
+                w.isVideo
+                    ? "\(w.device) is in use by another process or stream. Close the other application (fuser \(w.device) shows it)."
+                    : "\(w.leadingNoun) is in use by another stream. Close it or pick another subdevice."
+            )
         case .permissionDenied, .notPermitted:
             if op == "VIDIOC_S_EXT_CTRLS" || op == "VIDIOC_S_CTRL" {
                 return (.invalidArgument, "The control cannot be set on \(w.noun) (read-only or not settable now).")
             }
-            return (.permissionDenied,
-                    "No permission to use \(w.noun). Add the user to the group that owns it (usually '\(w.group)') and log in again.")
+            return (
+                .permissionDenied,
+                "No permission to use \(w.noun). Add the user to the group that owns it (usually '\(w.group)') and log in again."
+            )
         case .invalidArgument where opening && !w.isVideo:
             return (.noSuchDevice, "'\(w.device)' is not an ALSA capture device name (e.g. hw:CARD=Loopback,DEV=1 or hw:1,0).")
         case .invalidArgument where op == "VIDIOC_S_FMT" || op == "VIDIOC_TRY_FMT":
@@ -70,7 +86,9 @@ extension CaptureError {
         case .invalidArgument where op.hasPrefix("snd_pcm_hw_params") || op.hasPrefix("snd_pcm_sw_params"):
             return (.unsupportedFormat, "\(w.leadingNoun) does not support the requested audio configuration (\(op) refused it).")
         case .invalidArgument:
-            return (.driverError, "The driver of \(w.noun) refused \(op). Stop and start the stream again; if it persists, reopen the device.")
+            return (
+                .driverError, "The driver of \(w.noun) refused \(op). Stop and start the stream again; if it persists, reopen the device."
+            )
         case .outOfRange:
             return (.invalidArgument, "The value is out of the control's range on \(w.noun).")
         case .inappropriateIoctl where op == "VIDIOC_QUERYCAP":
@@ -81,7 +99,10 @@ extension CaptureError {
             // A device's I/O error is the driver failing, for cameras and microphones alike.
             return (.driverError, "The driver of \(w.noun) reported an I/O error in \(op). The stream must be stopped and started again.")
         case .noSpace where op == "VIDIOC_STREAMON":
-            return (.deviceBusy, "Not enough USB bandwidth to stream from \(w.device). Use a smaller size, a lower frame rate or a compressed format (MJPEG), or move cameras to different USB controllers.")
+            return (
+                .deviceBusy,
+                "Not enough USB bandwidth to stream from \(w.device). Use a smaller size, a lower frame rate or a compressed format (MJPEG), or move cameras to different USB controllers."
+            )
         case .noMemory:
             return (.driverError, "Out of memory for \(op) on \(w.noun)." + (w.isVideo ? " Ask for fewer or smaller buffers." : ""))
         case .isDirectory:
@@ -117,8 +138,10 @@ extension CaptureError {
         case .noHandle:
             return (.driverError, "snd_pcm_open gave no handle for '\(w.device)'.")
         case .formatNotOffered(let format, let offered):
-            return (.unsupportedFormat,
-                    "\(w.device) does not offer \(format); it offers \(offered.map(\.description).joined(separator: ", ")).")
+            return (
+                .unsupportedFormat,
+                "\(w.device) does not offer \(format); it offers \(offered.map(\.description).joined(separator: ", "))."
+            )
         case .noFrameInterval:
             return (.unsupportedFormat, "\(w.device) does not report a frame interval.")
         case .frameIntervalNotSettable:
@@ -137,15 +160,24 @@ extension CaptureError {
             return (.invalidArgument, "Bad audio configuration \(request): rate, channels and sizes must be positive, buffer >= period.")
         case .sampleFormatNotOffered(let format, let offered):
             let offers = offered.isEmpty ? "none the library reads (s16, s32, float32)" : offered.map(\.rawValue).joined(separator: ", ")
-            return (.unsupportedFormat,
-                    "'\(w.device)' cannot capture \(format.rawValue); it offers \(offers). A plughw: name or 'default' converts.")
+            return (
+                .unsupportedFormat,
+                "'\(w.device)' cannot capture \(format.rawValue); it offers \(offers). A plughw: name or 'default' converts."
+            )
         case .alreadyStreaming:
             return (.invalidState, "\(w.leadingNoun) is already streaming.")
         case .notStreaming:
-            return (.invalidState, w.isVideo ? "\(w.device) is not streaming."
-                : "Audio capture on '\(w.device)' is not running: call start() first.")
+            return (
+                .invalidState,
+                w.isVideo
+                    ? "\(w.device) is not streaming."
+                    : "Audio capture on '\(w.device)' is not running: call start() first."
+            )
         case .previousStreamHeld:
-            return (.deviceBusy, "Frames from the previous stream of \(w.device) are still held and its driver cannot release buffers in use. Release them, then start again.")
+            return (
+                .deviceBusy,
+                "Frames from the previous stream of \(w.device) are still held and its driver cannot release buffers in use. Release them, then start again."
+            )
         case .noBuffersGranted:
             return (.driverError, "The driver of \(w.noun) granted no buffers.")
         case .planeCountMismatch(let reported, let expected):

@@ -12,34 +12,45 @@ extension CaptureError {
     /// (a missing folder or a path through a file), else `.ioError` with the system's reason.
     /// `path` names a file, or with `inFolder` the folder a file was to go into; `subject` says
     /// what was being written ("the photo (N bytes)").
-    package static func file(errno code: Int32, path: String, operation: String, inFolder: Bool = false,
-                             subject: String? = nil) -> CaptureError {
+    package static func file(
+        errno code: Int32, path: String, operation: String, inFolder: Bool = false,
+        subject: String? = nil
+    ) -> CaptureError {
         let folder = inFolder ? path : (path as NSString).deletingLastPathComponent
         let write = inFolder ? "write in" : "write"
         switch code {
         case ENOSPC, EDQUOT:
             let room = subject.map { ": there is no room for \($0)" } ?? ""
-            return CaptureError(.diskFull, "the disk holding \(path) is full\(room); free some space or write to another folder",
-                                errno: code, operation: operation)
+            return CaptureError(
+                .diskFull, "the disk holding \(path) is full\(room); free some space or write to another folder",
+                errno: code, operation: operation)
         case EROFS:
-            return CaptureError(.readOnlyFileSystem, "\(path) is on a read-only file system; remount it read-write or write to another folder",
-                                errno: code, operation: operation)
+            return CaptureError(
+                .readOnlyFileSystem, "\(path) is on a read-only file system; remount it read-write or write to another folder",
+                errno: code, operation: operation)
         case EACCES, EPERM:
-            return CaptureError(.permissionDenied, "no permission to \(write) \(path); check \(inFolder ? "its" : "the folder's") owner and mode or write to another folder",
-                                errno: code, operation: operation)
+            return CaptureError(
+                .permissionDenied,
+                "no permission to \(write) \(path); check \(inFolder ? "its" : "the folder's") owner and mode or write to another folder",
+                errno: code, operation: operation)
         case ENOENT:
-            return CaptureError(.invalidArgument, "no such folder: \(folder.isEmpty ? path : folder); create it first or write to another folder",
-                                errno: code, operation: operation)
+            return CaptureError(
+                .invalidArgument, "no such folder: \(folder.isEmpty ? path : folder); create it first or write to another folder",
+                errno: code, operation: operation)
         case ENOTDIR:
-            return CaptureError(.invalidArgument, inFolder ? "\(path) is not a folder; write to a folder that exists"
-                                    : "a part of \(path) is not a folder; write to a folder that exists",
-                                errno: code, operation: operation)
+            return CaptureError(
+                .invalidArgument,
+                inFolder
+                    ? "\(path) is not a folder; write to a folder that exists"
+                    : "a part of \(path) is not a folder; write to a folder that exists",
+                errno: code, operation: operation)
         case EISDIR:
             return CaptureError(.invalidArgument, "\(path) is a folder; name a file", errno: code, operation: operation)
         default:
             let what = subject.map { "could not write \($0) in \(path)" } ?? "\(operation) \(path) failed"
-            return CaptureError(.ioError, "\(what): \(String(cString: strerror(code)))",
-                                errno: code, operation: operation)
+            return CaptureError(
+                .ioError, "\(what): \(String(cString: strerror(code)))",
+                errno: code, operation: operation)
         }
     }
 

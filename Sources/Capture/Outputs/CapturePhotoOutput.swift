@@ -71,8 +71,10 @@ public final class CapturePhoto: @unchecked Sendable {
     /// Photos of this capture so far, counting this one (1).
     public var photoCount: Int { 1 }
 
-    init(jpeg: Data, timestamp: CaptureTime, sequenceNumber: UInt64, resolvedSettings: CaptureResolvedPhotoSettings,
-         pixelDimensions: VideoDimensions? = nil) {
+    init(
+        jpeg: Data, timestamp: CaptureTime, sequenceNumber: UInt64, resolvedSettings: CaptureResolvedPhotoSettings,
+        pixelDimensions: VideoDimensions? = nil
+    ) {
         data = jpeg
         self.timestamp = timestamp
         self.sequenceNumber = sequenceNumber
@@ -110,7 +112,9 @@ public protocol CapturePhotoCaptureDelegate: AnyObject, Sendable {
 extension CapturePhotoCaptureDelegate {
     public func photoOutput(_ output: CapturePhotoOutput, willBeginCaptureFor resolvedSettings: CaptureResolvedPhotoSettings) {}
     public func photoOutput(_ output: CapturePhotoOutput, didFinishProcessingPhoto photo: CapturePhoto, error: (any Error)?) {}
-    public func photoOutput(_ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?) {}
+    public func photoOutput(
+        _ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?
+    ) {}
 }
 
 /// Takes photos from the session's camera, as `AVCapturePhotoOutput`. Thread-safe.
@@ -142,12 +146,14 @@ public final class CapturePhotoOutput: CaptureStillImageOutput, @unchecked Senda
     /// that went away, the session stopped) or `.invalidArgument` for settings it cannot do.
     public func capturePhoto(with settings: CapturePhotoSettings, delegate: any CapturePhotoCaptureDelegate) {
         let dims = maxPhotoDimensions ?? settings.maxPhotoDimensions ?? VideoDimensions(width: 0, height: 0)
-        let resolved = CaptureResolvedPhotoSettings(uniqueID: settings.uniqueID, photoDimensions: dims,
-                                                    isFlashEnabled: settings.flashMode == .on, expectedPhotoCount: 1)
+        let resolved = CaptureResolvedPhotoSettings(
+            uniqueID: settings.uniqueID, photoDimensions: dims,
+            isFlashEnabled: settings.flashMode == .on, expectedPhotoCount: 1)
         if let problem = refusal(of: settings, photoDimensions: dims) {
             callbacks.async {
                 delegate.photoOutput(self, willBeginCaptureFor: resolved)
-                let photo = CapturePhoto(jpeg: Data(), timestamp: CaptureTime(nanoseconds: 0), sequenceNumber: 0, resolvedSettings: resolved)
+                let photo = CapturePhoto(
+                    jpeg: Data(), timestamp: CaptureTime(nanoseconds: 0), sequenceNumber: 0, resolvedSettings: resolved)
                 delegate.photoOutput(self, didFinishProcessingPhoto: photo, error: problem)
                 delegate.photoOutput(self, didFinishCaptureFor: resolved, error: problem)
             }
@@ -177,7 +183,9 @@ public final class CapturePhotoOutput: CaptureStillImageOutput, @unchecked Senda
                 let e = error.map { ($0 as? CaptureError) ?? CaptureError(.driverError, "the photo capture failed: \($0)") }
                 result.withLock { $0 = e.map { .failure($0) } ?? .success(photo) }
             }
-            func photoOutput(_ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?) {
+            func photoOutput(
+                _ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?
+            ) {
                 continuation.withLock { $0.take() }?.resume()
             }
         }
@@ -199,22 +207,32 @@ public final class CapturePhotoOutput: CaptureStillImageOutput, @unchecked Senda
             return CaptureError(.invalidArgument, "photo quality \(settings.quality) is out of range: use 1 to 100")
         }
         if !supportedFlashModes.contains(settings.flashMode) {
-            return CaptureError(.invalidArgument, "flash mode \(settings.flashMode.rawValue) is not supported by this camera: use one of supportedFlashModes (\(supportedFlashModes.map(\.rawValue).joined(separator: ", ")))")
+            return CaptureError(
+                .invalidArgument,
+                "flash mode \(settings.flashMode.rawValue) is not supported by this camera: use one of supportedFlashModes (\(supportedFlashModes.map(\.rawValue).joined(separator: ", ")))"
+            )
         }
         if let max = settings.maxPhotoDimensions, photoDimensions.width > 0,
-           max.width < photoDimensions.width || max.height < photoDimensions.height {
-            return CaptureError(.unsupportedFormat, "the camera takes \(photoDimensions.width)x\(photoDimensions.height) photos, more than maxPhotoDimensions \(max.width)x\(max.height): choose a smaller active format or a larger maximum")
+            max.width < photoDimensions.width || max.height < photoDimensions.height
+        {
+            return CaptureError(
+                .unsupportedFormat,
+                "the camera takes \(photoDimensions.width)x\(photoDimensions.height) photos, more than maxPhotoDimensions \(max.width)x\(max.height): choose a smaller active format or a larger maximum"
+            )
         }
         return nil
     }
 
-    private func finish(_ sample: SampleBuffer?, _ error: CaptureError?, _ resolved: CaptureResolvedPhotoSettings,
-                        _ delegate: any CapturePhotoCaptureDelegate) {
+    private func finish(
+        _ sample: SampleBuffer?, _ error: CaptureError?, _ resolved: CaptureResolvedPhotoSettings,
+        _ delegate: any CapturePhotoCaptureDelegate
+    ) {
         // The JPEG is copied out of the reused still sample, so the photo is the app's alone.
         let jpeg = sample?.jpegData.map { Data($0) }
-        let photo = CapturePhoto(jpeg: jpeg ?? Data(), timestamp: sample?.presentationTimeStamp ?? CaptureTime(nanoseconds: 0),
-                                 sequenceNumber: sample?.sequenceNumber ?? 0, resolvedSettings: resolved,
-                                 pixelDimensions: sample?.dimensions)
+        let photo = CapturePhoto(
+            jpeg: jpeg ?? Data(), timestamp: sample?.presentationTimeStamp ?? CaptureTime(nanoseconds: 0),
+            sequenceNumber: sample?.sequenceNumber ?? 0, resolvedSettings: resolved,
+            pixelDimensions: sample?.dimensions)
         let failure: CaptureError? = error ?? (jpeg == nil ? CaptureError(.driverError, "the photo capture gave no JPEG") : nil)
         callbacks.async {
             delegate.photoOutput(self, didFinishProcessingPhoto: photo, error: failure)

@@ -24,8 +24,10 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         public var subsampling: ChromaSubsampling?
         /// Turn the pixels (the default) or only tag the orientation in EXIF.
         public var orientationMode: StillOrientationMode
-        public init(codec: Codec = .jpeg, quality: Int = 90, subsampling: ChromaSubsampling? = nil,
-                    orientationMode: StillOrientationMode = .rotatePixels) {
+        public init(
+            codec: Codec = .jpeg, quality: Int = 90, subsampling: ChromaSubsampling? = nil,
+            orientationMode: StillOrientationMode = .rotatePixels
+        ) {
             self.codec = codec
             self.quality = quality
             self.subsampling = subsampling
@@ -82,8 +84,9 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         st.pending.reserveCapacity(8)
         st.assigned.reserveCapacity(8)
         state = Locked(st)
-        sources = Sources(encode: DispatchSource.makeUserDataAddSource(queue: encodeQueue),
-                          timeouts: DispatchSource.makeTimerSource(queue: encodeQueue))
+        sources = Sources(
+            encode: DispatchSource.makeUserDataAddSource(queue: encodeQueue),
+            timeouts: DispatchSource.makeTimerSource(queue: encodeQueue))
         super.init()
         batch.reserveCapacity(8)
         sources.encode.setEventHandler { [weak self] in self?.encodeAssigned() }
@@ -134,29 +137,41 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     /// that time only damaged frames come (a damaged frame is skipped, the next one taken),
     /// `.cancelled` when the session stops or this output is released first. The handler is
     /// called exactly once.
-    public func captureStillImageAsynchronously(from connection: CaptureConnection,
-                                                completionHandler: @escaping @Sendable (SampleBuffer?, CaptureError?) -> Void) {
+    public func captureStillImageAsynchronously(
+        from connection: CaptureConnection,
+        completionHandler: @escaping @Sendable (SampleBuffer?, CaptureError?) -> Void
+    ) {
         capture(from: connection, settings: outputSettings, alwaysEXIF: false, completionHandler: completionHandler)
     }
 
     /// A capture at `settings`, completed as `captureStillImageAsynchronously` describes.
-    func capture(from connection: CaptureConnection, settings: OutputSettings, alwaysEXIF: Bool,
-                 completionHandler: @escaping @Sendable (SampleBuffer?, CaptureError?) -> Void) {
+    func capture(
+        from connection: CaptureConnection, settings: OutputSettings, alwaysEXIF: Bool,
+        completionHandler: @escaping @Sendable (SampleBuffer?, CaptureError?) -> Void
+    ) {
         guard connection.output === self, connection.mediaType == .video else {
-            encodeQueue.async { completionHandler(nil, CaptureError(.invalidArgument, "the connection is not one of this output's: use connection(with: .video)")) }
+            encodeQueue.async {
+                completionHandler(
+                    nil, CaptureError(.invalidArgument, "the connection is not one of this output's: use connection(with: .video)"))
+            }
             return
         }
         guard session?.isRunning == true else {
-            encodeQueue.async { completionHandler(nil, CaptureError(.invalidState, "the session is not running: call startRunning() before capturing a still")) }
+            encodeQueue.async {
+                completionHandler(
+                    nil, CaptureError(.invalidState, "the session is not running: call startRunning() before capturing a still"))
+            }
             return
         }
         let interval = connection.device?.activeVideoMinFrameDuration?.seconds ?? (1.0 / 30)
         let timeout = DispatchTimeInterval.milliseconds(Int(max(5.0, 20 * interval) * 1000))
         let id: UInt64 = state.withLock { st in
             st.nextID += 1
-            st.pending.append(Request(connection: connection, settings: settings, alwaysEXIF: alwaysEXIF,
-                                      completion: completionHandler, id: st.nextID, deadline: .now() + timeout,
-                                      timeout: timeout))
+            st.pending.append(
+                Request(
+                    connection: connection, settings: settings, alwaysEXIF: alwaysEXIF,
+                    completion: completionHandler, id: st.nextID, deadline: .now() + timeout,
+                    timeout: timeout))
             runTimeouts(&st)
             return st.nextID
         }
@@ -206,14 +221,19 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     override var acceptsSharedJPEG: JPEGProduct? {
         let (product, connection, mayTurn): (JPEGProduct?, CaptureConnection?, Bool) = state.withLock { st in
             guard let first = st.pending.first,
-                  st.pending.allSatisfy({ $0.settings.quality == first.settings.quality && $0.settings.subsampling == first.settings.subsampling })
+                st.pending.allSatisfy({
+                    $0.settings.quality == first.settings.quality && $0.settings.subsampling == first.settings.subsampling
+                })
             else { return (nil, nil, false) }
-            return (JPEGProduct(quality: first.settings.quality, subsampling: first.settings.subsampling), first.connection,
-                    st.pending.contains { $0.settings.orientationMode == .rotatePixels })
+            return (
+                JPEGProduct(quality: first.settings.quality, subsampling: first.settings.subsampling), first.connection,
+                st.pending.contains { $0.settings.orientationMode == .rotatePixels }
+            )
         }
         // The connection is read outside this output's lock (it has its own).
         if mayTurn, let connection,
-           EXIFOrientation(videoOrientation: connection.videoOrientation, mirrored: connection.isVideoMirrored) != .up {
+            EXIFOrientation(videoOrientation: connection.videoOrientation, mirrored: connection.isVideoMirrored) != .up
+        {
             return nil
         }
         return product
@@ -272,9 +292,12 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             let group = batch[start..<done]
             let turns = orientation != .up && key.settings.orientationMode == .rotatePixels
             // A turned still says "up" (1) in its EXIF, so no viewer turns it again.
-            let exif: EXIFInfo? = orientation == .up && !key.alwaysEXIF ? nil
-                : EXIFInfo(orientation: turns ? .up : orientation, make: key.alwaysEXIF ? device?.manufacturer : nil,
-                           model: device?.localizedName, date: Date())
+            let exif: EXIFInfo? =
+                orientation == .up && !key.alwaysEXIF
+                ? nil
+                : EXIFInfo(
+                    orientation: turns ? .up : orientation, make: key.alwaysEXIF ? device?.manufacturer : nil,
+                    model: device?.localizedName, date: Date())
             let result: Result<SampleBuffer, CaptureError>
             do throws(CaptureError) {
                 result = .success(try encode(frame, settings: key.settings, exif: exif, turn: turns ? orientation : nil))
@@ -298,8 +321,10 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
 
     /// On `encodeQueue`: the still for `frame`, in the reused sample when the app let go of the
     /// previous one, else in a new one.
-    private func encode(_ frame: SampleBuffer, settings: OutputSettings, exif: EXIFInfo?,
-                        turn orientation: EXIFOrientation?) throws(CaptureError) -> SampleBuffer {
+    private func encode(
+        _ frame: SampleBuffer, settings: OutputSettings, exif: EXIFInfo?,
+        turn orientation: EXIFOrientation?
+    ) throws(CaptureError) -> SampleBuffer {
         var dims = frame.dimensions ?? VideoDimensions(width: 0, height: 0)
         var turn: StillEncoding.Turn?
         if let orientation {
@@ -307,8 +332,9 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             turn = StillEncoding.Turn(orientation: orientation, orienter: orienter!, quality: settings.quality)
             if orientation.swapsDimensions { dims = VideoDimensions(width: dims.height, height: dims.width) }
         }
-        let meta = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp,
-                                 bufferIndex: -1)
+        let meta = FrameMetadata(
+            sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber), timestamp: frame.presentationTimeStamp,
+            bufferIndex: -1)
         // The still in the reused sample when the app let go of the previous one, else a new one.
         let handOut = { (jpeg: UnsafeRawBufferPointer) in
             self.stills.sample(copying: jpeg, dimensions: dims, metadata: meta)
@@ -332,8 +358,9 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
                 encoder = nil
                 encoderKey = key
             }
-            return try StillEncoding.still(image, encoder: &encoder, settings: settings, exif: exif, turn: turn,
-                                          scratch: &passThroughBytes, handOut)
+            return try StillEncoding.still(
+                image, encoder: &encoder, settings: settings, exif: exif, turn: turn,
+                scratch: &passThroughBytes, handOut)
         }
     }
 
@@ -378,7 +405,10 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             let late: (Request) -> Bool = { $0.deadline <= now }
             fail(where: late) { r in
                 if let skipped = r.skipped {
-                    return CaptureError(.corruptFrame, "no undamaged frame arrived in time (the last one: \(skipped.message)): check the camera's cable and bandwidth, or use another format")
+                    return CaptureError(
+                        .corruptFrame,
+                        "no undamaged frame arrived in time (the last one: \(skipped.message)): check the camera's cable and bandwidth, or use another format"
+                    )
                 }
                 return CaptureError(.timedOut, "no frame arrived in time: check that the camera delivers (a stalled device?)")
             }
@@ -399,7 +429,9 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     }
 
     override func connectionRemoved(_ connection: CaptureConnection) {
-        inputDidStop(connection, error: CaptureError(.cancelled, "the camera's input was removed from the session: capture from the output's new connection"))
+        inputDidStop(
+            connection,
+            error: CaptureError(.cancelled, "the camera's input was removed from the session: capture from the output's new connection"))
     }
 
     override func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {

@@ -69,7 +69,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         /// delegate's wake-up never touches it (its queue may be busy for a long time).
         var busy = false
         /// Frames and drop reports waiting for the delegate, in order.
-        var backlog: [Pending] = { var b: [Pending] = []; b.reserveCapacity(16); return b }()
+        var backlog: [Pending] = {
+            var b: [Pending] = []; b.reserveCapacity(16); return b
+        }()
         var streams: [UUID: AsyncStream<SampleBuffer>.Continuation] = [:]
         var delivered = 0
         var dropped: [DropReason: Int] = [:]
@@ -276,7 +278,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         // A consumer behind by `heldLimit` frames copies this one and lets go of its buffer.
         let detach: (@Sendable (SampleBuffer) -> SampleBuffer?)? = state.withLock { st in
             guard !st.discardsLate, let d = st.detacher, st.heldFrames >= d.heldLimit,
-                  st.delegate != nil || !st.streams.isEmpty else { return nil }
+                st.delegate != nil || !st.streams.isEmpty
+            else { return nil }
             return d.detach
         }
         var copy: SampleBuffer?
@@ -294,7 +297,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                         st.backlog[st.backlog.count - 1] = .drop(d, c)
                         return nil
                     }
-                    st.backlog.append(.drop(DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: sample.sequenceNumber), connection))
+                    st.backlog.append(
+                        .drop(DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: sample.sequenceNumber), connection))
                     return startDrainIfIdle(&st)
                 }
                 job?.poke()
@@ -393,7 +397,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                 } catch {
                     let reason: DropReason = error.code == .corruptFrame ? .corrupt : .outOfBuffers
                     state.withLock { $0.dropped[reason, default: 0] += 1 }
-                    delegate?.captureOutput(self, didDrop: DroppedFrames(reason: reason, count: 1, sequenceNumber: sample.sequenceNumber), from: connection)
+                    delegate?.captureOutput(
+                        self, didDrop: DroppedFrames(reason: reason, count: 1, sequenceNumber: sample.sequenceNumber), from: connection)
                 }
             case .drop(let drop, let connection): delegate?.captureOutput(self, didDrop: drop, from: connection)
             }
@@ -415,9 +420,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// conversion exists), converted into an owned buffer otherwise.
     private func converted(_ sample: SampleBuffer) throws(CaptureError) -> SampleBuffer {
         guard let want = state.withLock({ $0.settings.pixelFormat }), let image = sample.videoImage,
-              let meta = sample.videoMetadata, image.pixelFormat != want,
-              PixelFormatConverter.canConvert(from: image.pixelFormat, to: want),
-              let size = PixelFormatConverter.frameSize(want, width: image.width, height: image.height)
+            let meta = sample.videoMetadata, image.pixelFormat != want,
+            PixelFormatConverter.canConvert(from: image.pixelFormat, to: want),
+            let size = PixelFormatConverter.frameSize(want, width: image.width, height: image.height)
         else { return sample }
         let conv = converter ?? PixelFormatConverter()
         converter = conv
@@ -437,20 +442,23 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             pool.recycle(index: index)
             throw error
         }
-        var out = ImageBuffer(pixelFormat: want, width: image.width, height: image.height,
-                              colorRange: want == .nv12 || want == .yuyv ? .limited : .full,
-                              plane0: PlaneView(base: UnsafeRawPointer(buffer.baseAddress), count: size.byteCount, bytesPerLine: size.bytesPerLine))
+        var out = ImageBuffer(
+            pixelFormat: want, width: image.width, height: image.height,
+            colorRange: want == .nv12 || want == .yuyv ? .limited : .full,
+            plane0: PlaneView(base: UnsafeRawPointer(buffer.baseAddress), count: size.byteCount, bytesPerLine: size.bytesPerLine))
         out.planeCount = 1
         var outMeta = meta
         outMeta.bufferIndex = index
         let active: ActiveFormat
         if let f = convertedFormat, f.pixelFormat == want, f.width == out.width, f.height == out.height, f.colorRange == out.colorRange,
-           f.planes.count == 1, f.planes[0].bytesPerLine == size.bytesPerLine, f.planes[0].sizeImage == size.byteCount {
+            f.planes.count == 1, f.planes[0].bytesPerLine == size.bytesPerLine, f.planes[0].sizeImage == size.byteCount
+        {
             active = f
         } else {
-            active = ActiveFormat(pixelFormat: want, width: out.width, height: out.height,
-                                  planes: [PlaneFormat(bytesPerLine: size.bytesPerLine, sizeImage: size.byteCount)],
-                                  colorRange: out.colorRange)
+            active = ActiveFormat(
+                pixelFormat: want, width: out.width, height: out.height,
+                planes: [PlaneFormat(bytesPerLine: size.bytesPerLine, sizeImage: size.byteCount)],
+                colorRange: out.colorRange)
             convertedFormat = active
         }
         return convertedSamples.wrap(FrameBuffer(image: out, metadata: outMeta, pool: pool), format: active)

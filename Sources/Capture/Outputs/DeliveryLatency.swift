@@ -24,9 +24,9 @@ public struct DeliveryLatency: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-package extension Duration {
+extension Duration {
     /// The duration in milliseconds (for reports: the tool's JSON, the benchmarks).
-    var inMilliseconds: Double { Double(components.seconds) * 1e3 + Double(components.attoseconds) / 1e15 }
+    package var inMilliseconds: Double { Double(components.seconds) * 1e3 + Double(components.attoseconds) / 1e15 }
 }
 
 /// Latency counts in fixed buckets: recording allocates nothing and takes constant time.
@@ -82,7 +82,8 @@ struct LatencyHistogram {
     }
 
     var summary: DeliveryLatency {
-        DeliveryLatency(frames: count, p50: .nanoseconds(quantile(0.5)), p99: .nanoseconds(quantile(0.99)),
-                        maximum: .nanoseconds(maximum))
+        DeliveryLatency(
+            frames: count, p50: .nanoseconds(quantile(0.5)), p99: .nanoseconds(quantile(0.99)),
+            maximum: .nanoseconds(maximum))
     }
 }

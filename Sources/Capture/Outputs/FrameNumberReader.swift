@@ -37,7 +37,8 @@ extension VirtualCamera {
         var w: Int32 = 0, h: Int32 = 0, sub: Int32 = 0, cs: Int32 = 0
         let src = base.assumingMemoryBound(to: UInt8.self)
         guard tjDecompressHeader3(tj, src, UInt(bytes.count), &w, &h, &sub, &cs) == 0,
-              w >= 64, h >= 64, w <= 8192, h <= 8192 else { return nil }
+            w >= 64, h >= 64, w <= 8192, h <= 8192
+        else { return nil }
         // Only the counter rows are needed; decoding the whole picture to grey is simplest.
         var grey = [UInt8](repeating: 0, count: Int(w) * Int(h))
         let rc = grey.withUnsafeMutableBufferPointer { out in

@@ -47,8 +47,10 @@ public final class SampleBuffer: @unchecked Sendable {
     /// A frame lease for `frame` with one hold, the caller's (dropping the sample gives it back too).
     package init(frame: consuming FrameBuffer, format: ActiveFormat) {
         let image = frame.image, meta = frame.metadata
-        contents = Locked(Contents(kind: .video(image, format), timestamp: meta.timestamp, sequence: UInt64(meta.sequence),
-                                  lease: consume frame, viewed: nil))
+        contents = Locked(
+            Contents(
+                kind: .video(image, format), timestamp: meta.timestamp, sequence: UInt64(meta.sequence),
+                lease: consume frame, viewed: nil))
         holds.store(1, ordering: .relaxed)
         mediaType = .video
     }
@@ -61,8 +63,10 @@ public final class SampleBuffer: @unchecked Sendable {
     }
 
     init(jpeg: Data, dimensions: VideoDimensions, metadata: FrameMetadata) {
-        contents = Locked(Contents(kind: .jpeg(jpeg, dimensions), timestamp: metadata.timestamp,
-                                  sequence: UInt64(metadata.sequence), lease: nil, viewed: nil))
+        contents = Locked(
+            Contents(
+                kind: .jpeg(jpeg, dimensions), timestamp: metadata.timestamp,
+                sequence: UInt64(metadata.sequence), lease: nil, viewed: nil))
         mediaType = .video
     }
 
@@ -272,8 +276,9 @@ public final class SampleBuffer: @unchecked Sendable {
     var videoMetadata: FrameMetadata? {
         contents.withLock { c in
             guard case .video = c.kind else { return nil }
-            return FrameMetadata(sequence: UInt32(truncatingIfNeeded: c.sequence), timestamp: c.timestamp,
-                                 bufferIndex: c.lease?.metadata.bufferIndex ?? -1)
+            return FrameMetadata(
+                sequence: UInt32(truncatingIfNeeded: c.sequence), timestamp: c.timestamp,
+                bufferIndex: c.lease?.metadata.bufferIndex ?? -1)
         }
     }
 
@@ -393,8 +398,10 @@ package final class JPEGSampleRing: @unchecked Sendable {
 
     /// A sample whose bytes `write` fills (up to `capacity` bytes, returning how many it wrote),
     /// or nil when others hold every sample. `write` runs outside the ring's lock.
-    package func sample<E: Error>(capacity: Int, dimensions: VideoDimensions, metadata: FrameMetadata,
-                                  write: (UnsafeMutableRawBufferPointer) throws(E) -> Int) throws(E) -> SampleBuffer? {
+    package func sample<E: Error>(
+        capacity: Int, dimensions: VideoDimensions, metadata: FrameMetadata,
+        write: (UnsafeMutableRawBufferPointer) throws(E) -> Int
+    ) throws(E) -> SampleBuffer? {
         var storage = Data()
         let reserved: (index: Int, sample: SampleBuffer)? = slots.withLock { slots in
             for i in slots.indices {

@@ -17,24 +17,29 @@ public enum StillOrientationMode: String, Sendable, Hashable, CaseIterable {
 
 /// How the still output turns a frame into JPEG bytes (the imaging layer does the work).
 package enum StillEncoding {
-    static func makeEncoder(_ settings: CaptureStillImageOutput.OutputSettings, for format: PixelFormat) throws(CaptureError) -> JPEGEncoder {
+    static func makeEncoder(_ settings: CaptureStillImageOutput.OutputSettings, for format: PixelFormat) throws(CaptureError) -> JPEGEncoder
+    {
         guard JPEGEncoder.canEncode(format) else {
-            throw CaptureError(.unsupportedFormat, "stills cannot be made from \(format) frames: choose another device format (YUYV, NV12, MJPEG...)")
+            throw CaptureError(
+                .unsupportedFormat, "stills cannot be made from \(format) frames: choose another device format (YUYV, NV12, MJPEG...)")
         }
         return JPEGEncoder(quality: settings.quality, subsampling: settings.subsampling)
     }
 
     /// The JPEG of `image`, borrowed by `take` (`scratch` holds an MJPEG frame's rewrite,
     /// `encoder` is made on first use). Allocates nothing in steady state.
-    package static func still<R>(_ image: ImageBuffer, encoder: inout JPEGEncoder?, settings: CaptureStillImageOutput.OutputSettings,
-                         exif: EXIFInfo?, turn: Turn? = nil, scratch: inout [UInt8], _ take: (UnsafeRawBufferPointer) -> R) throws(CaptureError) -> R {
+    package static func still<R>(
+        _ image: ImageBuffer, encoder: inout JPEGEncoder?, settings: CaptureStillImageOutput.OutputSettings,
+        exif: EXIFInfo?, turn: Turn? = nil, scratch: inout [UInt8], _ take: (UnsafeRawBufferPointer) -> R
+    ) throws(CaptureError) -> R {
         if image.pixelFormat.isCompressed { return try still(jpeg: image.plane0.bytes, exif: exif, turn: turn, scratch: &scratch, take) }
         if encoder == nil { encoder = try makeEncoder(settings, for: image.pixelFormat) }
         guard let turn else { return take(try encoder!.encode(image, exif: exif)) }
         // Raw YUV in its own subsampling: the planes turned before the one encode (cheaper than
         // encoding and then transforming the JPEG, which redoes the entropy coding).
         if settings.subsampling == nil || settings.subsampling == encoder!.outputSubsampling(for: image.pixelFormat),
-           let turned = try turn.orienter.encodeTurned(image, turn.orientation, quality: settings.quality) {
+            let turned = try turn.orienter.encodeTurned(image, turn.orientation, quality: settings.quality)
+        {
             _ = try MJPEG.makeStill(turned, exif: exif, into: &scratch)
             return scratch.withUnsafeBytes(take)
         }
@@ -50,8 +55,10 @@ package enum StillEncoding {
 
     /// The still of a JPEG made elsewhere (an MJPEG camera's frame, the input's JPEG stage): the
     /// same bytes with `exif` in place of theirs, in `scratch`, borrowed by `take`.
-    package static func still<R>(jpeg: UnsafeRawBufferPointer, exif: EXIFInfo?, turn: Turn? = nil, scratch: inout [UInt8],
-                         _ take: (UnsafeRawBufferPointer) -> R) throws(CaptureError) -> R {
+    package static func still<R>(
+        jpeg: UnsafeRawBufferPointer, exif: EXIFInfo?, turn: Turn? = nil, scratch: inout [UInt8],
+        _ take: (UnsafeRawBufferPointer) -> R
+    ) throws(CaptureError) -> R {
         let source = try turn.map { t throws(CaptureError) in try t.orienter.orient(jpeg, t.orientation, quality: t.quality) } ?? jpeg
         _ = try MJPEG.makeStill(source, exif: exif, into: &scratch)
         return scratch.withUnsafeBytes(take)

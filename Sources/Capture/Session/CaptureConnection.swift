@@ -69,6 +69,7 @@ public final class CaptureConnection: @unchecked Sendable, CustomStringConvertib
     public var audioChannels: [AudioChannelLevel] { state.withLock { $0.audioLevels } }
     func setAudioLevels(_ levels: [AudioChannelLevel]) { state.withLock { $0.audioLevels = levels } }
 
-    public var description: String { "CaptureConnection(\(mediaType.rawValue): \(input) -> \(output.map { "\(type(of: $0))" } ?? "released output"))" }
+    public var description: String {
+        "CaptureConnection(\(mediaType.rawValue): \(input) -> \(output.map { "\(type(of: $0))" } ?? "released output"))"
+    }
 }
-

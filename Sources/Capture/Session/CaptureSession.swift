@@ -140,7 +140,9 @@ public class CaptureSession: @unchecked Sendable {
     private func whyNotAdd(_ input: CaptureInput) -> CaptureError? {
         guard let di = input as? CaptureDeviceInput else { return CaptureError(.invalidArgument, "only device inputs can be added") }
         let name = di.device.localizedName
-        if stagedInputs.contains(where: { $0 === input }) { return CaptureError(.invalidState, "\(name)'s input is in the session already") }
+        if stagedInputs.contains(where: { $0 === input }) {
+            return CaptureError(.invalidState, "\(name)'s input is in the session already")
+        }
         if let owner = di.device.owner, owner !== self {
             return CaptureError(.deviceBusy, "\(name) is used by another session; remove it there first")
         }
@@ -149,12 +151,19 @@ public class CaptureSession: @unchecked Sendable {
         }
         // A multi-camera session takes any number of cameras (one microphone).
         if !(isMultiCam && di.device.mediaType == .video), stagedInputs.contains(where: { $0.mediaTypes.contains(di.device.mediaType) }) {
-            return CaptureError(.invalidState, "the session has a \(di.device.mediaType.rawValue) input already; remove it first (beginConfiguration, removeInput, addInput, commitConfiguration)")
+            return CaptureError(
+                .invalidState,
+                "the session has a \(di.device.mediaType.rawValue) input already; remove it first (beginConfiguration, removeInput, addInput, commitConfiguration)"
+            )
         }
         // A camera whose formats cannot be read is left to the commit, which reports why.
         if di.device.mediaType == .video, stagedPreset != .inputPriority, !di.device.formats.isEmpty,
-           PresetResolver.format(for: stagedPreset, in: di.device.formats, preferred: preferredPixelFormat(stagedOutputs)) == nil {
-            return CaptureError(.unsupportedFormat, "\(name) cannot run at the session's preset \(stagedPreset.rawValue) (sizes it has: \(Set(di.device.formats.map(\.dimensions.description)).sorted().joined(separator: ", "))); set a preset it can do first (canSetSessionPreset)")
+            PresetResolver.format(for: stagedPreset, in: di.device.formats, preferred: preferredPixelFormat(stagedOutputs)) == nil
+        {
+            return CaptureError(
+                .unsupportedFormat,
+                "\(name) cannot run at the session's preset \(stagedPreset.rawValue) (sizes it has: \(Set(di.device.formats.map(\.dimensions.description)).sorted().joined(separator: ", "))); set a preset it can do first (canSetSessionPreset)"
+            )
         }
         return nil
     }
@@ -278,7 +287,11 @@ public class CaptureSession: @unchecked Sendable {
                 guard canSetSessionPreset(newValue) else {
                     let cameras = stagedInputs.compactMap { ($0 as? CaptureDeviceInput)?.device }.filter { $0.mediaType == .video }
                     let sizes = Set(cameras.flatMap { $0.formats.map(\.dimensions.description) }).sorted().joined(separator: ", ")
-                    refuse(CaptureError(.unsupportedFormat, "\(cameras.map(\.localizedName).joined(separator: ", ")) cannot run at preset \(newValue.rawValue) (sizes: \(sizes)); the preset stays \(stagedPreset.rawValue)"))
+                    refuse(
+                        CaptureError(
+                            .unsupportedFormat,
+                            "\(cameras.map(\.localizedName).joined(separator: ", ")) cannot run at preset \(newValue.rawValue) (sizes: \(sizes)); the preset stays \(stagedPreset.rawValue)"
+                        ))
                     return
                 }
                 stagedPreset = newValue
@@ -377,8 +390,10 @@ public class CaptureSession: @unchecked Sendable {
                 format = PresetResolver.format(for: stagedPreset, in: formats, preferred: preferred)
             }
             guard let format else {
-                throw CaptureError(.unsupportedFormat,
-                                   "\(device.localizedName) has no format for preset \(stagedPreset.rawValue); check canSetSessionPreset first (sizes it has: \(Set(formats.map(\.dimensions.description)).sorted().joined(separator: ", ")))")
+                throw CaptureError(
+                    .unsupportedFormat,
+                    "\(device.localizedName) has no format for preset \(stagedPreset.rawValue); check canSetSessionPreset first (sizes it has: \(Set(formats.map(\.dimensions.description)).sorted().joined(separator: ", ")))"
+                )
             }
             var interval: FrameInterval? = nil
             if let w = wanted.1, format.supports(w) { interval = w }
@@ -418,8 +433,9 @@ public class CaptureSession: @unchecked Sendable {
             // A new frame rate alone is set on the running stream (S_PARM), without a restart.
             changed.removeAll { i in
                 guard let di = i as? CaptureDeviceInput, let old = plans[ObjectIdentifier(i)],
-                      let new = newPlans[ObjectIdentifier(i)], old.format == new.format, let want = new.interval,
-                      let got = try? di.device.applyInterval(want) else { return false }
+                    let new = newPlans[ObjectIdentifier(i)], old.format == new.format, let want = new.interval,
+                    let got = try? di.device.applyInterval(want)
+                else { return false }
                 if got != want { notes.append("\(di.device.localizedName): frame interval \(want) became \(got)") }
                 return true
             }
@@ -430,7 +446,8 @@ public class CaptureSession: @unchecked Sendable {
             do {
                 for i in added + changed {
                     guard let di = i as? CaptureDeviceInput,
-                          let r = try startOrWait(di, plan: newPlans[ObjectIdentifier(i)], notes: &notes) else { continue }
+                        let r = try startOrWait(di, plan: newPlans[ObjectIdentifier(i)], notes: &notes)
+                    else { continue }
                     runners[ObjectIdentifier(i)] = r
                     started.append(i)
                 }
@@ -516,13 +533,16 @@ public class CaptureSession: @unchecked Sendable {
     /// cannot carry them all; says so, naming them. Other errors unchanged.
     private func bandwidthError(_ error: CaptureError, starting input: CaptureDeviceInput, plan: VideoPlan?) -> CaptureError {
         guard isMultiCam, error.isInsufficientBandwidth else { return error }
-        let others = stagedInputs.compactMap { ($0 as? CaptureDeviceInput)?.device }.filter { $0 !== input.device && $0.mediaType == .video }
+        let others = stagedInputs.compactMap { ($0 as? CaptureDeviceInput)?.device }.filter {
+            $0 !== input.device && $0.mediaType == .video
+        }
         guard !others.isEmpty else { return error }
         let names = (others + [input.device]).map(\.localizedName).joined(separator: " and ")
         let size = plan.map { " at \($0.format.dimensions)" } ?? ""
-        return CaptureError(.deviceBusy,
-                            "The USB bus cannot carry \(names) together\(size): choose a smaller session preset, a lower frame rate or a compressed format (MJPEG), or plug the cameras into different USB controllers.",
-                            errno: error.errno, operation: error.operation)
+        return CaptureError(
+            .deviceBusy,
+            "The USB bus cannot carry \(names) together\(size): choose a smaller session preset, a lower frame rate or a compressed format (MJPEG), or plug the cameras into different USB controllers.",
+            errno: error.errno, operation: error.operation)
     }
 
     /// Called by `CaptureDevice.setActiveFormat` and friends while the device is in this session.
@@ -629,8 +649,10 @@ public class CaptureSession: @unchecked Sendable {
 
     /// Starts `input`'s runner; when another client holds the device, marks the input
     /// interrupted instead, schedules a retry and returns nil. Called with `lock` held.
-    private func startOrWait(_ input: CaptureDeviceInput, plan: VideoPlan?, notes: inout [String],
-                             announce: Bool = true) throws(CaptureError) -> (any InputRunner)? {
+    private func startOrWait(
+        _ input: CaptureDeviceInput, plan: VideoPlan?, notes: inout [String],
+        announce: Bool = true
+    ) throws(CaptureError) -> (any InputRunner)? {
         do {
             return try startRunner(input, plan: plan, notes: &notes)
         } catch {
@@ -656,7 +678,8 @@ public class CaptureSession: @unchecked Sendable {
             return error.operation == nil || error.operation == "snd_pcm_open"
         }
         guard error.errno != ENOSPC, input.device.mediaType == .video,
-              let source = try? input.device.source() else { return false }
+            let source = try? input.device.source()
+        else { return false }
         do {
             try source.checkAvailable()
             return false
@@ -685,8 +708,9 @@ public class CaptureSession: @unchecked Sendable {
         let id = ObjectIdentifier(input)
         resumeScheduled.remove(id)
         guard running.load(ordering: .acquiring), runners[id] == nil,
-              interruptions.withLock({ $0[id]?.reason }) == Self.inUseReason(input),
-              appliedInputs.contains(where: { $0 === input }) else { return }
+            interruptions.withLock({ $0[id]?.reason }) == Self.inUseReason(input),
+            appliedInputs.contains(where: { $0 === input })
+        else { return }
         var notes: [String] = []
         do {
             // Still taken: `startOrWait` schedules the next try.
@@ -781,10 +805,11 @@ public class CaptureSession: @unchecked Sendable {
         for o in outputs where automaticOutputs.contains(ObjectIdentifier(o)) {
             for m in o.acceptedMediaTypes where !stagedLinks.contains(where: { $0.output === o && $0.mediaType == m }) {
                 let free = inputs.first { i in
-                    i.mediaTypes.contains(m) && !unlinkedInputs.contains(ObjectIdentifier(i)) && !stagedLinks.contains { l in
-                        guard l.input === i, l.mediaType == m, let other = l.output else { return false }
-                        return type(of: other) == type(of: o) && other.isFrameConsumer == o.isFrameConsumer
-                    }
+                    i.mediaTypes.contains(m) && !unlinkedInputs.contains(ObjectIdentifier(i))
+                        && !stagedLinks.contains { l in
+                            guard l.input === i, l.mediaType == m, let other = l.output else { return false }
+                            return type(of: other) == type(of: o) && other.isFrameConsumer == o.isFrameConsumer
+                        }
                 }
                 if let free { stagedLinks.append(CaptureConnection(input: free, output: o, mediaType: m)) }
             }
@@ -818,8 +843,9 @@ public class CaptureSession: @unchecked Sendable {
     func canAddLink(_ c: CaptureConnection) -> Bool {
         lock.withLock {
             guard isMultiCam, let o = c.output, stagedInputs.contains(where: { $0 === c.input }),
-                  stagedOutputs.contains(where: { $0 === o }),
-                  c.input.mediaTypes.contains(c.mediaType), o.acceptedMediaTypes.contains(c.mediaType) else { return false }
+                stagedOutputs.contains(where: { $0 === o }),
+                c.input.mediaTypes.contains(c.mediaType), o.acceptedMediaTypes.contains(c.mediaType)
+            else { return false }
             // An output takes one connection per media type, as in AVFoundation.
             return !stagedLinks.contains { $0 === c || ($0.output === o && $0.mediaType == c.mediaType) }
         }

@@ -52,11 +52,14 @@ package final class JPEGEncoderPool: @unchecked Sendable {
     /// Starts `workers` threads (at least 1). `queueDepth` (default: one per worker) bounds the
     /// frames waiting for a worker. `subsampling` nil keeps each frame's own. `heldSamples` is how
     /// many delivered samples consumers may keep at once before frames count as out of buffers.
-    package init(workers: Int, queueDepth: Int? = nil, quality: Int = 85, subsampling: ChromaSubsampling? = nil,
-                 heldSamples: Int = 4, deliver: @escaping @Sendable (Output) -> Void) {
+    package init(
+        workers: Int, queueDepth: Int? = nil, quality: Int = 85, subsampling: ChromaSubsampling? = nil,
+        heldSamples: Int = 4, deliver: @escaping @Sendable (Output) -> Void
+    ) {
         let n = max(1, workers)
-        core = Core(workers: n, depth: max(1, queueDepth ?? n), quality: quality, subsampling: subsampling,
-                    heldSamples: max(1, heldSamples), deliver: deliver)
+        core = Core(
+            workers: n, depth: max(1, queueDepth ?? n), quality: quality, subsampling: subsampling,
+            heldSamples: max(1, heldSamples), deliver: deliver)
         for i in 0..<n {
             let t = Thread { [core] in core.work(i) }
             t.name = "swift-capture jpeg \(i)"
@@ -138,8 +141,10 @@ private final class Core: @unchecked Sendable {
     // Workers that have not yet left `work`; every `shutdown` not on a worker waits for 0.
     private var running: Int
 
-    init(workers: Int, depth: Int, quality: Int, subsampling: ChromaSubsampling?, heldSamples: Int,
-         deliver: @escaping @Sendable (JPEGEncoderPool.Output) -> Void) {
+    init(
+        workers: Int, depth: Int, quality: Int, subsampling: ChromaSubsampling?, heldSamples: Int,
+        deliver: @escaping @Sendable (JPEGEncoderPool.Output) -> Void
+    ) {
         ring = JPEGSampleRing(count: workers * (1 + Self.slotsPerWorker) + heldSamples)
         workerCount = workers
         running = workers
@@ -238,8 +243,11 @@ private final class Core: @unchecked Sendable {
                 delivering = true
                 nextDeliver += UInt64(range.count)
                 unlock()
-                deliver(.dropped(DroppedFrames(reason: .frameWasLate, count: range.count,
-                                               sequenceNumber: UInt64(range.firstSequence))))
+                deliver(
+                    .dropped(
+                        DroppedFrames(
+                            reason: .frameWasLate, count: range.count,
+                            sequenceNumber: UInt64(range.firstSequence))))
                 lock()
             } else if let i = ready.firstIndex(where: { $0.inUse && $0.ticket == nextDeliver }) {
                 let r = ready[i]
@@ -324,8 +332,9 @@ private final class Core: @unchecked Sendable {
                 if deliverDue() { continue }
                 if let free = mySlots.first(where: { !ready[$0].inUse }) {
                     // Ahead of our turn: the sample waits in a slot; on with the next frame.
-                    ready[free] = Ready(ticket: ticket, sequence: sequence, sample: sample, shared: shared,
-                                        failure: failure, inUse: true)
+                    ready[free] = Ready(
+                        ticket: ticket, sequence: sequence, sample: sample, shared: shared,
+                        failure: failure, inUse: true)
                     wakeAll()
                     break
                 }
@@ -341,14 +350,19 @@ private final class Core: @unchecked Sendable {
     /// `image`'s JPEG, written straight into a sample of the ring; when consumers hold every one,
     /// into a sample of its own (`shared` false).
     private func encode(_ image: ImageBuffer, of frame: SampleBuffer, with encoder: JPEGEncoder) throws(CaptureError)
-        -> (SampleBuffer, shared: Bool) {
+        -> (SampleBuffer, shared: Bool)
+    {
         let dimensions = VideoDimensions(width: image.width, height: image.height)
-        let metadata = FrameMetadata(sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber),
-                                     timestamp: frame.presentationTimeStamp, bufferIndex: -1)
+        let metadata = FrameMetadata(
+            sequence: UInt32(truncatingIfNeeded: frame.sequenceNumber),
+            timestamp: frame.presentationTimeStamp, bufferIndex: -1)
         let bound = encoder.encodedSizeBound(for: image)
-        if let s = try ring.sample(capacity: bound, dimensions: dimensions, metadata: metadata, write: {
-            (out: UnsafeMutableRawBufferPointer) throws(CaptureError) -> Int in try encoder.encode(image, into: out)
-        }) {
+        if let s = try ring.sample(
+            capacity: bound, dimensions: dimensions, metadata: metadata,
+            write: {
+                (out: UnsafeMutableRawBufferPointer) throws(CaptureError) -> Int in try encoder.encode(image, into: out)
+            })
+        {
             return (s, true)
         }
         return (SampleBuffer(jpeg: Data(try encoder.encode(image)), dimensions: dimensions, metadata: metadata), false)

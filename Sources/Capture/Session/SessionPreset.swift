@@ -54,8 +54,10 @@ enum PresetResolver {
 
     /// The format to use for `preset` on a device with `formats`, or nil if the preset needs a
     /// size the device lacks.
-    static func format(for preset: CaptureSession.Preset, in formats: [CaptureDevice.Format],
-                       preferred: PixelFormat?) -> CaptureDevice.Format? {
+    static func format(
+        for preset: CaptureSession.Preset, in formats: [CaptureDevice.Format],
+        preferred: PixelFormat?
+    ) -> CaptureDevice.Format? {
         let usable = formats.filter { rank($0.pixelFormat, preferred: preferred) < pixelFormatRank.count }
         guard !usable.isEmpty else { return nil }
         let area = { (f: CaptureDevice.Format) in f.dimensions.width * f.dimensions.height }

@@ -27,7 +27,9 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     let jpegEncodes = EncodeCounter()
     /// What each route takes of the frame being handed on, read once per frame (capture thread;
     /// reused, so handing a frame on allocates nothing).
-    private var uses: [RouteUse] = { var u: [RouteUse] = []; u.reserveCapacity(8); return u }()
+    private var uses: [RouteUse] = {
+        var u: [RouteUse] = []; u.reserveCapacity(8); return u
+    }()
     private enum RouteUse {
         /// Disabled, or a still that waits for a newer frame.
         case none
@@ -334,8 +336,9 @@ struct SequenceLedger {
         guard gap < 1 << 31 else { return DroppedFrames(reason: .discontinuity, count: 0, sequenceNumber: UInt64(seq)) }
         let rest = Int(gap) - estimated
         guard rest > 0 else { return nil }
-        return DroppedFrames(reason: starved || estimated > 0 ? .outOfBuffers : .discontinuity, count: rest,
-                             sequenceNumber: UInt64(e &+ UInt32(estimated)))
+        return DroppedFrames(
+            reason: starved || estimated > 0 ? .outOfBuffers : .discontinuity, count: rest,
+            sequenceNumber: UInt64(e &+ UInt32(estimated)))
     }
 
     /// Every buffer is held at `now`: the frames whose time has come since the last frame were

@@ -71,8 +71,10 @@ public final class PhotoLibrary: Sendable {
 
     /// Saves `jpeg` on the library's queue and calls `completion` with the new file's URL or
     /// the error, on `queue` (default: the library's own queue).
-    public func save(jpeg: Data, metadata: PhotoMetadata? = nil, queue completionQueue: DispatchQueue? = nil,
-                     completion: @escaping @Sendable (Result<URL, CaptureError>) -> Void) {
+    public func save(
+        jpeg: Data, metadata: PhotoMetadata? = nil, queue completionQueue: DispatchQueue? = nil,
+        completion: @escaping @Sendable (Result<URL, CaptureError>) -> Void
+    ) {
         queue.async { [self] in
             let result: Result<URL, CaptureError>
             do throws(CaptureError) {
@@ -116,7 +118,8 @@ public final class PhotoLibrary: Sendable {
         if stat(folder, &st) != 0 { throw storageError(errno, operation: "stat", path: folder) }
         guard st.st_mode & S_IFMT == S_IFDIR else { throw storageError(ENOTDIR, operation: "stat", path: folder) }
         if stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFDIR {
-            throw CaptureError(.invalidArgument, "\(path) is a folder; name a file in it, or end the path with / to save numbered photos there")
+            throw CaptureError(
+                .invalidArgument, "\(path) is a folder; name a file in it, or end the path with / to save numbered photos there")
         }
         let temp = try writeTemporary(bytes, in: folder)
         guard rename(temp, path) == 0 else {
@@ -150,7 +153,8 @@ public final class PhotoLibrary: Sendable {
         var config = env["XDG_CONFIG_HOME"] ?? ""
         if !config.hasPrefix("/") { config = home + "/.config" }
         if let text = try? String(contentsOfFile: config + "/user-dirs.dirs", encoding: .utf8),
-           let v = userDirsValue(text, key: "XDG_PICTURES_DIR"), let p = expand(v) {
+            let v = userDirsValue(text, key: "XDG_PICTURES_DIR"), let p = expand(v)
+        {
             return URL(fileURLWithPath: p, isDirectory: true)
         }
         return URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent("Pictures", isDirectory: true)
@@ -207,12 +211,15 @@ public final class PhotoLibrary: Sendable {
             do throws(CaptureError) {
                 let markers = try JPEGMarkers(parsing: raw)
                 var out: [UInt8] = []
-                let exif: EXIFInfo? = markers.exifSegment != nil ? nil
+                let exif: EXIFInfo? =
+                    markers.exifSegment != nil
+                    ? nil
                     : EXIFInfo(orientation: metadata?.orientation ?? .up, make: metadata?.make, model: metadata?.model, date: date)
                 try MJPEG.makeStill(raw, exif: exif, into: &out)
                 return .success(out)
             } catch {
-                return .failure(CaptureError(.invalidArgument, "the data to save is not a complete JPEG (\(error.message)); nothing was written"))
+                return .failure(
+                    CaptureError(.invalidArgument, "the data to save is not a complete JPEG (\(error.message)); nothing was written"))
             }
         }
         return try result.get()
@@ -279,7 +286,9 @@ public final class PhotoLibrary: Sendable {
         }
         if failure == nil, fsync(fd) != 0 { failure = storageError(errno, operation: "fsync", path: folder, size: bytes.count) }
         // close can report a deferred write error (NFS, quotas).
-        if close(fd) != 0, failure == nil, errno != EINTR { failure = storageError(errno, operation: "close", path: folder, size: bytes.count) }
+        if close(fd) != 0, failure == nil, errno != EINTR {
+            failure = storageError(errno, operation: "close", path: folder, size: bytes.count)
+        }
         if let failure {
             unlink(path)
             throw failure
@@ -351,7 +360,8 @@ public final class PhotoLibrary: Sendable {
 
     /// A failed step of saving a photo into `folder`, in the words every file error has.
     static func storageError(_ code: Int32, operation: String, path folder: String, size: Int? = nil) -> CaptureError {
-        CaptureError.file(errno: code, path: folder, operation: operation, inFolder: true,
-                          subject: size.map { "the photo (\($0) bytes)" } ?? "the photo")
+        CaptureError.file(
+            errno: code, path: folder, operation: operation, inFolder: true,
+            subject: size.map { "the photo (\($0) bytes)" } ?? "the photo")
     }
 }
