@@ -213,6 +213,12 @@ public final class CaptureStreamServer: @unchecked Sendable {
     /// Whether the server runs.
     public var isRunning: Bool { lock.withLock { daemon != nil } }
 
+    /// The connections libmicrohttpd holds open now (0 when stopped): each has a memory pool of
+    /// its own, so none may linger past its time-out.
+    package var openConnections: Int {
+        lock.withLock { daemon.map { Int(capture_server_connection_count($0)) } ?? 0 }
+    }
+
     /// Starts listening and takes frames from the session. Throws `.portInUse`, `.badAddress`,
     /// `.permissionDenied`, `.alreadyRunning` or `.startFailed`.
     public func start() throws(CaptureServerError) {

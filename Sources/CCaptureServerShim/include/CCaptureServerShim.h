@@ -1,4 +1,4 @@
-// What Swift cannot call in libmicrohttpd: MHD_start_daemon is variadic. Symbols carry the
+// What Swift cannot call in libmicrohttpd: MHD_start_daemon and MHD_get_daemon_info are variadic. Symbols carry the
 // capture_server_ prefix.
 #ifndef CCAPTURE_SERVER_SHIM_H
 #define CCAPTURE_SERVER_SHIM_H
@@ -14,4 +14,6 @@
 struct MHD_Daemon *capture_server_start_daemon(unsigned int flags, uint16_t port,
                                                 MHD_AccessHandlerCallback handler, void *handler_cls,
                                                 struct MHD_OptionItem *options);
+/// The connections `daemon` holds open now (any state: reading, answering, streaming, idle).
+unsigned int capture_server_connection_count(struct MHD_Daemon *daemon);
 #endif
