@@ -328,25 +328,19 @@ extension AudioDriverTests {
             let collector = AVCollector()
             output.setSampleBufferDelegate(collector, queue: collector.audioQueue)
             session.addOutput(output)
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: "/usr/bin/arecord")
-            child.arguments = ["-q", "-D", name, "-f", "S16_LE", "-r", "48000", "-c", "2", "-t", "raw", "/dev/null"]
-            child.standardOutput = FileHandle.nullDevice
-            child.standardError = FileHandle.nullDevice
-            try child.run()
-            defer {
-                if child.isRunning { kill(child.processIdentifier, SIGKILL) }
-                child.waitUntilExit()
-            }
+            // (Killed when it goes, if the test ends first.)
+            let child = try RunningProcess(
+                URL(fileURLWithPath: "/usr/bin/arecord"),
+                ["-q", "-D", name, "-f", "S16_LE", "-r", "48000", "-c", "2", "-t", "raw", "/dev/null"])
             // The substream's status file says when arecord has the device open.
             let status = "/proc/asound/Loopback/pcm1c/sub4/status"
             let end = Date().addingTimeInterval(20)
-            while Date() < end, child.isRunning,
+            while Date() < end, child.process.isRunning,
                 (try? String(contentsOfFile: status, encoding: .utf8))?.hasPrefix("closed") ?? true
             {
                 Thread.sleep(forTimeInterval: 0.05)
             }
-            try #require(child.isRunning, "arecord exited: \(child.terminationStatus)")
+            try #require(child.process.isRunning, "arecord exited: \(child.output.status) \(child.stderr)")
             try #require(
                 (try? String(contentsOfFile: status, encoding: .utf8)).map { !$0.hasPrefix("closed") } == true,
                 "arecord did not open \(name)")
@@ -361,8 +355,8 @@ extension AudioDriverTests {
             Thread.sleep(forTimeInterval: 1)
             #expect(collector.audio.isEmpty)
             #expect(!events.events.contains { if case .runtimeError = $0 { true } else { false } }, "\(events.events)")
-            kill(child.processIdentifier, SIGKILL)
-            child.waitUntilExit()
+            child.signal(SIGKILL)
+            _ = child.exitStatus()
             let ended = events.wait(timeout: 20) { if case .interruptionEnded(let d) = $0 { d === device } else { false } }
             #expect(ended, "events: \(events.events)")
             #expect(!session.isInterrupted)

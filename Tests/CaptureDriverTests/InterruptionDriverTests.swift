@@ -12,22 +12,16 @@ import Testing
     @Test func anotherProcessStreamingInterruptsUntilItExits() throws {
         let cam = try VM.vividCameras()[0]
         let rig = try FaultRig(cam)
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/usr/bin/v4l2-ctl")
-        child.arguments = [
-            "-d", cam.path, "--set-fmt-video=width=320,height=180", "--stream-mmap",
-            "--stream-count=100000", "--stream-to=/dev/null",
-        ]
-        child.standardOutput = FileHandle.nullDevice
-        child.standardError = FileHandle.nullDevice
-        try child.run()
-        defer {
-            if child.isRunning { kill(child.processIdentifier, SIGKILL) }
-            child.waitUntilExit()
-        }
+        // (Killed when it goes, if the test ends first.)
+        let child = try RunningProcess(
+            URL(fileURLWithPath: "/usr/bin/v4l2-ctl"),
+            [
+                "-d", cam.path, "--set-fmt-video=width=320,height=180", "--stream-mmap",
+                "--stream-count=100000", "--stream-to=/dev/null",
+            ])
         // v4l2-ctl starts streaming within a second or two even in the emulated VM.
         Thread.sleep(forTimeInterval: 3)
-        try #require(child.isRunning, "v4l2-ctl did not stream")
+        try #require(child.process.isRunning, "v4l2-ctl did not stream: \(child.stderr)")
         rig.session.startRunning()
         defer { rig.session.stopRunning() }
         #expect(rig.session.isRunning)
@@ -38,8 +32,8 @@ import Testing
         #expect(rig.session.isInterrupted)
         #expect(rig.collector.count == 0)
         #expect(!rig.events.events.contains { if case .runtimeError = $0 { true } else { false } }, "\(rig.events.events)")
-        kill(child.processIdentifier, SIGKILL)
-        child.waitUntilExit()
+        child.signal(SIGKILL)
+        _ = child.exitStatus()
         let ended = rig.events.wait(timeout: 30) { if case .interruptionEnded(let d) = $0 { d === cam } else { false } }
         #expect(ended, "events: \(rig.events.events)")
         #expect(!rig.session.isInterrupted)

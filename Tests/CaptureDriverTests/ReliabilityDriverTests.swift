@@ -439,21 +439,14 @@ enum Vivid {
 
     @Test func deviceStreamingInAnotherProcessIsBusy() throws {
         let cam = try VM.vividCameras()[0]
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/usr/bin/v4l2-ctl")
-        child.arguments = ["-d", cam.path, "--stream-mmap", "--stream-count=100000", "--stream-to=/dev/null"]
-        child.standardOutput = FileHandle.nullDevice
-        child.standardError = FileHandle.nullDevice
-        try child.run()
-        // SIGKILL: v4l2-ctl blocked in the driver does not always end on SIGTERM.
-        defer {
-            if child.isRunning { kill(child.processIdentifier, SIGKILL) }
-            child.waitUntilExit()
-        }
+        // (SIGKILL when it goes, if the test ends first: v4l2-ctl blocked in the driver does not
+        // always end on SIGTERM.)
+        let child = try RunningProcess(
+            URL(fileURLWithPath: "/usr/bin/v4l2-ctl"), ["-d", cam.path, "--stream-mmap", "--stream-count=100000", "--stream-to=/dev/null"])
         // v4l2-ctl starts streaming within a second or two even in the emulated VM.
         Thread.sleep(forTimeInterval: 3)
-        try #require(child.isRunning, "v4l2-ctl did not stream")
-        print("reliability: busy: v4l2-ctl (pid \(child.processIdentifier)) streams \(cam.path)")
+        try #require(child.process.isRunning, "v4l2-ctl did not stream: \(child.stderr)")
+        print("reliability: busy: v4l2-ctl (pid \(child.process.processIdentifier)) streams \(cam.path)")
         do {
             let input = try CaptureDeviceInput(device: cam)
             print("reliability: busy: input made; starting")
@@ -470,8 +463,8 @@ enum Vivid {
                 "the error names the device: \(error.message)")
         }
         print("reliability: busy: stopping v4l2-ctl")
-        kill(child.processIdentifier, SIGKILL)
-        child.waitUntilExit()
+        child.signal(SIGKILL)
+        _ = child.exitStatus()
         print("reliability: busy: v4l2-ctl ended")
         // Free again: the same device streams in this process.
         let rig = try FaultRig(cam)
