@@ -263,13 +263,15 @@ import Testing
         // Every idle connection was closed by the server (not by our read timeout).
         for c in idle { #expect(c.readUntilClosed().closed) }
         #expect(try reader.next()?.isCompleteJPEG == true)
-        // Nothing lingers: the server holds only the reader's and the slow client's connections.
-        // (Each connection has a memory pool of its own, at most 48 KB: what bounds the server's
-        // memory. The process's resident size is no measure here: suites running beside this
-        // one, x264 among them, move it by hundreds of megabytes.)
+        // Nothing lingers: the server holds at most the reader's and the slow client's connections
+        // (the slow one may have been timed out meanwhile on a loaded machine: its socket stays
+        // full). Each connection has a memory pool of its own, at most 48 KB: what bounds the
+        // server's memory. (The process's resident size is no measure here: suites running
+        // beside this one, x264 among them, move it by hundreds of megabytes.)
         let settleBy = Date().addingTimeInterval(10)
         while served.server.openConnections > 2, Date() < settleBy { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(served.server.openConnections == 2, "the server still holds \(served.server.openConnections) connections")
+        let open = served.server.openConnections
+        #expect(open >= 1 && open <= 2, "the server holds \(open) connections; the test keeps 2 (the reader, the slow client)")
     }
 
     @Test func theShutterSavesACompleteJPEGIntoTheAlbum() throws {
