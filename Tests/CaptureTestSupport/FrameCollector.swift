@@ -11,6 +11,7 @@ public final class FrameCollector: CaptureVideoDataOutputSampleBufferDelegate, @
     private var _drops: [DroppedFrames] = []
     private var _held: [SampleBuffer] = []
     private var _offQueue = 0
+    private var _lastArrival = Date.distantPast
     public var delay: Double = 0
     public var holdAll = false
     public let queue: DispatchQueue
@@ -30,6 +31,7 @@ public final class FrameCollector: CaptureVideoDataOutputSampleBufferDelegate, @
             if !onQueue { _offQueue += 1 }
             _sequences.append(sampleBuffer.sequenceNumber)
             _timestamps.append(sampleBuffer.presentationTimeStamp)
+            _lastArrival = Date()
             if holdAll { _held.append(sampleBuffer) }
         }
         if delay > 0 { Thread.sleep(forTimeInterval: delay) }
@@ -48,6 +50,8 @@ public final class FrameCollector: CaptureVideoDataOutputSampleBufferDelegate, @
     public var drops: [DroppedFrames] { lock.withLock { _drops } }
     public var callsOffQueue: Int { lock.withLock { _offQueue } }
     public var count: Int { lock.withLock { _sequences.count } }
+    /// When the last frame reached the delegate (`distantPast` before the first).
+    public var lastArrival: Date { lock.withLock { _lastArrival } }
     public func releaseHeld() {
         lock.withLock {
             holdAll = false; _held.removeAll()

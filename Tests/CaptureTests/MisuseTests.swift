@@ -705,19 +705,14 @@ struct MisuseRig {
 
 extension FrameCollector {
     /// Waits (up to 10 s) until no frame arrived for `seconds`; false if frames kept coming.
+    /// Judged by when frames reached the delegate, not by when this task wakes (a loaded
+    /// machine may wake it late).
     func quiet(for seconds: Double) async -> Bool {
         let end = Date().addingTimeInterval(10)
-        var last = count, since = Date()
         while true {
-            // (A loaded machine may wake this task late: what counts is whether frames came.)
-            try? await Task.sleep(for: .milliseconds(50))
-            if count != last {
-                last = count
-                since = Date()
-            } else if Date().timeIntervalSince(since) >= seconds {
-                return true
-            }
+            if Date().timeIntervalSince(lastArrival) >= seconds { return true }
             if Date() >= end { return false }
+            try? await Task.sleep(for: .milliseconds(50))
         }
     }
 
