@@ -151,6 +151,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         // nothing, and what the recorder cannot keep it loses alone, counted.
         let detached = detached
         consumer.frameDetacher = .init(heldLimit: Self.heldFrameLimit) { sample in detached.detach(sample) }
+        // Audio shares the recording queue with a video encoder that may be seconds behind; it
+        // is small (10 s of 48 kHz stereo is under 2 MB), so it waits rather than being lost.
+        audioConsumer.maximumPendingDuration = .seconds(10)
         sink.owner = self
         consumer.setSampleBufferDelegate(sink, queue: queue)
         audioConsumer.setSampleBufferDelegate(sink, queue: queue)
@@ -667,9 +670,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         let at = sample.presentationTimeStamp - rec.firstTime!
         // The limit is on the capture clock: audio past it is left out, and a camera stalled
         // half a second past it does not let the recording run on (otherwise the video's next
-        // frame ends it, so that frames still on their way are in).
+        // frame ends it, so that frames still on their way are in). Frames captured and waiting
+        // for this recorder (a slow encoder) are not a stall: they are written first.
         if let max = rec.maxDuration, Duration.nanoseconds(at) >= max {
-            if Duration.nanoseconds(at) >= max + .milliseconds(500) {
+            if Duration.nanoseconds(at) >= max + .milliseconds(500), consumer.framesWaiting == 0 {
                 finish(
                     error: RecordingError(
                         .maximumDurationReached, "the recording reached its maximum duration of \(max)",
@@ -686,7 +690,17 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             return
         }
         guard let rec = active, rec.began else { return }
-        rec.drops[drop.reason, default: 0] += drop.count
+        var count = drop.count
+        // A recorder behind learns of frames lost past the duration limit before it reaches the
+        // frame that ends the recording: those are not part of it (counted up to the last frame
+        // within the limit, from the last frame written at the camera's frame interval).
+        if let max = rec.maxDuration, let seq = drop.sequenceNumber, let last = rec.lastSequence, rec.frameNanoseconds > 0 {
+            let (s, a) = max.components
+            let limit = s * 1_000_000_000 + a / 1_000_000_000 - rec.frameNanoseconds / 2
+            let lastWithin = Int64(last) + (limit - rec.lastNanoseconds) / rec.frameNanoseconds
+            count = Int(min(Int64(count), Swift.max(0, lastWithin - Int64(seq) + 1)))
+        }
+        if count > 0 { rec.drops[drop.reason, default: 0] += count }
     }
 
     /// Ends the active recording (if any) with `error` (nil: stopped).

@@ -112,6 +112,7 @@ private final class Finish: CaptureFileOutputRecordingDelegate, @unchecked Senda
         probeOutput.setSampleBufferDelegate(stamps, queue: DispatchQueue(label: "test.stamps"))
         session.addOutput(probeOutput)
         Thread.sleep(forTimeInterval: 1)
+        let began = Date()
         movie.startRecording(to: url, recordingDelegate: finish)
         let ended = try #require(
             finish.wait(60), "the recording never finished: \(movie.recordedDuration), \(movie.recordedFrameCount) frames; \(stamps.text)")
@@ -142,7 +143,7 @@ private final class Finish: CaptureFileOutputRecordingDelegate, @unchecked Senda
             #expect(abs(probe.duration - summary.duration.inSeconds) <= interval, "file \(probe.duration) s, recorder \(summary.duration)")
         }
         print(
-            "recording: vivid 320x180 .\(ext): \(summary.framesWritten) frames, \(dropped) dropped, \(summary.duration), audio \(summary.audioDuration.map { "\($0)" } ?? "none")"
+            "recording: vivid 320x180 .\(ext): \(summary.framesWritten) frames, \(dropped) dropped, \(summary.duration), audio \(summary.audioDuration.map { "\($0)" } ?? "none"), took \(String(format: "%.2f", Date().timeIntervalSince(began))) s; \(summary)"
         )
     }
 

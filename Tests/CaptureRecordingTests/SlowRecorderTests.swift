@@ -173,6 +173,45 @@ import Testing
         #expect(longest > 0.2, "no gap in time where the recorder lost frames: the longest step is \(longest) s")
     }
 
+    /// The duration limit reached while the encoder is behind, with a microphone: the
+    /// microphone's buffers past the limit do not end the recording while frames captured
+    /// before it wait for the encoder, so the video reaches the limit too. (Before, the first
+    /// audio buffer half a second past the limit ended the recording, and the file's video
+    /// stopped where the encoder had got to.)
+    @Test func aLimitReachedWhileBehindKeepsTheFramesCapturedBeforeIt() throws {
+        // (At this size placebo takes longer per frame than the camera's interval, so the audio
+        // passes the limit and its half-second grace long before the video gets there.)
+        let rig = try RecordingRig("slow limit", .init(.nv12, width: 1920, height: 1080, frameRates: [30]))
+        try rig.addMicrophone()
+        defer { rig.stop() }
+        let folder = try TempFolder("slow-limit")
+        defer { folder.remove() }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        var settings = MovieOutputSettings(codec: .h264, rateControl: .quality(23))
+        settings.preset = "placebo"
+        movie.setOutputSettings(settings, for: nil)
+        movie.maxRecordedDuration = .milliseconds(600)
+        try rig.session.start()
+        let url = folder.file("limit.mp4")
+        let events = RecordingEvents()
+        let started = Date()
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(events.waitForFinish(timeout: 60), "the recording never finished")
+        let took = Date().timeIntervalSince(started)
+        rig.session.stopRunning()
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.error?.code == .maximumDurationReached, "\(String(describing: summary.error))")
+        let interval = 1.0 / 30
+        let audio = try #require(summary.audioDuration, "no audio: \(summary)").seconds
+        #expect(summary.duration.seconds >= 0.6 - 2 * interval, "video \(summary.duration) of a 0.6 s limit (\(took) s): \(summary)")
+        #expect(summary.duration.seconds <= 0.6 + interval / 2, "\(summary.duration)")
+        #expect(audio >= 0.6 - 2 * interval && audio <= 0.6 + 0.05, "audio \(audio) s, video \(summary.duration)")
+        let probe = try Probe(url)
+        #expect(probe.frames == summary.framesWritten, "ffprobe \(probe.frames), written \(summary.framesWritten)")
+        print("slow limit: video \(summary.duration), audio \(audio) s, \(summary.framesWritten) frames, took \(took) s")
+    }
+
     /// `stopRecording()` while the recorder is behind ends the recording at the stop: the frames
     /// captured before it that the recorder still holds are written, the ones after it are not
     /// waited for. (Before, the stop waited behind a backlog that a slow encoder never emptied:

@@ -97,6 +97,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         }
     }
 
+    /// Frames captured and waiting for the delegate (not the one it has now). Any thread.
+    package var framesWaiting: Int { state.withLock { st in st.backlog.count(where: \.isFrame) } }
+
     /// See `FrameDetacher`; nil (the default): frames wait holding their buffers. Any thread.
     package var frameDetacher: FrameDetacher? {
         get { state.withLock { $0.detacher } }
@@ -349,7 +352,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     }
 
     /// Runs on the queue of wake-up `id`: delivers frames and drop reports, in order, until none
-    /// is left or the delegate changed.
+    /// is left or the delegate changed. After each frame with more waiting it wakes itself again
+    /// and returns, so that what else runs on the queue (an audio output's delegate, the app's
+    /// own work) takes turns with a backlog instead of waiting until it runs dry.
     private func drain(_ id: UInt64) {
         // The latency of the frame just handed to the delegate, and the frame for the async
         // sequences, both dealt with under the next step's lock.
@@ -357,7 +362,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         var forStreams: SampleBuffer?
         // The frame just handed out held its buffer until now (for `heldFrames`).
         var wasHeld = false
+        var framesHanded = 0
         while true {
+            var again: Wakeup?
             let next: (Pending, (any CaptureVideoDataOutputSampleBufferDelegate)?)? = state.withLock { st in
                 if wasHeld { st.heldFrames -= 1 }
                 if let handed { st.latency.record(handed) }
@@ -371,6 +378,11 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                     return nil
                 }
                 guard !st.backlog.isEmpty else { st.busy = false; return nil }
+                if framesHanded > 0, st.backlog.first?.isFrame == true {
+                    // (Still busy: the next turn carries on.)
+                    again = st.wakeup
+                    return nil
+                }
                 let item = st.backlog.removeFirst()
                 if item.isFrame { st.delivered += 1 }
                 return (item, st.delegate)
@@ -380,10 +392,14 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             // The delegate and the sequences have had the last frame: unless one of them kept it,
             // its buffer goes back now.
             if forStreams != nil { conversion.withLock { _ in views.settle(&forStreams) } }
-            guard let (item, delegate) = next else { return }
+            guard let (item, delegate) = next else {
+                again?.poke()
+                return
+            }
             switch item {
             case .frame(let sample, let connection, let held):
                 wasHeld = held
+                framesHanded += 1
                 // The hold `enqueue` took goes back once the frame is handed out (a view of it
                 // holds it for the app) or converted.
                 defer { sample.release() }
