@@ -46,8 +46,9 @@ public final class CaptureStreamServer: @unchecked Sendable {
         /// does (true by default): while it is gone the server keeps answering (`/state` offline,
         /// `/snapshot` and `/stream` 503) and looks for it every half second (the same
         /// `uniqueID`, or the same path and name); once it is back, the server puts it in the
-        /// session in place of the input that went, with the same format and frame rate, and
-        /// starts the session if it stopped. False leaves the session to the app.
+        /// session in place of the input that went, with the same format and frame rate and the
+        /// control values set on it before (it comes back at its defaults), and starts the
+        /// session if it stopped. False leaves the session to the app.
         public var reattachesCamera = true
 
         public init(
@@ -395,6 +396,10 @@ public final class CaptureStreamServer: @unchecked Sendable {
             if let i = gone.interval, device.activeFormat?.supports(i) ?? false {
                 try device.setActiveVideoMinFrameDuration(i)
             }
+            // A camera plugged in again starts at its defaults: the controls set on it before
+            // (the web app's sliders, the app) are put back, in the order they were set. One the
+            // camera refuses now (inactive under an automatic mode) is left as it is.
+            for (id, value) in gone.controls { try? device.setValue(value, for: id) }
             let input = try CaptureDeviceInput(device: device)
             session.beginConfiguration()
             session.removeInput(old)
@@ -866,9 +871,12 @@ final class MissingCamera: Sendable {
     let name: String
     let format: CaptureDevice.Format?
     let interval: FrameInterval?
+    /// The control values set on it, to put back (see `CaptureDevice.controlValuesSet`).
+    let controls: [(id: CaptureDevice.ControlID, value: Int64)]
 
     init(device: CaptureDevice, format: CaptureDevice.Format?, interval: FrameInterval?) {
         self.device = device
+        controls = device.controlValuesSet
         uniqueID = device.uniqueID
         path = device.path
         name = device.localizedName

@@ -291,9 +291,13 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     }
 
     /// Plugs the camera back in: new opens work again (sources opened before the disconnect
-    /// stay dead, as a V4L2 node does).
+    /// stay dead, as a V4L2 node does), and its controls are at their defaults again, as a USB
+    /// camera's are after it lost power.
     public func reconnect() {
-        state.withLock { $0.connected = true }
+        state.withLock { s in
+            if !s.connected { s.controlValues = VirtualCamera.defaultControlValues }
+            s.connected = true
+        }
     }
 
     /// Whether the camera is plugged in.

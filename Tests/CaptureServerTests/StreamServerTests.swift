@@ -395,6 +395,10 @@ import Testing
         defer { served.close() }
         let reader = try StreamReader(port: served.port)
         #expect(try reader.next()?.isCompleteJPEG == true)
+        // A slider moved in the web app before the unplug (the camera comes back at its defaults).
+        let (id, defaultBrightness) = try Self.brightness(served)
+        let brightness = defaultBrightness == 200 ? 150 : 200
+        #expect(try curl(served.base + "/api/control?id=\(id.id)&value=\(brightness)", ["-X", "POST"]).status == 200)
         served.camera.disconnect()
         var ended = false
         let readUntil = Date().addingTimeInterval(30)
@@ -431,6 +435,18 @@ import Testing
         #expect(image?.width == 320 && image?.height == 180, "the new stream's last part is not a 320x180 JPEG")
         let snapshot = try curl(served.base + "/snapshot")
         #expect(snapshot.status == 200 && TestJPEG.decode(snapshot.body)?.width == 320)
+        // The control was put back on the camera plugged in again.
+        #expect(try Self.brightness(served).0.value == brightness, "brightness after the reattach")
+    }
+
+    /// `/api/controls`' brightness entry: its id and value, and its default.
+    static func brightness(_ served: ServedCamera) throws -> ((id: Int, value: Int), Int) {
+        let (_, list, _) = try curl(served.base + "/api/controls")
+        let controls = try #require(
+            ((try JSONSerialization.jsonObject(with: list) as? [String: Any])?["result"] as? [String: Any])?["controls"] as? [[String: Any]]
+        )
+        let b = try #require(controls.first { $0["name"] as? String == "Brightness" })
+        return ((try #require(b["id"] as? Int), try #require(b["value"] as? Int)), try #require(b["default"] as? Int))
     }
 
     /// With `reattachesCamera` false the session is left to the app: the camera plugged in again

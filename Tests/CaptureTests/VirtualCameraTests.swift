@@ -377,6 +377,8 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         let s = try open(camera)
         try s.startStreaming(bufferCount: 4)
         let held = try nextGood(s)
+        let brightness: UInt32 = 0x0098_0900  // V4L2_CID_BRIGHTNESS
+        try s.setControlValue(brightness, (VirtualCamera.defaultControlValues[brightness] ?? 0) + 10)
         let waiter = Thread.detachedResult { () -> (CaptureError?, Double) in
             let t0 = CaptureTime.now()
             do throws(BackendError) {
@@ -398,6 +400,8 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         #expect(!camera.isStreaming)
 
         camera.reconnect()
+        // Its controls are at their defaults again, as a camera's that lost power.
+        #expect(try camera.makeSource().controlValue(brightness) == VirtualCamera.defaultControlValues[brightness])
         // The old handle stays dead, a new one works.
         do { try s.startStreaming(bufferCount: 2); Issue.record("old source restarted") } catch {
             #expect(CaptureError(error).code == .disconnected)

@@ -56,6 +56,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         /// What the last connection notification said (nil: none posted; devices listed at
         /// start count as connected without one).
         var announcedConnected: Bool?
+        /// Control values set through this object, the last set last (see `controlValuesSet`).
+        var controlsSet: [(id: ControlID, value: Int64)] = []
     }
     let state = Locked(State())
 
@@ -297,7 +299,16 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         try requireLock("setValue(_:for:)")
         let src = try source()
         try fromBackend { () throws(BackendError) in try src.setControlValue(id.rawValue, value) }
+        state.withLock { st in
+            st.controlsSet.removeAll { $0.id == id }
+            st.controlsSet.append((id, value))
+        }
     }
+
+    /// The control values set through this object, in the order they were last set (so that a
+    /// mode comes before the value it allows, as it was set): what a camera plugged in again,
+    /// which starts at its defaults, needs to be put back as it was. Any thread.
+    package var controlValuesSet: [(id: ControlID, value: Int64)] { state.withLock { $0.controlsSet } }
 
     // MARK: Discovery
 
