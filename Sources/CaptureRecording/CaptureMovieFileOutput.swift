@@ -667,6 +667,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             return
         }
         guard rec.writer.hasAudio else { return }
+        // Audio captured after a stop is not part of the recording (the video's first frame
+        // after it ends the recording; audio may get there first).
+        if let stopAt = locked({ $0.stopAt }), stopAt < sample.presentationTimeStamp { return }
         let at = sample.presentationTimeStamp - rec.firstTime!
         // The limit is on the capture clock: audio past it is left out, and a camera stalled
         // half a second past it does not let the recording run on (otherwise the video's next

@@ -146,6 +146,10 @@ public final class CaptureStreamServer: @unchecked Sendable {
     private var lastTick = CaptureTime.now()
     private var dropped: [DropReason: Int] = [:]
     private var offline = false
+    /// When the camera went (capture clock): a frame captured before it that arrives after the
+    /// server went offline (from a JPEG encoder still at work) is not served and does not bring
+    /// it back online; streams that ended stay ended.
+    private var wentAt: CaptureTime?
     private var stopping = false
     var clients: [Int: StreamClient] = [:]
     private var nextClientID = 1
@@ -318,6 +322,10 @@ public final class CaptureStreamServer: @unchecked Sendable {
         sample.withUnsafeBytes { jpeg in
             lock.withLock {
                 guard daemon != nil, !stopping else { return }
+                if offline, let wentAt, time <= wentAt {
+                    dropped[.frameWasLate, default: 0] += 1
+                    return
+                }
                 serial += 1
                 received += 1
                 offline = false
@@ -337,11 +345,13 @@ public final class CaptureStreamServer: @unchecked Sendable {
         case .deviceDisconnected(let device):
             // Its settings now: a camera plugged in again is a new object.
             let gone = MissingCamera(device: device, format: device.activeFormat, interval: device.activeVideoMinFrameDuration)
+            let at = CaptureTime.now()
             // On the frame queue, after the frames the device gave before it went (a late one
             // must not bring the server back online).
             queue.async { [self] in
                 lock.withLock {
                     offline = true
+                    wentAt = at
                     // Streams end at their next part boundary.
                     resumeWaitingLocked(now: .now(), force: true)
                     if configuration.reattachesCamera, device.mediaType == .video, !stopping, daemon != nil {

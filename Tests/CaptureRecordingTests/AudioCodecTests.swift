@@ -7,14 +7,14 @@ import Testing
 /// The first and end times of a stream's packets (the end: the last packet's time plus its
 /// duration), in seconds, as ffprobe reads them.
 func packetSpan(_ url: URL, stream: String) throws -> (first: Double, end: Double, count: Int) {
-    let r = try run(
+    let r = try runProcess(
         "/usr/bin/ffprobe",
         [
             "-v", "error", "-select_streams", stream, "-show_entries", "packet=pts_time,duration_time",
             "-of", "csv=p=0", url.path,
         ])
-    guard r.status == 0 else { throw TestFailure("ffprobe cannot list the packets of \(url.path): \(r.err)") }
-    let rows = String(decoding: r.out, as: UTF8.self).split(separator: "\n").map { $0.split(separator: ",").compactMap { Double($0) } }
+    guard r.status == 0 else { throw TestFailure("ffprobe cannot list the packets of \(url.path): \(r.stderr)") }
+    let rows = r.text.split(separator: "\n").map { $0.split(separator: ",").compactMap { Double($0) } }
         .filter { $0.count == 2 }
     guard let first = rows.first, let last = rows.last else { throw TestFailure("no \(stream) packets in \(url.path)") }
     return (first[0], last[0] + last[1], rows.count)
@@ -60,13 +60,13 @@ func packetSpan(_ url: URL, stream: String) throws -> (first: Double, end: Doubl
         let folder = try TempFolder("tool-audio-codec")
         defer { folder.remove() }
         let url = folder.file("av.mkv")
-        let r = try run(
-            try captureTool().path,
+        let r = try runProcess(
+            try builtTool().path,
             [
                 "record", "--device", "virtual", "--audio", "virtual", "--size", "320x240",
                 "--audio-codec", c.flag, "--seconds", "1", url.path,
             ])
-        #expect(r.status == 0, "\(r.err)")
+        #expect(r.status == 0, "\(r.stderr)")
         let streams = try streamTimes(url)
         #expect(streams["audio"]?.codec == c.name && streams["video"]?.codec == "h264", "\(streams)")
     }

@@ -12,14 +12,14 @@ import Testing
         let folder: TempFolder
         init(bytes: Int) throws {
             folder = try TempFolder("tmpfs")
-            let r = try run("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=\(bytes)", "tmpfs", folder.url.path])
+            let r = try runProcess("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=\(bytes)", "tmpfs", folder.url.path])
             guard r.status == 0 else {
                 folder.remove()
-                throw TestFailure("cannot mount a tmpfs (status \(r.status): \(r.err)): the recording tests need root, as CI runs them")
+                throw TestFailure("cannot mount a tmpfs (status \(r.status): \(r.stderr)): the recording tests need root, as CI runs them")
             }
         }
         func remove() {
-            _ = try? run("/usr/bin/umount", [folder.url.path])
+            _ = try? runProcess("/usr/bin/umount", [folder.url.path])
             folder.remove()
         }
     }

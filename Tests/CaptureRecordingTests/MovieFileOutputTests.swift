@@ -108,13 +108,13 @@ import Testing
         // The file's packets, one JPEG each.
         let packets = folder.url.appendingPathComponent("packets")
         try FileManager.default.createDirectory(at: packets, withIntermediateDirectories: true)
-        let r = try run(
+        let r = try runProcess(
             "/usr/bin/ffmpeg",
             [
                 "-v", "error", "-i", url.path, "-map", "0:v", "-c", "copy", "-f", "image2",
                 packets.appendingPathComponent("%05d.jpg").path,
             ])
-        #expect(r.status == 0, "\(r.err)")
+        #expect(r.status == 0, "\(r.stderr)")
         let names = try FileManager.default.contentsOfDirectory(atPath: packets.path).sorted()
         #expect(names.count == summary.framesWritten && names.count >= 30, "\(names.count) packets, \(summary.framesWritten) written")
         let bySequence = cameraFrames.all

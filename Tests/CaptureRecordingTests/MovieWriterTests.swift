@@ -30,11 +30,12 @@ import Testing
             audio: nil, settings: MovieOutputSettings(rateControl: .quality(4)))
         for i in 0..<3 { try writer.write(replay.sample(0, sequence: UInt32(i)), at: Int64(i) * 33_333_333) }
         try writer.finish(videoEnd: 100_000_000)
-        let r = try run("/usr/bin/ffmpeg", ["-v", "error", "-i", url.path, "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"])
-        #expect(r.status == 0, "\(r.err)")
+        let r = try runProcess(
+            "/usr/bin/ffmpeg", ["-v", "error", "-i", url.path, "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"])
+        #expect(r.status == 0, "\(r.stderr)")
         // The luma plane as it is (no range conversion), then the chroma planes.
-        let luma = [UInt8](r.out.prefix(width * height))
-        try #require(r.out.count == width * height + chroma, "\(r.out.count) bytes decoded")
+        let luma = [UInt8](r.stdout.prefix(width * height))
+        try #require(r.stdout.count == width * height + chroma, "\(r.stdout.count) bytes decoded")
         for y in [0, height / 2, height - 1] {
             let row = luma[(y * width)..<((y + 1) * width)]
             let mean = row.reduce(0) { $0 + Int($1) } / width

@@ -21,10 +21,10 @@ final class FrameTimes: CaptureVideoDataOutputSampleBufferDelegate, @unchecked S
 
 /// The flags of a file's video packets ("K" for a keyframe), in file order.
 func packetFlags(_ url: URL) throws -> [String] {
-    let r = try run(
+    let r = try runProcess(
         "/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=flags", "-of", "csv=p=0", url.path])
-    guard r.status == 0 else { throw TestFailure("ffprobe cannot list the packets of \(url.path): \(r.err)") }
-    return String(decoding: r.out, as: UTF8.self).split(separator: "\n").map { String($0) }
+    guard r.status == 0 else { throw TestFailure("ffprobe cannot list the packets of \(url.path): \(r.stderr)") }
+    return r.text.split(separator: "\n").map { String($0) }
 }
 
 /// Pre-record: a recording started at t = 5 s with 2 s of pre-record begins with the camera's

@@ -92,10 +92,10 @@ import Testing
         let folder = try TempFolder("seconds")
         defer { folder.remove() }
         let url = folder.file("two.mp4")
-        let r = try run(
-            try captureTool().path, ["record", "--device", "virtual", "--size", "640x480", "--seconds", "2", "--json", url.path])
-        #expect(r.status == 0, "\(r.err)")
-        let json = try #require(try JSONSerialization.jsonObject(with: r.out) as? [String: Any])
+        let r = try runProcess(
+            try builtTool().path, ["record", "--device", "virtual", "--size", "640x480", "--seconds", "2", "--json", url.path])
+        #expect(r.status == 0, "\(r.stderr)")
+        let json = try #require(try JSONSerialization.jsonObject(with: r.stdout) as? [String: Any])
         #expect(json["ended"] as? String == "maximumDurationReached", "\(json)")
         let probe = try Probe(url)
         #expect(probe.codec == "h264" && probe.width == 640 && probe.height == 480 && probe.frames == json["frames"] as? Int, "\(probe)")
@@ -108,7 +108,7 @@ import Testing
     @Test func badArgumentsAndPathsAreOneLineErrors() throws {
         let folder = try TempFolder("bad")
         defer { folder.remove() }
-        let tool = try captureTool().path
+        let tool = try builtTool().path
         let cases: [([String], String)] = [
             (["record", "--device", "virtual", "--codec", "vp9", folder.file("a.mp4").path], "unknown codec 'vp9'"),
             (["record", "--device", "virtual", folder.file("a.avi").path], "name it .mp4 or .mkv"),
@@ -125,10 +125,10 @@ import Testing
             (["record", "--device", "virtual", "--pre-record", "2", "rtsp://127.0.0.1:1/live"], "--pre-record records into a file"),
         ]
         for (args, expected) in cases {
-            let r = try run(tool, args)
-            let lines = r.err.split(separator: "\n")
+            let r = try runProcess(tool, args)
+            let lines = r.stderr.split(separator: "\n")
             #expect(r.status == 1, "\(args): status \(r.status)")
-            #expect(lines.count == 1 && r.err.contains(expected), "\(args): \(r.err)")
+            #expect(lines.count == 1 && r.stderr.contains(expected), "\(args): \(r.stderr)")
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.url.path).isEmpty)
     }

@@ -15,13 +15,6 @@ struct TempFolder {
     func remove() { try? FileManager.default.removeItem(at: url) }
 }
 
-/// Runs a program to its end (`runProcess`); its status, standard output and standard error.
-@discardableResult
-func run(_ program: String, _ args: [String]) throws -> (status: Int32, out: Data, err: String) {
-    let r = try runProcess(program, args, timeout: 300)
-    return (r.status, r.stdout, r.stderr)
-}
-
 /// What ffprobe (a reader nobody here wrote) says of a movie file.
 struct Probe {
     var codec: String
@@ -37,12 +30,13 @@ struct Probe {
     var frameRate: String
 
     init(_ url: URL) throws {
-        let r = try run("/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-show_streams", "-show_format", "-of", "json", url.path])
-        guard r.status == 0, let json = try JSONSerialization.jsonObject(with: r.out) as? [String: Any],
+        let r = try runProcess(
+            "/usr/bin/ffprobe", ["-v", "error", "-count_frames", "-show_streams", "-show_format", "-of", "json", url.path])
+        guard r.status == 0, let json = try JSONSerialization.jsonObject(with: r.stdout) as? [String: Any],
             let streams = json["streams"] as? [[String: Any]], let video = streams.first(where: { $0["codec_type"] as? String == "video" }),
             let format = json["format"] as? [String: Any]
         else {
-            throw TestFailure("ffprobe cannot read \(url.path): status \(r.status): \(r.err)")
+            throw TestFailure("ffprobe cannot read \(url.path): status \(r.status): \(r.stderr)")
         }
         codec = video["codec_name"] as? String ?? "?"
         width = video["width"] as? Int ?? 0
@@ -57,10 +51,10 @@ struct Probe {
 
 /// What ffprobe says of each stream of a file: codec type to (codec, start time, duration).
 func streamTimes(_ url: URL) throws -> [String: (codec: String, start: Double, duration: Double)] {
-    let r = try run("/usr/bin/ffprobe", ["-v", "error", "-show_streams", "-of", "json", url.path])
-    guard r.status == 0, let json = try JSONSerialization.jsonObject(with: r.out) as? [String: Any],
+    let r = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_streams", "-of", "json", url.path])
+    guard r.status == 0, let json = try JSONSerialization.jsonObject(with: r.stdout) as? [String: Any],
         let streams = json["streams"] as? [[String: Any]]
-    else { throw TestFailure("ffprobe cannot read \(url.path): \(r.err)") }
+    else { throw TestFailure("ffprobe cannot read \(url.path): \(r.stderr)") }
     var out: [String: (codec: String, start: Double, duration: Double)] = [:]
     for st in streams {
         guard let type = st["codec_type"] as? String else { continue }
@@ -74,10 +68,10 @@ func streamTimes(_ url: URL) throws -> [String: (codec: String, start: Double, d
 
 /// The presentation times of a file's video packets, in seconds, in file order.
 func packetTimes(_ url: URL) throws -> [Double] {
-    let r = try run(
+    let r = try runProcess(
         "/usr/bin/ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts_time", "-of", "csv=p=0", url.path])
-    guard r.status == 0 else { throw TestFailure("ffprobe cannot list the packets of \(url.path): \(r.err)") }
-    return String(decoding: r.out, as: UTF8.self).split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+    guard r.status == 0 else { throw TestFailure("ffprobe cannot list the packets of \(url.path): \(r.stderr)") }
+    return r.text.split(separator: "\n").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
 }
 
 /// The median of the gaps between successive times (nil for fewer than two).
@@ -146,7 +140,6 @@ final class RecordingEvents: CaptureFileOutputRecordingDelegate, @unchecked Send
 }
 
 /// The `capture` tool beside the test bundle.
-func captureTool() throws -> URL { try builtTool() }
 
 extension Duration {
     var seconds: Double { let c = components; return Double(c.seconds) + Double(c.attoseconds) / 1e18 }
