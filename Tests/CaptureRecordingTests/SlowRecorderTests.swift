@@ -19,6 +19,16 @@ import Testing
         var sequences: [UInt64] { lock.withLock { seqs } }
     }
 
+    /// A movie output with x264's `placebo` preset (the slow encoder a user can pick) in `rig`'s session.
+    static func placeboMovie(in rig: RecordingRig) -> CaptureMovieFileOutput {
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        var settings = MovieOutputSettings(codec: .h264, rateControl: .quality(23))
+        settings.preset = "placebo"
+        movie.setOutputSettings(settings, for: nil)
+        return movie
+    }
+
     struct Case: Sendable, CustomStringConvertible {
         var format: PixelFormat
         var width: Int
@@ -42,11 +52,7 @@ import Testing
         let counter = Counter()
         app.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "test.slow-recorder.app"))
         rig.session.addOutput(app)
-        let movie = CaptureMovieFileOutput()
-        rig.session.addOutput(movie)
-        var settings = MovieOutputSettings(codec: .h264, rateControl: .quality(23))
-        settings.preset = "placebo"
-        movie.setOutputSettings(settings, for: nil)
+        let movie = Self.placeboMovie(in: rig)
         movie.maxRecordedDuration = .seconds(2)
         try rig.session.start()
         let url = folder.file("slow.mp4")
@@ -186,11 +192,7 @@ import Testing
         defer { rig.stop() }
         let folder = try TempFolder("slow-limit")
         defer { folder.remove() }
-        let movie = CaptureMovieFileOutput()
-        rig.session.addOutput(movie)
-        var settings = MovieOutputSettings(codec: .h264, rateControl: .quality(23))
-        settings.preset = "placebo"
-        movie.setOutputSettings(settings, for: nil)
+        let movie = Self.placeboMovie(in: rig)
         movie.maxRecordedDuration = .milliseconds(600)
         try rig.session.start()
         let url = folder.file("limit.mp4")
@@ -221,11 +223,7 @@ import Testing
         defer { rig.stop() }
         let folder = try TempFolder("slow-stop")
         defer { folder.remove() }
-        let movie = CaptureMovieFileOutput()
-        rig.session.addOutput(movie)
-        var settings = MovieOutputSettings(codec: .h264, rateControl: .quality(23))
-        settings.preset = "placebo"
-        movie.setOutputSettings(settings, for: nil)
+        let movie = Self.placeboMovie(in: rig)
         try rig.session.start()
         let url = folder.file("stopped.mp4")
         let events = RecordingEvents()
