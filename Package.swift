@@ -65,6 +65,10 @@ let package = Package(
         .target(
             name: "CaptureImaging", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
             path: "Sources/CaptureImaging"),
+        // libdbus-1, dlopen'ed at run time (no header, no link): the core builds and runs without it.
+        .target(name: "CDBusShim"),
+        // The desktop portal's camera interface over a small D-Bus client (sandboxed apps' camera access).
+        .target(name: "CapturePortal", dependencies: ["CaptureSystem", "CDBusShim"], path: "Sources/CapturePortal"),
         // The virtual camera and microphone: in-process backends, public API.
         .target(
             name: "CaptureVirtual", dependencies: ["CaptureImaging", "CaptureBackend", "CaptureSystem"],
