@@ -79,7 +79,7 @@ let package = Package(
             name: "Capture",
             dependencies: [
                 "CaptureVirtual", "CaptureImaging", "CaptureV4L2", "CaptureALSA",
-                "CaptureBackend", "CaptureSystem", "CV4L2Shim",
+                "CapturePortal", "CaptureBackend", "CaptureSystem", "CV4L2Shim",
             ]),
         // Preview: the camera in a window (SDL2); a product of its own, so the core needs no SDL2.
         .target(name: "CapturePreview", dependencies: ["Capture", "CSDL2", "CTurboJPEG", "CPNG"]),
@@ -122,7 +122,7 @@ let package = Package(
             name: "CaptureTests",
             dependencies: [
                 "Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
-                "CaptureImaging", "CaptureBackend", "CaptureSystem",
+                "CaptureImaging", "CaptureBackend", "CaptureSystem", "CapturePortal",
                 "CV4L2Shim", "CaptureTestSupport", "CaptureBenchSupport",
             ]),
         .testTarget(name: "CapturePreviewTests", dependencies: ["CapturePreview", "Capture", "CaptureTestSupport"]),

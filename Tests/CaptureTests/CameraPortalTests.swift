@@ -1,0 +1,201 @@
+import CaptureSystem
+import CaptureTestSupport
+import Foundation
+import Glibc
+import Testing
+@testable import Capture
+@testable import CapturePortal
+
+/// A private session bus with the real desktop portal: `dbus-daemon` activating
+/// `xdg-desktop-portal`, `xdg-permission-store` and the GTK backend (which the portal needs for its
+/// camera interface; it runs on a private Xvfb display), all with a private HOME and
+/// XDG_RUNTIME_DIR. With `portal: false`, the same bus with no portal to activate.
+final class PortalBus: @unchecked Sendable {
+    let dir: URL
+    /// The bus's address, and the environment a client of it (and of the portal) runs in.
+    let address: String
+    let environment: [String: String]
+    private let xvfb: RunningProcess?
+    private let bus: RunningProcess
+
+    /// The service files the bus may activate, as Debian installs them.
+    private static let services = [
+        "org.freedesktop.portal.Desktop", "org.freedesktop.impl.portal.PermissionStore", "org.freedesktop.impl.portal.desktop.gtk",
+    ]
+
+    init(portal: Bool = true) throws {
+        dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("portal-bus-\(UUID().uuidString)")
+        let fm = FileManager.default
+        for sub in ["home", "run", "data", "config", "cache", "services"] {
+            try fm.createDirectory(at: dir.appendingPathComponent(sub), withIntermediateDirectories: true)
+        }
+        chmod(dir.appendingPathComponent("run").path, 0o700)
+        if portal {
+            for name in Self.services {
+                let file = "/usr/share/dbus-1/services/\(name).service"
+                guard fm.fileExists(atPath: file) else {
+                    throw TestFailure("\(file) is missing: scripts/test installs xdg-desktop-portal and xdg-desktop-portal-gtk (apt-get)")
+                }
+                try fm.copyItem(atPath: file, toPath: dir.appendingPathComponent("services/\(name).service").path)
+            }
+            // The GTK backend needs a display; -displayfd picks a free one and prints its number.
+            let x = try RunningProcess(
+                URL(fileURLWithPath: "/usr/bin/Xvfb"), ["-displayfd", "1", "-nolisten", "tcp", "-screen", "0", "64x64x24"])
+            guard x.waitFor(timeout: 20, { $0.hasSuffix("\n") }) else { throw TestFailure("Xvfb printed no display: \(x.stderr)") }
+            xvfb = x
+        } else {
+            xvfb = nil
+        }
+        let run = dir.appendingPathComponent("run").path
+        let socket = run + "/bus"
+        try """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>session</type>
+          <listen>unix:path=\(socket)</listen>
+          <servicedir>\(dir.appendingPathComponent("services").path)</servicedir>
+          <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+        </busconfig>
+        """.write(to: dir.appendingPathComponent("bus.conf"), atomically: true, encoding: .utf8)
+        var env = ProcessInfo.processInfo.environment
+        env["HOME"] = dir.appendingPathComponent("home").path
+        env["XDG_RUNTIME_DIR"] = run
+        env["XDG_DATA_HOME"] = dir.appendingPathComponent("data").path
+        env["XDG_CONFIG_HOME"] = dir.appendingPathComponent("config").path
+        env["XDG_CACHE_HOME"] = dir.appendingPathComponent("cache").path
+        env["XDG_CURRENT_DESKTOP"] = "GNOME"
+        env["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(socket)"
+        env["DISPLAY"] = xvfb.map { ":" + $0.stdout.trimmingCharacters(in: .whitespacesAndNewlines) }
+        env["GTK_A11Y"] = "none"
+        env["NO_AT_BRIDGE"] = "1"
+        env.removeValue(forKey: "CAPTURE_FORCE_PORTAL")
+        environment = env
+        address = "unix:path=\(socket)"
+        bus = try RunningProcess(
+            URL(fileURLWithPath: "/usr/bin/dbus-daemon"),
+            ["--config-file=\(dir.appendingPathComponent("bus.conf").path)", "--nofork", "--nopidfile", "--print-address=1"],
+            environment: env)
+        guard bus.waitFor(timeout: 20, { $0.hasSuffix("\n") }) else { throw TestFailure("dbus-daemon printed no address: \(bus.stderr)") }
+    }
+
+    deinit {
+        // SIGKILL: the children inherit the test threads' signal mask, which blocks SIGTERM.
+        // Not `terminate`: it waits for the pipes, which the services the bus started hold until
+        // they see the bus go (then they exit).
+        for p in [bus, xvfb].compactMap({ $0 }) where p.process.isRunning {
+            p.signal(SIGKILL)
+            p.process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: dir)
+    }
+
+    /// What the bus and the services it started wrote (for failure messages).
+    var log: String { bus.stderr + bus.stdout }
+}
+
+extension PortalBus {
+    /// Stores the portal's answer for host apps (app ID "") in the permission store, as the
+    /// desktop's privacy settings or `flatpak permission-set devices camera "" yes|no` do.
+    func setCameraPermission(_ value: String) throws {
+        let store = try DBusConnection(address: address)
+        _ = try store.call(
+            destination: "org.freedesktop.impl.portal.PermissionStore", path: "/org/freedesktop/impl/portal/PermissionStore",
+            interface: "org.freedesktop.impl.portal.PermissionStore", member: "SetPermission",
+            arguments: [.string("devices"), .bool(true), .string("camera"), .string(""), .array([.string(value)], elementSignature: "s")],
+            timeout: 10)
+    }
+
+    /// The environment of an app the portal decides for: this bus, CAPTURE_FORCE_PORTAL=1.
+    var forcedEnvironment: [String: String] { environment.merging(["CAPTURE_FORCE_PORTAL": "1"]) { $1 } }
+}
+
+/// Cameras decided by the real xdg-desktop-portal (1.16 in Debian 12) on a private session bus, as a
+/// sandboxed app meets it: what it answers a request is what the permission store (table
+/// "devices", id "camera") says for the app; with nothing stored it prompts (the GTK backend's
+/// dialog on Xvfb) and waits for the user. The app here is unsandboxed, so its app ID is "";
+/// CAPTURE_FORCE_PORTAL=1 makes the library ask the portal all the same.
+@Suite("Camera portal", .serialized)
+struct CameraPortalTests {
+    private func check(_ bus: PortalBus) -> AuthorizationCheck {
+        AuthorizationCheck(mediaType: .video, environment: bus.forcedEnvironment, sandboxed: false)
+    }
+
+    /// Not determined until asked; a stored "yes" grants the request at once, and the camera stays
+    /// authorized for this process (on this bus).
+    @Test func portalGrants() throws {
+        let bus = try PortalBus()
+        #expect(check(bus).status == .notDetermined, "\(bus.log)")
+        #expect(check(bus).advice?.contains("requestAccess") == true)
+        try bus.setCameraPermission("yes")
+        let start = ContinuousClock.now
+        #expect(PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20), "\(bus.log)")
+        #expect(ContinuousClock.now - start < .seconds(10))
+        #expect(check(bus).status == .authorized)
+        #expect(check(bus).advice == nil)
+        // Asked again: remembered, whatever the store says now.
+        try bus.setCameraPermission("no")
+        #expect(PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20))
+    }
+
+    /// A stored "no" refuses: denied, with the words that say where to allow it.
+    @Test func portalRefuses() throws {
+        let bus = try PortalBus()
+        try bus.setCameraPermission("no")
+        #expect(!PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20), "\(bus.log)")
+        let refused = check(bus)
+        #expect(refused.status == .denied)
+        #expect(refused.advice?.contains("privacy settings") == true, "\(refused.advice ?? "")")
+        #expect(refused.advice?.contains("flatpak permission-set devices camera APPID yes") == true, "\(refused.advice ?? "")")
+        // Allowed later (in the settings): the next request asks again and is granted.
+        try bus.setCameraPermission("yes")
+        #expect(PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20))
+        #expect(check(bus).status == .authorized)
+    }
+
+    /// With nothing stored the portal prompts; nobody answers, so the request gives up after its
+    /// timeout with false and the status stays not determined, its advice saying so.
+    @Test func unansweredPromptTimesOut() throws {
+        let bus = try PortalBus()
+        let start = ContinuousClock.now
+        #expect(!PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 1), "\(bus.log)")
+        let waited = ContinuousClock.now - start
+        #expect(waited >= .seconds(1) && waited < .seconds(10), "\(waited)")
+        let after = check(bus)
+        #expect(after.status == .notDetermined)
+        #expect(after.advice?.contains("did not answer within 1.0 s") == true, "\(after.advice ?? "")")
+    }
+
+    /// A bus without the portal: restricted at once, the request false, the advice naming the portal.
+    @Test func noPortalOnTheBus() throws {
+        let bus = try PortalBus(portal: false)
+        let before = check(bus)
+        #expect(before.status == .restricted)
+        #expect(before.advice?.contains("xdg-desktop-portal") == true, "\(before.advice ?? "")")
+        let start = ContinuousClock.now
+        #expect(!PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20))
+        #expect(ContinuousClock.now - start < .seconds(5))
+        #expect(check(bus).status == .restricted)
+    }
+
+    /// No session bus at all (no address, no socket in XDG_RUNTIME_DIR): restricted, saying why.
+    @Test func noSessionBus() throws {
+        var env = ProcessInfo.processInfo.environment
+        env["DBUS_SESSION_BUS_ADDRESS"] = nil
+        env["XDG_RUNTIME_DIR"] = NSTemporaryDirectory()
+        env["CAPTURE_FORCE_PORTAL"] = "1"
+        let none = AuthorizationCheck(mediaType: .video, environment: env, sandboxed: false)
+        #expect(none.status == .restricted)
+        #expect(none.advice?.contains("no session bus") == true, "\(none.advice ?? "")")
+        #expect(!PortalAuthorization.requestAccess(for: .video, environment: env, timeout: 5))
+    }
+
+    /// Outside a sandbox and without CAPTURE_FORCE_PORTAL the portal is not asked: microphones never,
+    /// cameras only where it decides.
+    @Test func portalDecidesOnlyForSandboxedOrForcedCameras() {
+        #expect(!PortalAuthorization.decides(for: .video, sandboxed: false, environment: [:]))
+        #expect(PortalAuthorization.decides(for: .video, sandboxed: true, environment: [:]))
+        #expect(PortalAuthorization.decides(for: .video, sandboxed: false, environment: ["CAPTURE_FORCE_PORTAL": "1"]))
+        #expect(!PortalAuthorization.decides(for: .audio, sandboxed: true, environment: ["CAPTURE_FORCE_PORTAL": "1"]))
+    }
+}
