@@ -106,6 +106,42 @@ extension PortalBus {
             timeout: 10)
     }
 
+    /// Stores the portal's answer for the app `appID`.
+    func setCameraPermission(_ value: String, app appID: String) throws {
+        let store = try DBusConnection(address: address)
+        _ = try store.call(
+            destination: "org.freedesktop.impl.portal.PermissionStore", path: "/org/freedesktop/impl/portal/PermissionStore",
+            interface: "org.freedesktop.impl.portal.PermissionStore", member: "SetPermission",
+            arguments: [
+                .string("devices"), .bool(true), .string("camera"), .string(appID), .array([.string(value)], elementSignature: "s"),
+            ],
+            timeout: 10)
+    }
+
+    /// Runs `capture ARGUMENTS` as the Flatpak app `appID` would run: bubblewrap with a root of
+    /// its own (system files read-only, an empty /dev, no /dev/video*), a `/.flatpak-info` naming
+    /// the app (where the portal and the library look) and this bus's socket.
+    func runSandboxed(appID: String, _ arguments: [String]) throws -> ProcessResult {
+        let info = dir.appendingPathComponent("flatpak-info-\(appID)")
+        try "[Application]\nname=\(appID)\nruntime=runtime/org.freedesktop.Platform/x86_64/23.08\n\n[Instance]\ninstance-id=1\n"
+            .write(to: info, atomically: true, encoding: .utf8)
+        let tool = try builtTool()
+        var binds: [String] = []
+        // The system, the Swift runtime the tool links (/opt/swift here) and the tool's own folder.
+        for path in ["/usr", "/etc", "/opt", tool.deletingLastPathComponent().path] where FileManager.default.fileExists(atPath: path) {
+            binds += ["--ro-bind", path, path]
+        }
+        let run = environment["XDG_RUNTIME_DIR"]!
+        let arguments =
+            binds + [
+                "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", run, run,
+                "--ro-bind", info.path, "/.flatpak-info", "--setenv", "FLATPAK_ID", appID,
+                "--unsetenv", "CAPTURE_FORCE_PORTAL", "--die-with-parent", "--", tool.path,
+            ] + arguments
+        return try runProcess("/usr/bin/bwrap", arguments, environment: environment, timeout: 60)
+    }
+
     /// The environment of an app the portal decides for: this bus, CAPTURE_FORCE_PORTAL=1.
     var forcedEnvironment: [String: String] { environment.merging(["CAPTURE_FORCE_PORTAL": "1"]) { $1 } }
 }
@@ -164,6 +200,27 @@ struct CameraPortalTests {
         let after = check(bus)
         #expect(after.status == .notDetermined)
         #expect(after.advice?.contains("did not answer within 1.0 s") == true, "\(after.advice ?? "")")
+    }
+
+    /// A real sandbox: the portal knows the app by the ID in its `/.flatpak-info` and answers
+    /// what the permission store holds for that ID; the library inside finds the sandbox and no
+    /// device nodes, and asks the portal without being forced to.
+    @Test func sandboxedAppsAreDecidedByTheirID() throws {
+        let bus = try PortalBus()
+        try bus.setCameraPermission("yes", app: "org.example.Allowed")
+        try bus.setCameraPermission("no", app: "org.example.Refused")
+        let asked = try bus.runSandboxed(appID: "org.example.Allowed", ["devices"])
+        #expect(asked.text.contains("video authorization: notDetermined: The camera portal"), "\(asked.text)\(asked.stderr)\(bus.log)")
+        let allowed = try bus.runSandboxed(appID: "org.example.Allowed", ["devices", "--request-access"])
+        #expect(allowed.status == 0)
+        #expect(allowed.text.contains("video authorization: authorized\n"), "\(allowed.text)\(allowed.stderr)\(bus.log)")
+        let refused = try bus.runSandboxed(appID: "org.example.Refused", ["devices", "--request-access"])
+        #expect(
+            refused.text.contains("video authorization: denied: ")
+                && refused.text.contains("flatpak permission-set devices camera org.example.Refused yes"),
+            "\(refused.text)\(refused.stderr)\(bus.log)")
+        // Audio is not the camera portal's: the sandbox hides the microphones.
+        #expect(refused.text.contains("audio authorization: restricted"), "\(refused.text)")
     }
 
     /// A bus without the portal: restricted at once, the request false, the advice naming the portal.

@@ -152,11 +152,12 @@ struct AuthorizationCheck {
     /// Whether the camera portal decides (cameras, inside Flatpak or with CAPTURE_FORCE_PORTAL=1).
     var portalDecides: Bool { PortalAuthorization.decides(for: mediaType, sandboxed: sandboxed, environment: environment) }
 
-    /// Whether a node lets this process open it (root may open all). Forcing the portal
-    /// outside a sandbox leaves the nodes out, so the portal alone decides.
+    /// Whether a node lets this process open it (root may open all, and those that appear, except
+    /// in a sandbox, which shows it none). Forcing the portal outside a sandbox leaves the nodes
+    /// out, so the portal alone decides.
     var nodesAllow: Bool {
         if portalDecides && !sandboxed { return false }
-        if ProcessAccess.isRoot { return true }
+        if ProcessAccess.isRoot && !(sandboxed && nodes.isEmpty) { return true }
         return nodes.contains(where: { if case .success = ProcessAccess.mayOpen($0) { true } else { false } })
     }
 
@@ -201,7 +202,8 @@ struct AuthorizationCheck {
             return
                 "No \(kind) are present, and this user is not in the group '\(group)': add it (sudo usermod -aG \(group) $USER) so that it may open them when they appear."
         case .restricted:
-            return "The sandbox hides the \(kind): run the app with device access (flatpak run --device=all, or the camera portal)."
+            // Cameras in a sandbox are the portal's (`portalAdvice`); this is the microphones'.
+            return "The sandbox hides the \(kind): run the app with device access (flatpak run --device=all)."
         }
     }
 
