@@ -17,13 +17,15 @@ final class PortalBus: @unchecked Sendable {
     let environment: [String: String]
     private let xvfb: RunningProcess?
     private let bus: RunningProcess
+    /// The PipeWire daemon, with one camera node (`videotestsrc`, media.role Camera), when asked for.
+    private(set) var pipewire: RunningProcess?
 
     /// The service files the bus may activate, as Debian installs them.
     private static let services = [
         "org.freedesktop.portal.Desktop", "org.freedesktop.impl.portal.PermissionStore", "org.freedesktop.impl.portal.desktop.gtk",
     ]
 
-    init(portal: Bool = true) throws {
+    init(portal: Bool = true, pipewire withPipeWire: Bool = false) throws {
         dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("portal-bus-\(UUID().uuidString)")
         let fm = FileManager.default
         for sub in ["home", "run", "data", "config", "cache", "services"] {
@@ -77,13 +79,34 @@ final class PortalBus: @unchecked Sendable {
             ["--config-file=\(dir.appendingPathComponent("bus.conf").path)", "--nofork", "--nopidfile", "--print-address=1"],
             environment: env)
         guard bus.waitFor(timeout: 20, { $0.hasSuffix("\n") }) else { throw TestFailure("dbus-daemon printed no address: \(bus.stderr)") }
+        guard withPipeWire else { return }
+        // Debian's pipewire.conf with a drop-in adding the camera; started after the bus, which its
+        // portal module watches to know the portal's own connections.
+        let dropIns = dir.appendingPathComponent("config/pipewire/pipewire.conf.d")
+        try fm.createDirectory(at: dropIns, withIntermediateDirectories: true)
+        try """
+        context.spa-libs = { videotestsrc = videotestsrc/libspa-videotestsrc }
+        context.objects = [
+          { factory = adapter args = { factory.name = videotestsrc node.name = capture-test-camera
+                                        media.class = Video/Source media.role = Camera } }
+        ]
+        """.write(to: dropIns.appendingPathComponent("camera.conf"), atomically: true, encoding: .utf8)
+        let daemon = try RunningProcess(URL(fileURLWithPath: "/usr/bin/pipewire"), [], environment: env)
+        pipewire = daemon
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !fm.fileExists(atPath: run + "/pipewire-0") {
+            guard ContinuousClock.now < deadline, daemon.process.isRunning else {
+                throw TestFailure("pipewire made no socket: \(daemon.stderr)")
+            }
+            usleep(20_000)
+        }
     }
 
     deinit {
         // SIGKILL: the children inherit the test threads' signal mask, which blocks SIGTERM.
         // Not `terminate`: it waits for the pipes, which the services the bus started hold until
         // they see the bus go (then they exit).
-        for p in [bus, xvfb].compactMap({ $0 }) where p.process.isRunning {
+        for p in [pipewire, bus, xvfb].compactMap({ $0 }) where p.process.isRunning {
             p.signal(SIGKILL)
             p.process.waitUntilExit()
         }
@@ -91,7 +114,7 @@ final class PortalBus: @unchecked Sendable {
     }
 
     /// What the bus and the services it started wrote (for failure messages).
-    var log: String { bus.stderr + bus.stdout }
+    var log: String { bus.stderr + bus.stdout + (pipewire?.stderr ?? "") }
 }
 
 extension PortalBus {
@@ -221,6 +244,33 @@ struct CameraPortalTests {
             "\(refused.text)\(refused.stderr)\(bus.log)")
         // Audio is not the camera portal's: the sandbox hides the microphones.
         #expect(refused.text.contains("audio authorization: restricted"), "\(refused.text)")
+    }
+
+    /// With PipeWire running, the portal sees its camera node; `OpenPipeWireRemote` is refused
+    /// before a grant and afterwards gives a connection to that PipeWire daemon (the door for a
+    /// PipeWire capture backend).
+    @Test func pipeWireRemoteAfterAGrant() throws {
+        let bus = try PortalBus(pipewire: true)
+        let portal = try CameraPortal(address: bus.address)
+        // The portal's camera monitor connects to PipeWire as it starts; give it a moment.
+        let deadline = ContinuousClock.now + .seconds(10)
+        var present = try portal.isCameraPresent()
+        while !present && ContinuousClock.now < deadline {
+            usleep(50_000)
+            present = try portal.isCameraPresent()
+        }
+        #expect(present, "\(bus.log)")
+        #expect(check(bus).advice?.hasPrefix("The camera portal decides") == true, "\(check(bus).advice ?? "")")
+        #expect(throws: PortalError.self) { _ = try portal.openPipeWireRemote() }
+        do { _ = try portal.openPipeWireRemote() } catch { #expect(error.notAllowed, "\(error)") }
+        try bus.setCameraPermission("yes")
+        #expect(try portal.accessCamera(timeout: 20) == .granted)
+        let remote = try portal.openPipeWireRemote()
+        // struct ucred (pid, uid, gid), which Glibc's module leaves out without _GNU_SOURCE.
+        var peer: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
+        var size = socklen_t(MemoryLayout.size(ofValue: peer))
+        #expect(getsockopt(remote.rawValue, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0)
+        #expect(peer.pid == bus.pipewire?.process.processIdentifier, "the remote's peer is pid \(peer.pid)")
     }
 
     /// A bus without the portal: restricted at once, the request false, the advice naming the portal.
