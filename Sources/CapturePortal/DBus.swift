@@ -5,7 +5,10 @@
 import Glibc
 #endif
 internal import CDBusShim
+import CaptureSystem
 import Foundation
+
+private let bus = "org.freedesktop.DBus"
 
 /// A D-Bus value, read from or written into a message.
 package indirect enum DBusValue: Sendable, Equatable {
@@ -92,27 +95,109 @@ package final class DBusConnection {
         return nil
     }
 
-    /// Connects to the bus at `address` and registers (Hello). The process never exits when the
-    /// bus goes away (libdbus's default for shared connections).
-    package init(address: String) throws(PortalError) {
+    /// Connects to the bus at `address` and says Hello, giving up after `timeout` seconds. libdbus
+    /// authenticates with no time limit (a peer that accepts the socket and never speaks holds its
+    /// poll forever), so that happens on a thread of its own: on a timeout the caller gets
+    /// `.timedOut` and the thread closes the connection whenever libdbus lets it go. The process
+    /// never exits when the bus goes away.
+    package init(address: String, timeout: Double = 5) throws(PortalError) {
         guard let api = capture_dbus_load() else { throw .libraryMissing(String(cString: capture_dbus_load_error())) }
-        self.api = api
-        self.address = address
-        var error = capture_dbus_error()
-        api.pointee.error_init(&error)
-        defer { api.pointee.error_free(&error) }
-        guard let connection = api.pointee.connection_open_private(address, &error) else {
-            throw .connectionFailed(address: address, name: Self.name(error), message: Self.message(error))
+        let attempt = ConnectAttempt(api: api, address: address)
+        let finished = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            attempt.run()
+            finished.signal()
         }
-        api.pointee.connection_set_exit_on_disconnect(connection, 0)
-        guard api.pointee.bus_register(connection, &error) != 0, let unique = api.pointee.bus_get_unique_name(connection) else {
-            let failure = PortalError.connectionFailed(address: address, name: Self.name(error), message: Self.message(error))
-            api.pointee.connection_close(connection)
-            api.pointee.connection_unref(connection)
-            throw failure
+        thread.name = "capture.dbus-connect"
+        thread.start()
+        let deadline = DispatchTime.now() + .milliseconds(Int((timeout * 1000).rounded(.up)))
+        let outcome: ConnectAttempt.Outcome
+        if finished.wait(timeout: deadline) == .timedOut {
+            outcome = attempt.state.withLock { state in
+                if case .pending = state { state = .abandoned }
+                return state
+            }
+        } else {
+            outcome = attempt.state.withLock { $0 }
         }
-        self.connection = connection
-        self.uniqueName = String(cString: unique)
+        switch outcome {
+        case .connected(let connection, let name):
+            self.api = api
+            self.address = address
+            self.connection = connection.pointer
+            self.uniqueName = name
+        case .failed(let error): throw error
+        case .pending, .abandoned: throw .timedOut(what: "connecting to \(address)", seconds: timeout)
+        }
+    }
+
+    /// A connection being made on its own thread; whoever comes last (the thread, or the caller
+    /// giving up) decides who owns it. Thread-safe.
+    private final class ConnectAttempt: @unchecked Sendable {
+        /// An opened connection, passed from the connecting thread to the caller.
+        struct Handle: @unchecked Sendable { let pointer: OpaquePointer }
+        enum Outcome {
+            case pending
+            case connected(Handle, String)
+            case failed(PortalError)
+            case abandoned
+        }
+        let state = Locked<Outcome>(.pending)
+        private let api: UnsafePointer<capture_dbus_api>
+        private let address: String
+
+        init(api: UnsafePointer<capture_dbus_api>, address: String) {
+            self.api = api
+            self.address = address
+        }
+
+        func run() {
+            let outcome = connect()
+            let keep = state.withLock { state -> Bool in
+                guard case .pending = state else { return false }
+                state = outcome
+                return true
+            }
+            // The caller left: nobody else will close it.
+            if !keep, case .connected(let connection, _) = outcome {
+                api.pointee.connection_close(connection.pointer)
+                api.pointee.connection_unref(connection.pointer)
+            }
+        }
+
+        private func connect() -> Outcome {
+            var error = capture_dbus_error()
+            api.pointee.error_init(&error)
+            defer { api.pointee.error_free(&error) }
+            guard let connection = api.pointee.connection_open_private(address, &error) else {
+                return .failed(
+                    .connectionFailed(address: address, name: DBusConnection.name(error), message: DBusConnection.message(error)))
+            }
+            api.pointee.connection_set_exit_on_disconnect(connection, 0)
+            var name: String?
+            if let hello = api.pointee.message_new_method_call(bus, "/org/freedesktop/DBus", bus, "Hello") {
+                // -1: libdbus's default (25 s); the caller's own deadline is the one that counts.
+                if let reply = api.pointee.connection_send_with_reply_and_block(connection, hello, -1, &error) {
+                    var iter = capture_dbus_iter()
+                    var text: UnsafePointer<CChar>?
+                    // 115: 's'.
+                    if api.pointee.message_iter_init(reply, &iter) != 0, api.pointee.message_iter_get_arg_type(&iter) == 115 {
+                        api.pointee.message_iter_get_basic(&iter, &text)
+                        name = text.map { String(cString: $0) }
+                    }
+                    api.pointee.message_unref(reply)
+                }
+                api.pointee.message_unref(hello)
+            }
+            guard let name else {
+                let failure = PortalError.connectionFailed(
+                    address: address, name: DBusConnection.name(error), message: DBusConnection.message(error))
+                api.pointee.connection_close(connection)
+                api.pointee.connection_unref(connection)
+                return .failed(failure)
+            }
+            return .connected(Handle(pointer: connection), name)
+        }
     }
 
     deinit {
@@ -155,14 +240,10 @@ package final class DBusConnection {
     }
 
     /// Asks the bus to route signals that match `rule` (`type='signal',path=...`) here.
-    package func addMatch(_ rule: String) throws(PortalError) {
-        var error = capture_dbus_error()
-        api.pointee.error_init(&error)
-        defer { api.pointee.error_free(&error) }
-        api.pointee.bus_add_match(connection, rule, &error)
-        if error.name != nil {
-            throw .callFailed(method: "org.freedesktop.DBus.AddMatch", name: Self.name(error), message: Self.message(error))
-        }
+    package func addMatch(_ rule: String, timeout: Double = 5) throws(PortalError) {
+        _ = try call(
+            destination: bus, path: "/org/freedesktop/DBus", interface: bus, member: "AddMatch", arguments: [.string(rule)],
+            timeout: timeout)
     }
 
     /// Waits for the signal `interface.member` from `path` (any of `paths`) until `timeout`
@@ -287,6 +368,6 @@ package final class DBusConnection {
         }
     }
 
-    private static func name(_ error: capture_dbus_error) -> String { error.name.map { String(cString: $0) } ?? "" }
-    private static func message(_ error: capture_dbus_error) -> String { error.message.map { String(cString: $0) } ?? "" }
+    fileprivate static func name(_ error: capture_dbus_error) -> String { error.name.map { String(cString: $0) } ?? "" }
+    fileprivate static func message(_ error: capture_dbus_error) -> String { error.message.map { String(cString: $0) } ?? "" }
 }

@@ -144,11 +144,13 @@ extension PortalBus {
     /// Runs `capture ARGUMENTS` as the Flatpak app `appID` would run: bubblewrap with a root of
     /// its own (system files read-only, an empty /dev, no /dev/video*), a `/.flatpak-info` naming
     /// the app (where the portal and the library look) and this bus's socket.
-    func runSandboxed(appID: String, _ arguments: [String]) throws -> ProcessResult {
+    func runSandboxed(appID: String, _ arguments: [String], tool name: String = "capture", bubblewrap extra: [String] = []) throws
+        -> ProcessResult
+    {
         let info = dir.appendingPathComponent("flatpak-info-\(appID)")
         try "[Application]\nname=\(appID)\nruntime=runtime/org.freedesktop.Platform/x86_64/23.08\n\n[Instance]\ninstance-id=1\n"
             .write(to: info, atomically: true, encoding: .utf8)
-        let tool = try builtTool()
+        let tool = try builtTool(name)
         var binds: [String] = []
         // The system, the Swift runtime the tool links (/opt/swift here) and the tool's own folder.
         for path in ["/usr", "/etc", "/opt", tool.deletingLastPathComponent().path] where FileManager.default.fileExists(atPath: path) {
@@ -160,8 +162,8 @@ extension PortalBus {
                 "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
                 "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", run, run,
                 "--ro-bind", info.path, "/.flatpak-info", "--setenv", "FLATPAK_ID", appID,
-                "--unsetenv", "CAPTURE_FORCE_PORTAL", "--die-with-parent", "--", tool.path,
-            ] + arguments
+                "--unsetenv", "CAPTURE_FORCE_PORTAL", "--die-with-parent",
+            ] + extra + ["--", tool.path] + arguments
         return try runProcess("/usr/bin/bwrap", arguments, environment: environment, timeout: 60)
     }
 
@@ -271,6 +273,38 @@ struct CameraPortalTests {
         var size = socklen_t(MemoryLayout.size(ofValue: peer))
         #expect(getsockopt(remote.rawValue, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0)
         #expect(peer.pid == bus.pipewire?.process.processIdentifier, "the remote's peer is pid \(peer.pid)")
+    }
+
+    /// The core does not link libdbus (the `capture` tool does, through SDL2 and FFmpeg): an app
+    /// of `Capture` alone (camera-check) runs in a sandbox without it, its cameras restricted with
+    /// words that name the missing library.
+    @Test func withoutLibDBus() throws {
+        let bus = try PortalBus(portal: false)
+        let lib = URL(fileURLWithPath: "/usr/lib/x86_64-linux-gnu/libdbus-1.so.3").resolvingSymlinksInPath().path
+        try #require(FileManager.default.fileExists(atPath: lib), "no \(lib): scripts/test installs libdbus-1-3")
+        let run = try bus.runSandboxed(appID: "org.example.NoDBus", [], tool: "camera-check", bubblewrap: ["--ro-bind", "/dev/null", lib])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(
+            run.text.contains("video authorization: restricted: The sandbox hides the cameras, and libdbus-1"), "\(run.text)\(run.stderr)")
+    }
+
+    /// A bus that accepts the connection and never answers costs the caller its timeout, not a hang.
+    @Test func silentBusTimesOut() throws {
+        let path = NSTemporaryDirectory() + "silent-bus-\(UUID().uuidString)"
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener); unlink(path) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in path.utf8CString.withUnsafeBytes { raw.copyMemory(from: $0) } }
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0 && listen(listener, 4) == 0)
+        let start = ContinuousClock.now
+        #expect(throws: PortalError.timedOut(what: "connecting to unix:path=\(path)", seconds: 0.5)) {
+            _ = try DBusConnection(address: "unix:path=\(path)", timeout: 0.5)
+        }
+        #expect(ContinuousClock.now - start < .seconds(5))
     }
 
     /// A bus without the portal: restricted at once, the request false, the advice naming the portal.

@@ -33,13 +33,10 @@ typedef struct {
     void (*error_init)(capture_dbus_error *);
     void (*error_free)(capture_dbus_error *);
     capture_dbus_connection *(*connection_open_private)(const char *address, capture_dbus_error *);
-    capture_dbus_bool (*bus_register)(capture_dbus_connection *, capture_dbus_error *);
-    const char *(*bus_get_unique_name)(capture_dbus_connection *);
     void (*connection_set_exit_on_disconnect)(capture_dbus_connection *, capture_dbus_bool);
     void (*connection_close)(capture_dbus_connection *);
     void (*connection_unref)(capture_dbus_connection *);
     capture_dbus_bool (*connection_can_send_type)(capture_dbus_connection *, int type);
-    void (*bus_add_match)(capture_dbus_connection *, const char *rule, capture_dbus_error *);
     capture_dbus_message *(*connection_send_with_reply_and_block)(
         capture_dbus_connection *, capture_dbus_message *, int timeout_ms, capture_dbus_error *);
     capture_dbus_bool (*connection_read_write)(capture_dbus_connection *, int timeout_ms);
