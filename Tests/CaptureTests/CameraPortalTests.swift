@@ -331,12 +331,16 @@ struct CameraPortalTests {
         #expect(!PortalAuthorization.requestAccess(for: .video, environment: env, timeout: 5))
     }
 
-    /// Outside a sandbox and without CAPTURE_FORCE_PORTAL the portal is not asked: microphones never,
-    /// cameras only where it decides.
+    /// The portal decides for cameras only: in a sandbox that shows no camera nodes, or anywhere
+    /// with CAPTURE_FORCE_PORTAL=1; a sandbox with device access (nodes visible) and the host are
+    /// decided by the nodes, microphones never by the portal.
     @Test func portalDecidesOnlyForSandboxedOrForcedCameras() {
-        #expect(!PortalAuthorization.decides(for: .video, sandboxed: false, environment: [:]))
-        #expect(PortalAuthorization.decides(for: .video, sandboxed: true, environment: [:]))
-        #expect(PortalAuthorization.decides(for: .video, sandboxed: false, environment: ["CAPTURE_FORCE_PORTAL": "1"]))
-        #expect(!PortalAuthorization.decides(for: .audio, sandboxed: true, environment: ["CAPTURE_FORCE_PORTAL": "1"]))
+        let forced = ["CAPTURE_FORCE_PORTAL": "1"]
+        #expect(!PortalAuthorization.decides(for: .video, sandboxed: false, nodesVisible: false, environment: [:]))
+        #expect(!PortalAuthorization.decides(for: .video, sandboxed: false, nodesVisible: true, environment: [:]))
+        #expect(PortalAuthorization.decides(for: .video, sandboxed: true, nodesVisible: false, environment: [:]))
+        #expect(!PortalAuthorization.decides(for: .video, sandboxed: true, nodesVisible: true, environment: [:]))
+        #expect(PortalAuthorization.decides(for: .video, sandboxed: false, nodesVisible: true, environment: forced))
+        #expect(!PortalAuthorization.decides(for: .audio, sandboxed: true, nodesVisible: false, environment: forced))
     }
 }

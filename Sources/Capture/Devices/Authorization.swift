@@ -24,8 +24,9 @@ extension CaptureDevice {
     /// `.audio`: the ALSA capture nodes `/dev/snd/pcmC*D*c`, group `audio`): `.authorized` when
     /// the process may open one of them read-write (root may open all), or, with none present, when
     /// it is in the group that owns them; `.denied` when they exist and it may open none;
-    /// `.notDetermined` when none exists and it is not in the group; `.restricted` inside a
-    /// Flatpak sandbox that was given no device access. Cheap (a few `access` calls); any thread.
+    /// `.notDetermined` when none exists and it is not in the group; `.restricted` for microphones
+    /// inside a Flatpak sandbox that was given no device access. Cheap (a few `access` calls); any
+    /// thread.
     ///
     /// Cameras inside a Flatpak sandbox (`/.flatpak-info`) without device nodes, or anywhere with
     /// the environment variable `CAPTURE_FORCE_PORTAL=1`, are the camera portal's to decide
@@ -78,9 +79,11 @@ enum PortalAuthorization {
     /// The answers of this process's requests, by session bus address.
     static let answers = Locked<[String: Answer]>([:])
 
-    /// Whether the portal decides for `mediaType` here: cameras only, inside Flatpak or forced.
-    static func decides(for mediaType: MediaType, sandboxed: Bool, environment: [String: String]) -> Bool {
-        mediaType == .video && (sandboxed || environment["CAPTURE_FORCE_PORTAL"] == "1")
+    /// Whether the portal decides for `mediaType` here: cameras only, inside Flatpak when the
+    /// sandbox shows no camera nodes (with `--device=all` the nodes decide, as on the host), or
+    /// anywhere when forced.
+    static func decides(for mediaType: MediaType, sandboxed: Bool, nodesVisible: Bool, environment: [String: String]) -> Bool {
+        mediaType == .video && ((sandboxed && !nodesVisible) || environment["CAPTURE_FORCE_PORTAL"] == "1")
     }
 
     /// How long a request waits for the portal's answer (the user may be reading a prompt).
@@ -149,8 +152,10 @@ struct AuthorizationCheck {
         cameraPresent = Result { () throws(PortalError) in try CameraPortal(address: address).isCameraPresent(timeout: 2) }
     }
 
-    /// Whether the camera portal decides (cameras, inside Flatpak or with CAPTURE_FORCE_PORTAL=1).
-    var portalDecides: Bool { PortalAuthorization.decides(for: mediaType, sandboxed: sandboxed, environment: environment) }
+    /// Whether the camera portal decides (cameras, inside Flatpak with no nodes, or with CAPTURE_FORCE_PORTAL=1).
+    var portalDecides: Bool {
+        PortalAuthorization.decides(for: mediaType, sandboxed: sandboxed, nodesVisible: !nodes.isEmpty, environment: environment)
+    }
 
     /// Whether a node lets this process open it (root may open all, and those that appear, except
     /// in a sandbox, which shows it none). Forcing the portal outside a sandbox leaves the nodes
