@@ -65,6 +65,10 @@ let package = Package(
         .target(
             name: "CaptureImaging", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
             path: "Sources/CaptureImaging"),
+        // libdbus-1, dlopen'ed at run time (no header, no link): the core builds and runs without it.
+        .target(name: "CDBusShim"),
+        // The desktop portal's camera interface over a small D-Bus client (sandboxed apps' camera access).
+        .target(name: "CapturePortal", dependencies: ["CaptureSystem", "CDBusShim"], path: "Sources/CapturePortal"),
         // The virtual camera and microphone: in-process backends, public API.
         .target(
             name: "CaptureVirtual", dependencies: ["CaptureImaging", "CaptureBackend", "CaptureSystem"],
@@ -75,7 +79,7 @@ let package = Package(
             name: "Capture",
             dependencies: [
                 "CaptureVirtual", "CaptureImaging", "CaptureV4L2", "CaptureALSA",
-                "CaptureBackend", "CaptureSystem", "CV4L2Shim",
+                "CapturePortal", "CaptureBackend", "CaptureSystem", "CV4L2Shim",
             ]),
         // Preview: the camera in a window (SDL2); a product of its own, so the core needs no SDL2.
         .target(name: "CapturePreview", dependencies: ["Capture", "CSDL2", "CTurboJPEG", "CPNG"]),
@@ -118,7 +122,7 @@ let package = Package(
             name: "CaptureTests",
             dependencies: [
                 "Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
-                "CaptureImaging", "CaptureBackend", "CaptureSystem",
+                "CaptureImaging", "CaptureBackend", "CaptureSystem", "CapturePortal",
                 "CV4L2Shim", "CaptureTestSupport", "CaptureBenchSupport",
             ]),
         .testTarget(name: "CapturePreviewTests", dependencies: ["CapturePreview", "Capture", "CaptureTestSupport"]),

@@ -21,3 +21,8 @@ for device in CaptureDevice.devices(for: .video) {
 for device in CaptureDevice.devices(for: .audio) {
     print("microphone: \(device.localizedName) | \(device.path) | id \(device.uniqueID)")
 }
+// Whether this app may use them, and what to do if not (inside Flatpak: the camera portal's answer).
+for type in [MediaType.video, .audio] {
+    let advice = CaptureDevice.authorizationAdvice(for: type).map { ": " + $0 } ?? ""
+    print("\(type.rawValue) authorization: \(CaptureDevice.authorizationStatus(for: type).rawValue)\(advice)")
+}

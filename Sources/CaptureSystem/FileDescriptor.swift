@@ -20,6 +20,12 @@ package final class FileDescriptor: Sendable {
         self.mock = mock
     }
 
+    /// Takes ownership of `rawValue`, a descriptor received from elsewhere (a D-Bus reply); it
+    /// is closed when the returned object goes. `path` names it in messages.
+    package static func adopting(_ rawValue: Int32, path: String) -> FileDescriptor {
+        FileDescriptor(rawValue: rawValue, path: path, mock: nil)
+    }
+
     /// Opens `path` read-write, non-blocking and close-on-exec (so child processes never
     /// inherit a camera), or the failed call.
     package static func opening(_ path: String) -> Result<FileDescriptor, SystemCallError> {

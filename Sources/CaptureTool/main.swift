@@ -34,11 +34,12 @@ struct Arguments {
 /// Each command's usage, in the order `capture help` lists them.
 let commandUsages: KeyValuePairs<String, String> = [
     "devices": """
-    usage: capture devices [--json]
+    usage: capture devices [--json] [--request-access]
            (cameras and microphones: path, media type, position, name, unique ID; then
            whether this user may use each: "video authorization: STATUS[: ADVICE]", "audio ...";
            --json: an array of devices, each with its media type's "authorization" and, unless
-           authorized, "authorizationAdvice")
+           authorized, "authorizationAdvice"; --request-access: first asks for access as an app
+           does, which inside a sandbox asks the camera portal and may show the desktop's prompt)
     """,
     "snap": """
     usage: capture snap [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
@@ -211,6 +212,13 @@ struct DeviceJSON: Encodable {
 }
 
 func devicesCommand(_ args: Arguments) throws {
+    if args.flags.contains("request-access") {
+        for type in MediaType.allCases {
+            let done = DispatchSemaphore(value: 0)
+            CaptureDevice.requestAccess(for: type) { _ in done.signal() }
+            done.wait()
+        }
+    }
     var all = CaptureDevice.devices(for: .video) + CaptureDevice.devices(for: .audio)
     if all.filter({ $0.mediaType == .video }).isEmpty {
         // Cameras this user may not open are not listed: say so rather than "no camera".
@@ -813,7 +821,7 @@ if let text = usage(of: command), rest.contains(where: { $0 == "--help" || $0 ==
 do {
     switch command {
     case "devices":
-        try devicesCommand(Arguments(rest, valued: [], boolean: ["json"]))
+        try devicesCommand(Arguments(rest, valued: [], boolean: ["json", "request-access"]))
     case "snap":
         try snapCommand(Arguments(rest, valued: ["device", "preset", "size", "format", "quality", "count", "output"], boolean: []))
     case "stream":
