@@ -77,6 +77,15 @@ public final class RunningProcess: @unchecked Sendable {
         let o = Pipe(), e = Pipe()
         process.standardOutput = o
         process.standardError = e
+        // A child inherits the mask of the thread that spawns it, and worker threads (Dispatch's,
+        // the test runner's) block signals: unblocked for the spawn, so that SIGTERM, SIGINT and
+        // SIGHUP reach the program.
+        var deliverable = sigset_t()
+        sigemptyset(&deliverable)
+        for sig in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&deliverable, sig) }
+        var previous = sigset_t()
+        pthread_sigmask(SIG_UNBLOCK, &deliverable, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         try process.run()
         sink.read(o.fileHandleForReading, toErr: false)
         sink.read(e.fileHandleForReading, toErr: true)

@@ -103,9 +103,8 @@ final class PortalBus: @unchecked Sendable {
     }
 
     deinit {
-        // SIGKILL: the children inherit the test threads' signal mask, which blocks SIGTERM.
-        // Not `terminate`: it waits for the pipes, which the services the bus started hold until
-        // they see the bus go (then they exit).
+        // SIGKILL, not `terminate`: that waits for the pipes, which the services the bus started
+        // hold until they see the bus go (then they exit).
         for p in [pipewire, bus, xvfb].compactMap({ $0 }) where p.process.isRunning {
             p.signal(SIGKILL)
             p.process.waitUntilExit()
