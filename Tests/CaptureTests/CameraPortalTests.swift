@@ -150,7 +150,8 @@ extension PortalBus {
         try "[Application]\nname=\(appID)\nruntime=runtime/org.freedesktop.Platform/x86_64/23.08\n\n[Instance]\ninstance-id=1\n"
             .write(to: info, atomically: true, encoding: .utf8)
         let tool = try builtTool(name)
-        var binds: [String] = []
+        // A fresh /tmp first: bubblewrap mounts in order, and the tool's folder may be under /tmp.
+        var binds: [String] = ["--tmpfs", "/tmp"]
         // The system, the Swift runtime the tool links (/opt/swift here) and the tool's own folder.
         for path in ["/usr", "/etc", "/opt", tool.deletingLastPathComponent().path] where FileManager.default.fileExists(atPath: path) {
             binds += ["--ro-bind", path, path]
@@ -159,7 +160,7 @@ extension PortalBus {
         let arguments =
             binds + [
                 "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
-                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", run, run,
+                "--proc", "/proc", "--dev", "/dev", "--bind", run, run,
                 "--ro-bind", info.path, "/.flatpak-info", "--setenv", "FLATPAK_ID", appID,
                 "--unsetenv", "CAPTURE_FORCE_PORTAL", "--die-with-parent",
             ] + extra + ["--", tool.path] + arguments
