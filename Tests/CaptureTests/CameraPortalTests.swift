@@ -117,19 +117,9 @@ final class PortalBus: @unchecked Sendable {
 }
 
 extension PortalBus {
-    /// Stores the portal's answer for host apps (app ID "") in the permission store, as the
-    /// desktop's privacy settings or `flatpak permission-set devices camera "" yes|no` do.
-    func setCameraPermission(_ value: String) throws {
-        let store = try DBusConnection(address: address)
-        _ = try store.call(
-            destination: "org.freedesktop.impl.portal.PermissionStore", path: "/org/freedesktop/impl/portal/PermissionStore",
-            interface: "org.freedesktop.impl.portal.PermissionStore", member: "SetPermission",
-            arguments: [.string("devices"), .bool(true), .string("camera"), .string(""), .array([.string(value)], elementSignature: "s")],
-            timeout: 10)
-    }
-
-    /// Stores the portal's answer for the app `appID`.
-    func setCameraPermission(_ value: String, app appID: String) throws {
+    /// Stores the portal's answer for the app `appID` (host apps: "") in the permission store, as
+    /// the desktop's privacy settings or `flatpak permission-set devices camera APPID yes|no` do.
+    func setCameraPermission(_ value: String, app appID: String = "") throws {
         let store = try DBusConnection(address: address)
         _ = try store.call(
             destination: "org.freedesktop.impl.portal.PermissionStore", path: "/org/freedesktop/impl/portal/PermissionStore",
