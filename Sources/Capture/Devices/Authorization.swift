@@ -123,6 +123,12 @@ struct AuthorizationCheck {
     /// before asked, or when built with `askPortal: false`).
     private(set) var portalAnswer: PortalAuthorization.Answer?
     private(set) var cameraPresent: Result<Bool, PortalError>?
+    /// Whether the camera portal decides (cameras, inside Flatpak with no nodes, or with CAPTURE_FORCE_PORTAL=1).
+    let portalDecides: Bool
+    /// Whether a node lets this process open it (root may open all, and those that appear, except
+    /// in a sandbox, which shows it none). Forcing the portal outside a sandbox leaves the nodes
+    /// out, so the portal alone decides. (Found once: `status` and `advice` both need it.)
+    let nodesAllow: Bool
 
     init(
         mediaType: MediaType, root: String = "/dev", environment: [String: String] = ProcessInfo.processInfo.environment,
@@ -141,6 +147,16 @@ struct AuthorizationCheck {
             nodes = ((try? fm.contentsOfDirectory(atPath: root + "/snd")) ?? [])
                 .filter { $0.hasPrefix("pcmC") && $0.hasSuffix("c") }.sorted().map { root + "/snd/" + $0 }
         }
+        portalDecides = PortalAuthorization.decides(
+            for: mediaType, sandboxed: sandboxed, nodesVisible: !nodes.isEmpty, environment: environment)
+        nodesAllow =
+            if portalDecides && !sandboxed {
+                false
+            } else if ProcessAccess.isRoot && !(sandboxed && nodes.isEmpty) {
+                true
+            } else {
+                nodes.contains(where: { if case .success = ProcessAccess.mayOpen($0) { true } else { false } })
+            }
         guard askPortal, portalDecides, !nodesAllow else { return }
         guard let address = DBusConnection.sessionBusAddress(environment: environment) else {
             cameraPresent = .failure(.noSessionBus)
@@ -150,20 +166,6 @@ struct AuthorizationCheck {
         if portalAnswer == .granted || portalAnswer == .refused || portalAnswer == .lockedDown { return }
         // The portal is asked whether it is there (and sees a camera); it cannot say more without a request.
         cameraPresent = Result { () throws(PortalError) in try CameraPortal(address: address).isCameraPresent(timeout: 2) }
-    }
-
-    /// Whether the camera portal decides (cameras, inside Flatpak with no nodes, or with CAPTURE_FORCE_PORTAL=1).
-    var portalDecides: Bool {
-        PortalAuthorization.decides(for: mediaType, sandboxed: sandboxed, nodesVisible: !nodes.isEmpty, environment: environment)
-    }
-
-    /// Whether a node lets this process open it (root may open all, and those that appear, except
-    /// in a sandbox, which shows it none). Forcing the portal outside a sandbox leaves the nodes
-    /// out, so the portal alone decides.
-    var nodesAllow: Bool {
-        if portalDecides && !sandboxed { return false }
-        if ProcessAccess.isRoot && !(sandboxed && nodes.isEmpty) { return true }
-        return nodes.contains(where: { if case .success = ProcessAccess.mayOpen($0) { true } else { false } })
     }
 
     var status: CaptureDevice.AuthorizationStatus {
