@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <errno.h>
 #include <link.h>
+#include <malloc.h>
 #include <string.h>
 
 extern void *__libc_malloc(size_t);
@@ -17,6 +18,9 @@ extern void *__libc_valloc(size_t);
 extern void *__libc_pvalloc(size_t);
 
 static uint64_t total, total_bytes, frees;
+// Blocks and usable bytes held now (allocated and not yet freed): a leak shows as growth that
+// keeps pace with the work, whatever the allocator keeps resident.
+static int64_t live_blocks, live_bytes;
 static __thread uint64_t mine __attribute__((tls_model("initial-exec")));
 
 // Code ranges of the libraries named by calloc_counter_mark_libraries: an allocation whose
@@ -42,21 +46,52 @@ static inline void count_from(size_t bytes, const void *caller) {
 }
 #define count(bytes) count_from((bytes), __builtin_return_address(0))
 
-void *malloc(size_t n) { count(n); return __libc_malloc(n); }
-void *calloc(size_t a, size_t b) { count(a * b); return __libc_calloc(a, b); }
-void *realloc(void *p, size_t n) { count(n); return __libc_realloc(p, n); }
+static inline void *held(void *p) {
+    if (p) {
+        __atomic_fetch_add(&live_blocks, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&live_bytes, (int64_t)malloc_usable_size(p), __ATOMIC_RELAXED);
+    }
+    return p;
+}
+static inline void released(void *p) {
+    if (p) {
+        __atomic_fetch_sub(&live_blocks, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&live_bytes, (int64_t)malloc_usable_size(p), __ATOMIC_RELAXED);
+    }
+}
+
+void *malloc(size_t n) { count(n); return held(__libc_malloc(n)); }
+void *calloc(size_t a, size_t b) { count(a * b); return held(__libc_calloc(a, b)); }
+void *realloc(void *p, size_t n) {
+    count(n);
+    // Counted out before the call (the old block may be gone after it) and back in if it failed.
+    size_t old = p ? malloc_usable_size(p) : 0;
+    if (p) {
+        __atomic_fetch_sub(&live_blocks, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&live_bytes, (int64_t)old, __ATOMIC_RELAXED);
+    }
+    void *q = __libc_realloc(p, n);
+    if (q) {
+        held(q);
+    } else if (p && n != 0) {
+        __atomic_fetch_add(&live_blocks, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&live_bytes, (int64_t)old, __ATOMIC_RELAXED);
+    }
+    return q;
+}
 void free(void *p) {
     if (p) __atomic_fetch_add(&frees, 1, __ATOMIC_RELAXED);
+    released(p);
     __libc_free(p);
 }
-void *memalign(size_t a, size_t n) { count(n); return __libc_memalign(a, n); }
-void *aligned_alloc(size_t a, size_t n) { count(n); return __libc_memalign(a, n); }
-void *valloc(size_t n) { count(n); return __libc_valloc(n); }
-void *pvalloc(size_t n) { count(n); return __libc_pvalloc(n); }
+void *memalign(size_t a, size_t n) { count(n); return held(__libc_memalign(a, n)); }
+void *aligned_alloc(size_t a, size_t n) { count(n); return held(__libc_memalign(a, n)); }
+void *valloc(size_t n) { count(n); return held(__libc_valloc(n)); }
+void *pvalloc(size_t n) { count(n); return held(__libc_pvalloc(n)); }
 int posix_memalign(void **out, size_t a, size_t n) {
     if (a < sizeof(void *) || (a & (a - 1)) != 0) return EINVAL;
     count(n);
-    void *p = __libc_memalign(a, n);
+    void *p = held(__libc_memalign(a, n));
     if (!p) return ENOMEM;
     *out = p;
     return 0;
@@ -66,6 +101,8 @@ uint64_t calloc_counter_total(void) { return __atomic_load_n(&total, __ATOMIC_RE
 uint64_t calloc_counter_thread(void) { return mine; }
 uint64_t calloc_counter_total_bytes(void) { return __atomic_load_n(&total_bytes, __ATOMIC_RELAXED); }
 uint64_t calloc_counter_frees(void) { return __atomic_load_n(&frees, __ATOMIC_RELAXED); }
+int64_t calloc_counter_live_blocks(void) { return __atomic_load_n(&live_blocks, __ATOMIC_RELAXED); }
+int64_t calloc_counter_live_bytes(void) { return __atomic_load_n(&live_bytes, __ATOMIC_RELAXED); }
 
 static int mark_one(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
@@ -102,6 +139,7 @@ int calloc_counter_is_active(void) {
     // Through a volatile pointer so the compiler cannot elide the pair.
     void *(*volatile m)(size_t) = malloc;
     void *p = m(24);
+    released(p);
     __libc_free(p);
     return mine != before;
 }

@@ -15,6 +15,7 @@
 //                        [--peer none] [--json]
 //   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--app-output] [--json]
 //                        (needs ffmpeg; see Record.swift)
+//   capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]   (what session cycles leave; Cycles.swift)
 import CaptureVirtual
 import CaptureImaging
 import CaptureV4L2
@@ -759,6 +760,7 @@ case "session": session(arguments)
 case "live": live(arguments)
 case "preview": previewBench(arguments)
 case "record": recordBench(arguments)
+case "cycles": cyclesBench(arguments)
 default:
     print(
         """
@@ -770,6 +772,7 @@ default:
                capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH] [--seconds S] [--rounds N] [--json]
                capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR] [--peer none] [--json]
                capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--app-output] [--json]
+               capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]
         """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))
 }

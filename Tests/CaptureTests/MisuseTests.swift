@@ -596,47 +596,39 @@ import CaptureTestSupport
 
     /// 150 create/start/stop/release cycles: sessions and outputs go away, the camera stops,
     /// and descriptors and memory stay flat.
-    @Test func sessionCyclesLeakNothing() async throws {
-        let rig = try MisuseRig("Cycles")
-        defer { rig.uninstall() }
-        func cycle() async throws -> (Bool, Bool) {
-            let weakSession = WeakBox<CaptureSession>(), weakOutput = WeakBox<CaptureOutput>()
-            do {
-                let (session, video, collector) = try rig.videoSession()
-                session.addOutput(CaptureStillImageOutput())
-                weakSession.object = session
-                weakOutput.object = video
-                try session.start()
-                _ = await collector.eventually(frames: 1)
-                session.stopRunning()
-            }
-            // A drain on the delegate's queue may hold the output a moment longer.
-            let gone = await eventually(timeout: 2) { weakSession.object == nil && weakOutput.object == nil }
-            return (gone || weakSession.object == nil, gone)
+    /// Session cycles (start, a frame, stop, let go) leave nothing behind. They run in a process of
+    /// their own, `capture-bench cycles`, since in this one other suites' memory and descriptors
+    /// come and go beside them. The figure is growth per cycle over the last 120 of 150 cycles
+    /// (after a warm-up and 30 more): caches that fill once do not grow with the cycles, a leak
+    /// does. A leaked session graph, stopped, is about 40 kB and 75 blocks (measured by keeping
+    /// every session); a leaked 320x240 stream 600 kB. Honest code measured 220 B and 3 blocks per
+    /// cycle: the toolchain's Dispatch keeps one block of ~112 B for every source given a Swift
+    /// event handler (the still output makes two), which is not ours to free.
+    @Test func sessionCyclesLeakNothing() throws {
+        let result = try runProcess(
+            try builtTool("capture-bench").path, ["cycles", "--warmup", "10", "--cycles", "150", "--json"], timeout: 300)
+        #expect(result.status == 0, "capture-bench cycles exited \(result.status): \(result.stderr.suffix(2000))")
+        let report = try #require(
+            (try? JSONSerialization.jsonObject(with: result.stdout)) as? [String: Any],
+            "no JSON: \(result.text) \(result.stderr.suffix(2000))")
+        func figure(_ name: String) -> (Int, Int)? {
+            guard let a = report["\(name)_1"] as? Int, let b = report["\(name)_2"] as? Int else { return nil }
+            return (a, b)
         }
-        for _ in 0..<10 { _ = try await cycle() }
-        let fds = ProcessResources.openDescriptors, heap = MisuseRig.heapBytesInUse
-        var leaked = 0
-        for _ in 0..<150 {
-            let (s, o) = try await cycle()
-            if !s || !o { leaked += 1 }
+        let cycles = 120  // those between the second and the third reading
+        #expect(report["cycles_left_alive"] as? Int == 0, "cycles whose session or output stayed alive: \(report)")
+        #expect(report["cycles_without_frame"] as? Int == 0, "\(report)")
+        #expect(report["camera_streaming_after"] as? Bool == false)
+        let (fd1, fd2) = try #require(figure("descriptors"))
+        #expect(fd2 - fd1 <= 2, "descriptors \(fd1) -> \(fd2) over \(cycles) cycles")
+        // Exact counts where this build has them: the allocation counter (plain builds) or the
+        // sanitizer's allocator; else resident memory after malloc_trim.
+        if let (b1, b2) = figure("live_blocks") {
+            #expect(b2 - b1 < 10 * cycles, "blocks held grew \(b1) -> \(b2) over \(cycles) cycles")
         }
-        #expect(leaked == 0, "\(leaked) cycles left their session or output alive")
-        #expect(!rig.camera.isStreaming)
-        // Other suites run meanwhile and open descriptors of their own: a leak of one per cycle is 150.
-        #expect(ProcessResources.openDescriptors - fds < 40, "descriptors \(fds) -> \(ProcessResources.openDescriptors)")
-        // A 320x240 stream's buffers are 600 kB: a leaked stream per cycle is 90 MB. (Other
-        // suites allocate meanwhile, so the bound leaves them room: 37 MB was seen with the
-        // whole host suite in parallel; leaked sessions and outputs are caught above. A suite
-        // beside this one can hold hundreds of MB for seconds, x264 at 1080p: the growth is read
-        // again until it is below the bound or 60 s pass, since what leaked stays.)
-        var grown = MisuseRig.heapBytesInUse - heap
-        let settleBy = ContinuousClock.now + .seconds(60)
-        while grown >= 64 << 20, ContinuousClock.now < settleBy {
-            try await Task.sleep(for: .milliseconds(500))
-            grown = MisuseRig.heapBytesInUse - heap
-        }
-        #expect(grown < 64 << 20, "memory in use grew by \(grown >> 10) KiB over 150 cycles")
+        let name = ["live_bytes", "sanitizer_bytes", "resident_bytes"].first { figure($0) != nil } ?? "resident_bytes"
+        let (m1, m2) = try #require(figure(name), "\(report)")
+        #expect(m2 - m1 < 4096 * cycles, "\(name) grew by \((m2 - m1) / cycles) bytes per cycle over \(cycles) cycles: \(report)")
     }
 }
 
@@ -688,23 +680,6 @@ struct MisuseRig {
         let ok = await eventually(timeout: timeout) { done.isSet }
         if !ok { Issue.record("hung: \(what) did not finish in \(timeout) s") }
         return ok
-    }
-
-    /// Memory in use: the sanitizer allocator's count of bytes not freed in ASan and TSan builds
-    /// (resident memory would include ASan's quarantine of freed blocks), else resident memory
-    /// after `malloc_trim(0)` (without it, memory other suites freed stays resident in malloc's
-    /// arenas: CI sim 9 read 209 MB that no longer came back).
-    static var heapBytesInUse: Int {
-        typealias Counter = @convention(c) () -> Int
-        typealias Trim = @convention(c) (Int) -> Int32
-        if let f = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__sanitizer_get_current_allocated_bytes") {
-            return unsafeBitCast(f, to: Counter.self)()
-        }
-        // (glibc's malloc.h is not in the Glibc module.)
-        if let trim = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") { _ = unsafeBitCast(trim, to: Trim.self)(0) }
-        let statm = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? ""
-        let pages = statm.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
-        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 }
 

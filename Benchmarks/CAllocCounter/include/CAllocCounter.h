@@ -14,6 +14,11 @@ uint64_t calloc_counter_thread(void);
 uint64_t calloc_counter_total_bytes(void);
 /// Calls to free with a non-NULL pointer, by every thread.
 uint64_t calloc_counter_frees(void);
+/// Blocks allocated and not yet freed, by every thread (those allocated before the process
+/// reached main included).
+int64_t calloc_counter_live_blocks(void);
+/// Their usable bytes (malloc_usable_size), by every thread.
+int64_t calloc_counter_live_bytes(void);
 /// Non-zero when this target's malloc is the one the process really uses (it is not when the
 /// link put another definition first).
 int calloc_counter_is_active(void);
