@@ -213,6 +213,22 @@ import Testing
         try session.start()
         session.stopRunning()
 
+        // A camera refused while the session had one is not why it has none later.
+        let (secondDevice, secondCam) = Self.camera("held-second")
+        defer { VirtualCamera.uninstall(secondCam) }
+        let single = CaptureSession()
+        let second = try CaptureDeviceInput(device: secondDevice)
+        single.addInput(second)
+        #expect(!single.canAddInput(try CaptureDeviceInput(device: device)))
+        single.removeInput(second)
+        single.addOutput(CaptureVideoDataOutput())
+        do {
+            try single.start()
+            Issue.record("start() succeeded with no camera")
+        } catch {
+            #expect(error.code == .invalidState && !error.message.contains("refused"), "\(error)")
+        }
+
         // A session with no output for video needs no camera.
         let empty = CaptureSession()
         try empty.start()

@@ -147,10 +147,13 @@ public class CaptureSession: @unchecked Sendable {
     /// preset, `.invalidState` for an input already in the session or a second input of a kind.
     public func reasonCannotAddInput(_ input: CaptureInput) -> CaptureError? { lock.withLock { checkAdd(input) } }
 
-    /// `whyNotAdd`, noting a camera's refusal for `start()`. Called with `lock` held.
+    /// `whyNotAdd`, noting for `start()` the refusal of a camera that would have been the
+    /// session's only one. Called with `lock` held.
     private func checkAdd(_ input: CaptureInput) -> CaptureError? {
         let why = whyNotAdd(input)
-        if let why, input.mediaTypes.contains(.video) { cameraRefusal = why }
+        if let why, input.mediaTypes.contains(.video), !stagedInputs.contains(where: { $0.mediaTypes.contains(.video) }) {
+            cameraRefusal = why
+        }
         return why
     }
 
