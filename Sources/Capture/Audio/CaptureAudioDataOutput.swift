@@ -5,19 +5,14 @@ import CaptureSystem
 import Foundation
 
 /// Receives live audio from a `CaptureAudioDataOutput`, on the queue given with the delegate, as
-/// `AVCaptureAudioDataOutputSampleBufferDelegate`. The method has the same shape as the video
-/// delegate's, so one object can adopt both and tell the streams apart by `connection`.
-public protocol CaptureAudioDataOutputSampleBufferDelegate: AnyObject, Sendable {
-    /// A new block of audio (`sampleBuffer.audioBuffer`), stamped on the clock video frames use.
-    func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection)
-    /// Audio that was lost: `.discontinuity` for a device overrun, `.frameWasLate` for buffers the
-    /// output dropped because this delegate fell behind. `count` is in audio frames.
-    func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection)
-}
-
-extension CaptureAudioDataOutputSampleBufferDelegate {
-    public func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {}
-}
+/// `AVCaptureAudioDataOutputSampleBufferDelegate`: a new block of audio (`sampleBuffer.audioBuffer`,
+/// stamped on the clock video frames use) to `captureOutput(_:didOutput:from:)`; lost audio to
+/// `captureOutput(_:didDrop:from:)` (`.discontinuity` for a device overrun, `.frameWasLate` for
+/// buffers the output dropped because this delegate fell behind; `count` in audio frames). The
+/// methods are those of ``CaptureDataOutputSampleBufferDelegate``, so one class can adopt this
+/// protocol and ``CaptureVideoDataOutputSampleBufferDelegate`` and tell the streams apart by
+/// `connection`.
+public protocol CaptureAudioDataOutputSampleBufferDelegate: CaptureDataOutputSampleBufferDelegate {}
 
 /// Delivers the session's microphone audio to a delegate on a serial queue, or as an
 /// `AsyncSequence`, as `AVCaptureAudioDataOutput`. Thread-safe.

@@ -21,7 +21,10 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         case builtInWideAngleCamera
         /// A camera on an external bus (USB webcams).
         case external
-        /// The library's in-process virtual camera.
+        /// The library's in-process virtual camera. A lookup for `.virtual` finds every virtual
+        /// camera, but one facing front or back reports `.builtInWideAngleCamera` as its
+        /// `deviceType`, so the lookups apps make for built-in cameras find the virtual pair
+        /// (`isVirtual` tells it apart).
         case virtual
         /// A microphone or other audio capture device.
         case microphone
@@ -30,11 +33,18 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     let info: SourceInfo
     /// What the device captures.
     public let mediaType: MediaType
-    /// The kind of device: a V4L2 camera facing front or back (its orientation control, a
-    /// fixed USB port, or a position override) is built in, other V4L2 cameras are external.
+    /// The kind of device: a camera facing front or back (a V4L2 camera by its orientation
+    /// control, a fixed USB port or a position override; a virtual camera by its position) is
+    /// built in; other V4L2 cameras are external, other virtual cameras `.virtual`.
     public var deviceType: DeviceType {
-        guard baseType == .external else { return baseType }
-        return position == .front || position == .back ? .builtInWideAngleCamera : .external
+        guard baseType == .external || baseType == .virtual else { return baseType }
+        return position == .front || position == .back ? .builtInWideAngleCamera : baseType
+    }
+
+    /// Whether a lookup for `types` finds this device: by `deviceType`, and every virtual camera
+    /// for `.virtual` (a virtual front or back camera reports `.builtInWideAngleCamera`).
+    func matches(_ types: [DeviceType]) -> Bool {
+        types.contains(deviceType) || (isVirtual && types.contains(.virtual))
     }
     private let baseType: DeviceType
     private let opener: @Sendable () throws(CaptureError) -> any VideoSource
@@ -417,7 +427,7 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         public var devices: [CaptureDevice] {
             let media = mediaType.map { [$0] } ?? MediaType.allCases
             return media.flatMap { CaptureDevice.devices(for: $0) }.filter {
-                deviceTypes.contains($0.deviceType) && (position == .unspecified || $0.position == position)
+                $0.matches(deviceTypes) && (position == .unspecified || $0.position == position)
             }
         }
     }

@@ -6,17 +6,10 @@ import Foundation
 import Synchronization
 
 /// Receives live video frames from a `CaptureVideoDataOutput`, on the queue given with the
-/// delegate, as `AVCaptureVideoDataOutputSampleBufferDelegate`.
-public protocol CaptureVideoDataOutputSampleBufferDelegate: AnyObject, Sendable {
-    /// A new frame. Holding `sampleBuffer` keeps its driver buffer; let go promptly.
-    func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection)
-    /// Frames that were lost, and why.
-    func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection)
-}
-
-extension CaptureVideoDataOutputSampleBufferDelegate {
-    public func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {}
-}
+/// delegate, as `AVCaptureVideoDataOutputSampleBufferDelegate`. Its methods are those of
+/// ``CaptureDataOutputSampleBufferDelegate``, so one class can adopt this protocol and
+/// ``CaptureAudioDataOutputSampleBufferDelegate`` and tell the streams apart by `connection`.
+public protocol CaptureVideoDataOutputSampleBufferDelegate: CaptureDataOutputSampleBufferDelegate {}
 
 /// Delivers every frame of the session's camera to a delegate on a serial queue, or as an
 /// `AsyncSequence`, as `AVCaptureVideoDataOutput`. Frames are zero-copy views of the driver's

@@ -77,6 +77,9 @@ public class CaptureSession: @unchecked Sendable {
     /// The first call refused inside the current transaction (an input or preset the session
     /// cannot take); the outermost commit then rejects the whole transaction with it.
     private var refusal: CaptureError?
+    /// Why the last camera `canAddInput` or `addInput` refused was refused, for `start()`'s
+    /// error when the session has no camera.
+    private var cameraRefusal: CaptureError?
     private var runners: [ObjectIdentifier: any InputRunner] = [:]
     /// Format and interval each video input runs (or will run) with.
     private var plans: [ObjectIdentifier: VideoPlan] = [:]
@@ -134,7 +137,25 @@ public class CaptureSession: @unchecked Sendable {
     /// Whether `input` can be added: it is not in a session already, its device is not used by
     /// another session, the session has no other input of the same media type (a multi-camera session: no other microphone), and a camera can
     /// run at the session's preset (as AVFoundation, which says no to a camera that cannot).
-    public func canAddInput(_ input: CaptureInput) -> Bool { lock.withLock { whyNotAdd(input) == nil } }
+    /// Whether `input` can be added. A camera refused here is remembered: `start()` names the
+    /// refusal when the session then has a video output but no camera.
+    public func canAddInput(_ input: CaptureInput) -> Bool { lock.withLock { checkAdd(input) == nil } }
+
+    /// Why `canAddInput(_:)` says no, as a typed error, or nil when the input can be added:
+    /// `.deviceBusy` for a device another session holds (running or not: remove it there, or let
+    /// that session go), `.unsupportedFormat` for a camera that cannot run at the session's
+    /// preset, `.invalidState` for an input already in the session or a second input of a kind.
+    public func reasonCannotAddInput(_ input: CaptureInput) -> CaptureError? { lock.withLock { checkAdd(input) } }
+
+    /// `whyNotAdd`, noting for `start()` the refusal of a camera that would have been the
+    /// session's only one. Called with `lock` held.
+    private func checkAdd(_ input: CaptureInput) -> CaptureError? {
+        let why = whyNotAdd(input)
+        if let why, input.mediaTypes.contains(.video), !stagedInputs.contains(where: { $0.mediaTypes.contains(.video) }) {
+            cameraRefusal = why
+        }
+        return why
+    }
 
     /// Why `canAddInput` says no, or nil.
     private func whyNotAdd(_ input: CaptureInput) -> CaptureError? {
@@ -173,7 +194,7 @@ public class CaptureSession: @unchecked Sendable {
     /// `.rejected` with it and leaves the whole transaction undone (the session stays as it was).
     public func addInput(_ input: CaptureInput) {
         change {
-            if let why = whyNotAdd(input) { refuse(why); return }
+            if let why = checkAdd(input) { refuse(why); return }
             stagedInputs.append(input)
         }
     }
@@ -351,8 +372,11 @@ public class CaptureSession: @unchecked Sendable {
             var mine: [CaptureConnection] = []
             for i in inputs {
                 for m in i.mediaTypes where o.acceptedMediaTypes.contains(m) {
-                    // Keep existing connection objects so their settings (orientation...) survive.
-                    if let old = o.connections.first(where: { $0.input === i && $0.mediaType == m }) {
+                    // Keep existing connection objects so their settings (orientation...) survive:
+                    // the running graph's first (its capture threads deliver on them, even when
+                    // the transaction removed and added the input again), then this transaction's.
+                    let same = { (c: CaptureConnection) in c.input === i && c.output === o && c.mediaType == m }
+                    if let old = appliedConnections.first(where: same) ?? o.connections.first(where: same) {
                         mine.append(old)
                     } else {
                         mine.append(CaptureConnection(input: i, output: o, mediaType: m))
@@ -470,6 +494,7 @@ public class CaptureSession: @unchecked Sendable {
         let gone = appliedOutputs.filter { o in !stagedOutputs.contains { $0 === o } }
         let before = appliedConnections
         appliedInputs = stagedInputs
+        if appliedInputs.contains(where: { $0.mediaTypes.contains(.video) }) { cameraRefusal = nil }
         appliedOutputs = stagedOutputs
         appliedPreset = stagedPreset
         plans = newPlans
@@ -490,14 +515,25 @@ public class CaptureSession: @unchecked Sendable {
         return notes.isEmpty ? .applied : .adjusted(notes)
     }
 
+    /// Undoes the transaction: the running graph stays exactly as it was, with the same
+    /// connection objects (the capture threads deliver on them; stills and orientation set on
+    /// `output.connection(with:)` must reach them). Called with `lock` held.
     private func reject(_ error: CaptureError) -> ConfigurationResult {
+        // Outputs added in the refused transaction never joined: free them for another session.
+        for o in stagedOutputs where !appliedOutputs.contains(where: { $0 === o }) {
+            o.setConnections([])
+            o.attach(to: nil)
+        }
         stagedLinks = appliedLinks
         stagedInputs = appliedInputs
         stagedOutputs = appliedOutputs
         stagedPreset = appliedPreset
         for o in stagedOutputs { o.attach(to: self) }
+        // `appliedConnections` comes first in the lookup: the rebuilt graph is the applied one.
         rebuildConnections(inputs: appliedInputs, outputs: appliedOutputs)
         appliedConnections = allConnections
+        // A runner restarted by a failed apply was given the staged connections.
+        for r in runners.values { r.setConnections(connections(of: r.input)) }
         hub.post(.configurationRejected(error))
         return .rejected(error)
     }
@@ -593,6 +629,7 @@ public class CaptureSession: @unchecked Sendable {
         if configurationDepth > 0 {
             throw CaptureError(.invalidState, "startRunning inside beginConfiguration: call commitConfiguration() first")
         }
+        if let missing = missingCamera() { throw missing }
         if plans.isEmpty, !appliedInputs.isEmpty {
             do { plans = try makePlans() } catch { throw error }
         }
@@ -621,6 +658,20 @@ public class CaptureSession: @unchecked Sendable {
             hub.post(.wasInterrupted(di.device, reason: Self.inUseReason(di)))
             scheduleResume(di)
         }
+    }
+
+    /// The error for a session with an output that takes video but no camera to feed it (the
+    /// camera was refused, e.g. held by another session, or never added), or nil. Called with
+    /// `lock` held.
+    private func missingCamera() -> CaptureError? {
+        guard appliedOutputs.contains(where: { $0.acceptedMediaTypes.contains(.video) }),
+            !appliedInputs.contains(where: { $0.mediaTypes.contains(.video) })
+        else { return nil }
+        let why = cameraRefusal.map { " (the camera was refused: \($0.message))" } ?? ""
+        return CaptureError(
+            .invalidState,
+            "the session has a video output but no camera\(why); add a camera input that canAddInput accepts (reasonCannotAddInput says why not) before starting"
+        )
     }
 
     // MARK: Interruptions
@@ -825,7 +876,7 @@ public class CaptureSession: @unchecked Sendable {
 
     func addInputWithoutLinks(_ input: CaptureInput) {
         change {
-            if let why = whyNotAdd(input) { refuse(why); return }
+            if let why = checkAdd(input) { refuse(why); return }
             stagedInputs.append(input)
             unlinkedInputs.insert(ObjectIdentifier(input))
         }
