@@ -19,6 +19,8 @@ private func writeError(_ code: Int32, _ what: String, path: String) -> Recordin
         return RecordingError(.diskFull, "the disk is full: \(path) ends at the last complete fragment; free some space")
     case EACCES, EPERM, EROFS:
         return RecordingError(.cannotWriteFile, "cannot write \(path) (\(ffMessage(code))): choose a writable folder")
+    case EPIPE where !path.hasPrefix("rtsp://"):
+        return RecordingError(.cannotWriteFile, "the program reading \(path) went away: the file ends where it stopped reading")
     case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT, EPIPE, ECONNRESET:
         return RecordingError(
             .publishingFailed, "cannot publish to \(path): \(ffMessage(code)); is the RTSP server running and listening there?")
