@@ -323,11 +323,14 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// replaced) or publishing H.264 to an `rtsp://` URL (RTP over the RTSP TCP connection; the
     /// server is contacted at the first frame, and a refusal is `.publishingFailed`).
     ///
-    /// The file is created at once; the first frame the camera captures after this call is the
+    /// The file is created at once (on a thread of its own: a FIFO's open waits for its reader
+    /// without holding the output); the first frame the camera captures after this call is the
     /// recording's first, at time 0, and `didStartRecordingTo` follows it. Every failure, from a
     /// destination that cannot be created to a disk that fills up, reaches `didFinishRecordingTo`
-    /// with its error; a destination that cannot be created, and a recording stopped before its
-    /// first frame (`.noDataCaptured`), leave no file.
+    /// with its error; a destination that cannot be created, and a recording that wrote no frame
+    /// (`.noDataCaptured`), leave no file (only a regular file the recording created is removed).
+    /// While recording, the output keeps itself alive: when the app lets go of it and of its
+    /// session, the recording is finished and reported as by `stopRecording()`.
     public func startRecording(to outputFileURL: URL, recordingDelegate delegate: any CaptureFileOutputRecordingDelegate) {
         let refused: RecordingError? = locked { s in
             if s.isRecording { return RecordingError(.invalidState, "already recording to \(s.url?.path ?? "a file"): stop it first") }
@@ -428,8 +431,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     /// Ends the recording: the encoder's last frames and the final fragment are written and the
     /// file closed, then `didFinishRecordingTo` is called with no error. Frames captured before
-    /// this call and still waiting for the recorder are written first. Does nothing when not
-    /// recording.
+    /// this call and still waiting for the recorder are written first. A destination that takes
+    /// no byte for half a second after the stop (a FIFO nobody reads, or a stalled reader) is
+    /// given up: the recording ends with `.cannotWriteFile`. Does nothing when not recording.
     public func stopRecording() {
         // The frames queued before the stop are handled first; a frame captured after it ends
         // the recording as soon as it is reached, so a recorder that stays behind (a slow

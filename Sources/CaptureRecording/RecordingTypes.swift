@@ -12,7 +12,8 @@ public struct RecordingError: Error, Sendable, Hashable, CustomStringConvertible
         case maximumDurationReached
         /// `maxRecordedFileSize` was reached (`maximumFileSizeReached`).
         case maximumFileSizeReached
-        /// The destination cannot be created or written (missing folder, no permission).
+        /// The destination cannot be created or written (missing folder, no permission), or took
+        /// no byte for half a second after a stop (a FIFO with no reader, a stalled reader).
         case cannotWriteFile
         /// The RTSP server refused the stream, was not there, or went away.
         case publishingFailed
@@ -29,7 +30,8 @@ public struct RecordingError: Error, Sendable, Hashable, CustomStringConvertible
         case invalidState
         /// The camera stopped or went away before or while recording (`sessionWasInterrupted`).
         case sessionStopped
-        /// The recording ended before its first frame (AVFoundation's `noDataCaptured`).
+        /// The recording ended before its first frame was written (AVFoundation's
+        /// `noDataCaptured`), e.g. a duration limit shorter than a frame.
         case noDataCaptured
         /// The camera's frame size or pixel format changed mid-recording.
         case formatChanged
