@@ -44,7 +44,9 @@ final class Destination: @unchecked Sendable {
     }
 
     private func openInBackground() {
-        let d = Glibc.open(path, (readable ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        var d = Glibc.open(path, (readable ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        // (A file the user may write but not read is still written; its durations stay 0.)
+        if d < 0, readable, errno == EACCES { d = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666) }
         let e = d < 0 ? errno : 0
         var st = stat()
         let isRegular = d >= 0 && fstat(d, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG

@@ -93,6 +93,43 @@ import Testing
         #expect((again.finishError ?? nil)?.code == .maximumDurationReached, "\(again.events)")
     }
 
+    /// A FIFO whose reader opened it and stopped reading: once the pipe is full the recorder's
+    /// writes wait, and a stop gives them up the same way, naming the stalled reader.
+    @Test func aFIFOWhoseReaderStallsDoesNotHoldTheStop() throws {
+        let rig = try RecordingRig("fifo stall", .init(.mjpeg, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("fifo-stall")
+        defer { folder.remove() }
+        let fifo = folder.file("f.mkv")
+        guard mkfifo(fifo.path, 0o600) == 0 else { throw TestFailure("mkfifo failed: \(errno)") }
+        // The reader: opens the pipe and never reads.
+        let reader = open(fifo.path, O_RDONLY | O_NONBLOCK)
+        guard reader >= 0 else { throw TestFailure("cannot open the FIFO for reading: \(errno)") }
+        defer { close(reader) }
+        let movie = CaptureMovieFileOutput()
+        movie.setOutputSettings(.init(codec: .mjpeg), for: nil)
+        rig.session.addOutput(movie)
+        try rig.session.start()
+        let events = RecordingEvents()
+        movie.startRecording(to: fifo, recordingDelegate: events)
+        // Until the pipe (64 kB) is full: the frames written stop growing.
+        #expect(wait { movie.recordedFrameCount >= 5 })
+        var last = -1
+        #expect(
+            wait {
+                Thread.sleep(forTimeInterval: 0.3)
+                defer { last = movie.recordedFrameCount }
+                return movie.recordedFrameCount == last
+            }, "the recorder never stalled")
+        let stop = Date()
+        movie.stopRecording()
+        #expect(events.waitForFinish(timeout: 30), "the stop never finished the recording")
+        let took = Date().timeIntervalSince(stop)
+        #expect(took < 10, "the stop took \(took) s")
+        let error = try #require(events.finishError ?? nil)
+        #expect(error.code == .cannotWriteFile && error.message.contains("stopped reading"), "\(error)")
+    }
+
     /// `capture record` into a FIFO with no reader: SIGTERM and SIGINT each end it within
     /// seconds, with a non-zero status and one line naming the cause; the FIFO stays.
     @Test(arguments: [SIGTERM, SIGINT])
