@@ -799,7 +799,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             // A write failure outranks a limit reached (the file may be incomplete).
             if error == nil || error?.recordingSuccessfullyFinished == true { error = failure }
         }
-        let onDisk = rec.url.isFileURL ? (try? FileManager.default.attributesOfItem(atPath: rec.url.path)[.size] as? Int64) : nil
+        // (A pipe's size is what went through it.)
+        let onDisk =
+            rec.writer.destination?.isRegularFile == false
+            ? rec.writer.destination?.bytesWritten
+            : rec.url.isFileURL ? (try? FileManager.default.attributesOfItem(atPath: rec.url.path)[.size] as? Int64) : nil
         let size = onDisk ?? rec.writer.fileSize
         let summary = RecordingSummary(
             url: rec.url, framesWritten: rec.frames, framesDropped: rec.drops, duration: rec.duration,

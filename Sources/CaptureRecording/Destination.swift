@@ -28,6 +28,10 @@ final class Destination: @unchecked Sendable {
     private var failureMessage: String?
     /// Whether the open descriptor is a regular file (seekable), known once opened.
     private var regular = false
+    private var written: Int64 = 0
+
+    /// Bytes the destination took through `write(_:)`.
+    var bytesWritten: Int64 { cond.withLock { written } }
 
     /// Starts opening `path` for writing (created, or truncated when it is a regular file).
     init(path: String) {
@@ -125,7 +129,12 @@ final class Destination: @unchecked Sendable {
             let n = withPipeSignalBlocked { Glibc.write(d, bytes.baseAddress! + done, bytes.count - done) }
             if n >= 0 {
                 done += n
-                if n > 0 { cond.withLock { if let d = deadline { deadline = max(d, DispatchTime.now() + grace) } } }
+                if n > 0 {
+                    cond.withLock {
+                        written += Int64(n)
+                        if let d = deadline { deadline = max(d, DispatchTime.now() + grace) }
+                    }
+                }
                 continue
             }
             let err = errno

@@ -128,6 +128,9 @@ import Testing
         #expect(took < 10, "the stop took \(took) s")
         let error = try #require(events.finishError ?? nil)
         #expect(error.code == .cannotWriteFile && error.message.contains("stopped reading"), "\(error)")
+        // A pipe's size is the bytes that went through it (the pipe's buffer, at least a page).
+        let size = movie.lastRecording?.fileSize ?? 0
+        #expect(size >= 4096, "\(size) bytes")
     }
 
     /// `capture record` into a FIFO with no reader: SIGTERM and SIGINT each end it within
