@@ -63,7 +63,18 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         var eventToken: UUID?
         /// When `stopRecording()` was called, until the recording queue has ended the recording.
         var stopAt: CaptureTime?
+        /// The recording's file, for a stop to give up a write that waits on it.
+        var destination: Destination?
+        /// The output itself while it records: an owner that lets go does not lose the
+        /// recording (its session's release then finishes it, as a stop would).
+        var keepAlive: CaptureMovieFileOutput?
+        /// Notices the release of the session the output is in.
+        weak var sessionWatch: SessionWatch?
     }
+
+    /// A stop's wait for a destination that does not take the bytes (a FIFO with no reader or
+    /// a stalled one): after this the recording ends with `.cannotWriteFile`.
+    static let stopGrace = 0.5
 
     private final class Recording {
         let url: URL
@@ -79,8 +90,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         var lastNanoseconds: Int64 = 0
         var frames = 0
         var drops: [DropReason: Int] = [:]
-        var firstSequence: UInt64?
         var lastSequence: UInt64?
+        /// The sequence numbers written, a range per run (a camera switched to mid-recording
+        /// numbers its frames from 0 again).
+        var sequenceRuns: [ClosedRange<UInt64>] = []
         var format: (PixelFormat, VideoDimensions)?
         var minFreeDiskSpace: Int64?
         /// When free space was last checked (ns after the first frame).
@@ -108,6 +121,20 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             self.writer = writer
         }
         var duration: Duration { began ? .nanoseconds(lastNanoseconds + frameNanoseconds) : .zero }
+        /// The camera of the newest frame written.
+        var lastCamera: String?
+        /// Notes a frame written: it extends the current run, or starts one when it comes from
+        /// another camera or its number does not follow the last.
+        func noteSequence(_ n: UInt64, camera: String? = nil) {
+            let sameCamera = camera == nil || lastCamera == nil || camera == lastCamera
+            if camera != nil { lastCamera = camera }
+            if sameCamera, let last = sequenceRuns.last, n > last.upperBound {
+                sequenceRuns[sequenceRuns.count - 1] = last.lowerBound...n
+            } else {
+                sequenceRuns.append(n...n)
+            }
+            lastSequence = n
+        }
     }
 
     /// Pre-record's encoder and what it was given, while no recording is under way.
@@ -160,6 +187,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     }
 
     deinit {
+        sessionWatch?.disarm()
         consumer.setSampleBufferDelegate(nil, queue: nil)
         audioConsumer.setSampleBufferDelegate(nil, queue: nil)
         if let token = eventToken { consumer.session?.removeEventHandler(token) }
@@ -295,15 +323,19 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// replaced) or publishing H.264 to an `rtsp://` URL (RTP over the RTSP TCP connection; the
     /// server is contacted at the first frame, and a refusal is `.publishingFailed`).
     ///
-    /// The file is created at once; the first frame the camera captures after this call is the
+    /// The file is created at once (on a thread of its own: a FIFO's open waits for its reader
+    /// without holding the output); the first frame the camera captures after this call is the
     /// recording's first, at time 0, and `didStartRecordingTo` follows it. Every failure, from a
     /// destination that cannot be created to a disk that fills up, reaches `didFinishRecordingTo`
-    /// with its error; a destination that cannot be created, and a recording stopped before its
-    /// first frame (`.noDataCaptured`), leave no file.
+    /// with its error; a destination that cannot be created, and a recording that wrote no frame
+    /// (`.noDataCaptured`), leave no file (only a regular file the recording created is removed).
+    /// While recording, the output keeps itself alive: when the app lets go of it and of its
+    /// session, the recording is finished and reported as by `stopRecording()`.
     public func startRecording(to outputFileURL: URL, recordingDelegate delegate: any CaptureFileOutputRecordingDelegate) {
         let refused: RecordingError? = locked { s in
             if s.isRecording { return RecordingError(.invalidState, "already recording to \(s.url?.path ?? "a file"): stop it first") }
             s.isRecording = true
+            s.keepAlive = self
             s.url = outputFileURL
             s.duration = .zero
             s.fileSize = 0
@@ -381,6 +413,16 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                     audioRing = []
                 }
                 active = rec
+                locked { $0.destination = writer.destination }
+                // With a duration limit, a destination still taking nothing past it is given up
+                // as at a stop (the limit is checked on frames, which then wait for the write).
+                if let max = maxDuration, rec.standby == nil {
+                    let c = max.components
+                    let end = Double(c.seconds) + Double(c.attoseconds) / 1e18 - Double(CaptureTime.now() - requested) / 1e9
+                    writer.destination?.giveUp(after: Swift.max(0, end) + Self.stopGrace, grace: Self.stopGrace)
+                }
+                // A stop that came before this gives up a destination that does not take bytes.
+                if locked({ $0.stopAt }) != nil { writer.destination?.giveUp(after: Self.stopGrace, grace: Self.stopGrace) }
                 // From here on frames come in the recording's product.
                 consumer.videoSettings = Self.product(settings)
             }
@@ -389,15 +431,36 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     /// Ends the recording: the encoder's last frames and the final fragment are written and the
     /// file closed, then `didFinishRecordingTo` is called with no error. Frames captured before
-    /// this call and still waiting for the recorder are written first. Does nothing when not
-    /// recording.
+    /// this call and still waiting for the recorder are written first. A destination that takes
+    /// no byte for half a second after the stop (a FIFO nobody reads, or a stalled reader) is
+    /// given up: the recording ends with `.cannotWriteFile`. Does nothing when not recording.
     public func stopRecording() {
         // The frames queued before the stop are handled first; a frame captured after it ends
         // the recording as soon as it is reached, so a recorder that stays behind (a slow
         // encoder) does not hold the stop until its backlog runs dry.
+        // A destination that does not take the bytes (a FIFO nobody reads) is given up a short
+        // while after the stop, so that the queue is free for it.
         let now = CaptureTime.now()
-        locked { $0.stopAt = now }
+        let destination = locked { s in
+            s.stopAt = now
+            return s.destination
+        }
+        destination?.giveUp(after: Self.stopGrace, grace: Self.stopGrace)
         queue.async { [self] in finish(error: nil) }
+    }
+
+    /// The session the output is in was released while recording: the recording ends as
+    /// `stopRecording()` ends it.
+    fileprivate func sessionReleased() {
+        guard isRecording else { return }
+        stopRecording()
+    }
+
+    /// Watches the session from inside its event handler: released with the session's
+    /// handlers, so when the session is (and not when `removeOutput` disarmed it).
+    var sessionWatch: SessionWatch? {
+        get { locked { $0.sessionWatch } }
+        set { locked { $0.sessionWatch = newValue } }
     }
 
     /// Records to `url` until `stopRecording()` is called, a limit is reached (the summary's
@@ -503,8 +566,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         }
         rec.frames += 1
         rec.lastNanoseconds = at
-        if rec.firstSequence == nil { rec.firstSequence = sample.sequenceNumber }
-        rec.lastSequence = sample.sequenceNumber
+        rec.noteSequence(sample.sequenceNumber, camera: connection.device?.uniqueID)
         let duration = rec.duration, size = rec.writer.fileSize, frames = rec.frames
         locked { s in
             s.duration = duration
@@ -602,8 +664,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         // (The origin is on the encoder's 90 kHz clock: within a tick of the frame's time.)
         let written = sb.frames.filter { $0.at > attached.origin - sb.frameNanoseconds / 2 }
         rec.frames = attached.frames
-        rec.firstSequence = written.first?.sequence
-        rec.lastSequence = written.last?.sequence
+        for f in written { rec.noteSequence(f.sequence) }
         rec.lastNanoseconds = (written.last?.at ?? attached.origin) - attached.origin
         for d in sb.drops where !(d.time < first) { rec.drops[d.reason, default: 0] += d.count }
         rec.connections = [connection] + (rec.writer.hasAudio ? audioConsumer.connections : [])
@@ -715,15 +776,21 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         refreshStandby()
         var error = error
         let hadAudio = rec.writer.hasAudio
-        if !rec.began {
-            // Nothing was written: no empty file is left behind.
+        if !rec.began || rec.frames == 0 {
+            // No frame was written: no empty file is left behind (only a regular file this
+            // recording created is removed: never a FIFO, a device or someone else's file).
+            let created = rec.writer.destination?.createdRegularFile ?? false
             rec.writer.close()
-            if rec.url.isFileURL { try? FileManager.default.removeItem(at: rec.url) }
+            if created { unlink(rec.url.path) }
+            let limit = rec.maxDuration.map { "its maximum duration of \($0) is shorter than one frame: allow a longer recording" }
             finishDelegate(
                 rec.delegate, url: rec.url, summary: nil,
-                error: error
+                error: error.flatMap { $0.recordingSuccessfullyFinished ? nil : $0 }
                     ?? RecordingError(
-                        .noDataCaptured, "no frame arrived before the recording stopped: is the session running with a camera?"))
+                        .noDataCaptured,
+                        "no frame was recorded: "
+                            + (error?.code == .maximumDurationReached
+                                ? limit ?? "" : "none arrived before the recording stopped; is the session running with a camera?")))
             return
         }
         do {
@@ -732,13 +799,17 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             // A write failure outranks a limit reached (the file may be incomplete).
             if error == nil || error?.recordingSuccessfullyFinished == true { error = failure }
         }
-        let onDisk = rec.url.isFileURL ? (try? FileManager.default.attributesOfItem(atPath: rec.url.path)[.size] as? Int64) : nil
+        // (A pipe's size is what went through it.)
+        let onDisk =
+            rec.writer.destination?.isRegularFile == false
+            ? rec.writer.destination?.bytesWritten
+            : rec.url.isFileURL ? (try? FileManager.default.attributesOfItem(atPath: rec.url.path)[.size] as? Int64) : nil
         let size = onDisk ?? rec.writer.fileSize
         let summary = RecordingSummary(
             url: rec.url, framesWritten: rec.frames, framesDropped: rec.drops, duration: rec.duration,
             fileSize: size, encoder: rec.writer.encoderName,
             audioDuration: hadAudio ? .nanoseconds(rec.writer.audioSamplesNanoseconds) : nil,
-            sequenceRange: rec.firstSequence.map { $0...(rec.lastSequence ?? $0) }, error: error)
+            sequenceRuns: rec.sequenceRuns, error: error)
         finishDelegate(rec.delegate, url: rec.url, summary: summary, error: error, connections: rec.connections)
     }
 
@@ -750,16 +821,21 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             summary
             ?? RecordingSummary(
                 url: url, framesWritten: 0, framesDropped: [:], duration: .zero, fileSize: 0,
-                encoder: "", sequenceRange: nil, error: error)
-        locked { s in
+                encoder: "", error: error)
+        let kept = locked { s in
             s.isRecording = false
             s.url = nil
+            s.destination = nil
             s.last = summary
             s.duration = summary.duration
             s.fileSize = summary.fileSize
             s.framesWritten = summary.framesWritten
+            defer { s.keepAlive = nil }
+            return s.keepAlive
         }
         delegate.fileOutput(self, didFinishRecordingTo: url, from: connections, error: error)
+        // (The output may go away here, after its last call.)
+        withExtendedLifetime(kept) {}
     }
 
     /// The session stopped or lost its camera: a recording under way ends with what it has.
@@ -818,7 +894,7 @@ private final class ContinuationDelegate: CaptureFileOutputRecordingDelegate, @u
                     output.lastRecording
                         ?? RecordingSummary(
                             url: outputFileURL, framesWritten: 0, framesDropped: [:], duration: .zero, fileSize: 0, encoder: "",
-                            sequenceRange: nil, error: error)))
+                            error: error)))
         }
     }
 }
@@ -837,16 +913,35 @@ extension CaptureSession {
     public func addOutput(_ output: CaptureMovieFileOutput) {
         guard output.consumer.session == nil, addFrameConsumer(output.consumer) else { return }
         addAudioConsumer(output.audioConsumer)
-        output.eventToken = addEventHandler { [weak output] event in output?.sessionEvent(event) }
+        let watch = SessionWatch(output)
+        output.sessionWatch = watch
+        output.eventToken = addEventHandler { [weak output] event in
+            withExtendedLifetime(watch) { output?.sessionEvent(event) }
+        }
     }
 
     /// Removes a movie file output; a recording under way ends as if the session stopped.
     public func removeOutput(_ output: CaptureMovieFileOutput) {
         guard output.consumer.session === self else { return }
+        output.sessionWatch?.disarm()
         if let token = output.eventToken { removeEventHandler(token) }
         output.eventToken = nil
         removeFrameConsumer(output.consumer)
         removeOutput(output.audioConsumer)
         output.queue.async { output.finish(error: RecordingError(.sessionStopped, "the movie output was removed from its session")) }
+    }
+}
+
+/// Held by the movie output's session event handler, so released with the session's handlers:
+/// then, unless `removeOutput` disarmed it first, the session is gone and a recording under way
+/// is finished as a stop.
+final class SessionWatch: @unchecked Sendable {
+    private let lock = NSLock()
+    private weak var output: CaptureMovieFileOutput?
+    private var armed = true
+    init(_ output: CaptureMovieFileOutput) { self.output = output }
+    func disarm() { lock.withLock { armed = false } }
+    deinit {
+        if armed { output?.sessionReleased() }
     }
 }

@@ -19,6 +19,8 @@ private func writeError(_ code: Int32, _ what: String, path: String) -> Recordin
         return RecordingError(.diskFull, "the disk is full: \(path) ends at the last complete fragment; free some space")
     case EACCES, EPERM, EROFS:
         return RecordingError(.cannotWriteFile, "cannot write \(path) (\(ffMessage(code))): choose a writable folder")
+    case EPIPE where !path.hasPrefix("rtsp://"):
+        return RecordingError(.cannotWriteFile, "the program reading \(path) went away: the file ends where it stopped reading")
     case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT, EPIPE, ECONNRESET:
         return RecordingError(
             .publishingFailed, "cannot publish to \(path): \(ffMessage(code)); is the RTSP server running and listening there?")
@@ -31,6 +33,20 @@ private func writeError(_ code: Int32, _ what: String, path: String) -> Recordin
             path.hasPrefix("rtsp://") ? .publishingFailed : (code == averrorEOF ? .encoderFailed : .cannotWriteFile)
         return RecordingError(kind, "\(what) failed for \(path): \(ffMessage(code))")
     }
+}
+
+/// FFmpeg's write callback: the bytes to the `Destination` in `opaque`.
+private func destinationWrite(_ opaque: UnsafeMutableRawPointer?, _ buf: UnsafeMutablePointer<UInt8>?, _ size: Int32) -> Int32 {
+    guard let opaque, let buf else { return -EINVAL }
+    let dest = Unmanaged<Destination>.fromOpaque(opaque).takeUnretainedValue()
+    let r = dest.write(UnsafeRawBufferPointer(start: buf, count: Int(size)))
+    return r < 0 ? r : size
+}
+
+/// FFmpeg's seek callback (regular files only).
+private func destinationSeek(_ opaque: UnsafeMutableRawPointer?, _ offset: Int64, _ whence: Int32) -> Int64 {
+    guard let opaque else { return -Int64(EINVAL) }
+    return Unmanaged<Destination>.fromOpaque(opaque).takeUnretainedValue().seek(offset, whence: whence)
 }
 
 /// One movie file being written: FFmpeg's muxer (fragmented MP4 or Matroska), one video stream,
@@ -79,6 +95,8 @@ package final class MovieWriter {
     private var frameDurationInStream: Int64 = 0
     private var lastPTS: Int64 = .min
     private var headerWritten = false
+    /// The file (nil for RTSP and before `open`).
+    private(set) var destination: Destination?
 
     /// A writer for `url` (its extension or scheme chooses the container), or nil for one it does not name.
     package convenience init?(url: URL, fragmentInterval: Duration) throws(RecordingError) {
@@ -129,11 +147,26 @@ package final class MovieWriter {
         format = ctx
         // RTSP opens its own connection (in `begin`, once the stream is known).
         guard container != .rtsp else { return }
-        let o = avio_open(&ctx.pointee.pb, path, AVIO_FLAG_WRITE)
-        guard o >= 0 else {
+        // The open goes on in the background when it takes longer than this (a FIFO waiting
+        // for its reader): frames then wait in the first write, which a stop can give up.
+        let dest = Destination(path: path)
+        destination = dest
+        if let e = dest.waitForOpen(seconds: 0.1), e != 0 {
             close()
-            throw writeError(o, "open", path: path)
+            throw failure(-e, "open")
         }
+        let size: Int32 = 32768
+        guard let buffer = av_malloc(Int(size)),
+            let pb = avio_alloc_context(
+                buffer.assumingMemoryBound(to: UInt8.self), size, 1, Unmanaged.passUnretained(dest).toOpaque(), nil,
+                destinationWrite, destinationSeek)
+        else {
+            close()
+            throw RecordingError(.encoderFailed, "out of memory for the file's buffer")
+        }
+        // Seekable only when known to be a regular file (Matroska then writes its index at the end).
+        pb.pointee.seekable = dest.isRegularFile ? AVIO_SEEKABLE_NORMAL : 0
+        ctx.pointee.pb = pb
         // Every packet reaches the file at once (a killed process keeps all complete fragments).
         ctx.pointee.flags |= AVFMT_FLAG_FLUSH_PACKETS
         ctx.pointee.flush_packets = 1
@@ -217,7 +250,7 @@ package final class MovieWriter {
             p.pointee.duration = frameDurationInStream
             packetBytes += Int64(p.pointee.size)
             let w = mux(p)
-            guard w >= 0 else { throw writeError(w, "writing a pre-recorded frame", path: path) }
+            guard w >= 0 else { throw failure(w, "writing a pre-recorded frame") }
         }
         return (pts(originTicks, from: inputTimeBase), kept.count)
     }
@@ -266,6 +299,9 @@ package final class MovieWriter {
         defer { av_dict_free(&opts) }
         if let audio { try openAudioEncoder(audio, codec: settings.audioCodec) }
         if container == .mp4 {
+            // `isom` as the major brand (FFmpeg's default for these flags, `iso5`, is refused by
+            // some readers, e.g. AtomicParsley); `iso6` stays among the compatible ones.
+            av_dict_set(&opts, "brand", "isom", 0)
             // Fragmented: a moov up front, then self-contained fragments. H.264 cuts at keyframes
             // (one per interval by default) once a fragment is at least 3/4 interval long, and at
             // two intervals at the latest; JPEG (every frame a keyframe) by duration.
@@ -298,7 +334,7 @@ package final class MovieWriter {
             if container == .rtsp, -h != ECONNREFUSED, -h != ETIMEDOUT {
                 throw RecordingError(.publishingFailed, "\(path) refused the stream: \(ffMessage(h)); check the server's path and settings")
             }
-            throw writeError(h, container == .rtsp ? "connecting" : "writing the header", path: path)
+            throw failure(h, container == .rtsp ? "connecting" : "writing the header")
         }
         headerWritten = true
         streamTimeBase = st.pointee.time_base
@@ -364,6 +400,11 @@ package final class MovieWriter {
         d.pointee.height = f.pointee.height
     }
 
+    /// The error for a failed write: the destination's own reason when it gave up, else errno's.
+    private func failure(_ code: Int32, _ what: String) -> RecordingError {
+        destination?.failure ?? writeError(code, what, path: path)
+    }
+
     /// Packet bytes handed to the muxer (RTSP has no file to measure).
     private var packetBytes: Int64 = 0
 
@@ -420,7 +461,7 @@ package final class MovieWriter {
                 }
                 return mux(packet)
             }
-            guard r >= 0 else { throw writeError(r, "writing a frame", path: path) }
+            guard r >= 0 else { throw failure(r, "writing a frame") }
         }
     }
 
@@ -562,7 +603,7 @@ package final class MovieWriter {
             packetBytes += Int64(packet.pointee.size)
             let w = mux(packet)
             av_packet_unref(packet)
-            guard w >= 0 else { throw writeError(w, "writing a frame", path: path) }
+            guard w >= 0 else { throw failure(w, "writing a frame") }
         }
     }
 
@@ -740,7 +781,7 @@ package final class MovieWriter {
             packetBytes += Int64(packet.pointee.size)
             let w = mux(packet)
             av_packet_unref(packet)
-            guard w >= 0 else { throw writeError(w, "writing audio", path: path) }
+            guard w >= 0 else { throw failure(w, "writing audio") }
         }
     }
 
@@ -779,8 +820,24 @@ package final class MovieWriter {
         }
         let t = av_write_trailer(format)
         headerWritten = false
-        if failure == nil, t < 0 { failure = writeError(t, "finishing", path: path) }
+        if failure == nil, t < 0 { failure = self.failure(t, "finishing") }
         if let failure { throw failure }
+        if container == .mp4 { writeDurations(videoEnd: videoEnd) }
+    }
+
+    /// A cleanly finished MP4: its durations into the moov (see `MP4Durations`). A file that
+    /// is not a regular one (a pipe) keeps them 0; the fragments say it all the same.
+    private func writeDurations(videoEnd: Int64) {
+        guard let destination, destination.isRegularFile, videoEnd > 0 else { return }
+        let audioSeconds = audioStarted ? Double(pendingStart) / Double(max(1, audioRate)) : nil
+        let videoSeconds = Double(videoEnd) / 1e9
+        // The moov is the file's second box, a few kB (more with audio's codec setup).
+        let count = Int(min(fileSize, 1 << 16))
+        guard let head = destination.read(count: count, at: 0),
+            let patches = MP4Durations.patches(
+                head: head, seconds: { handler in handler == "vide" ? videoSeconds : handler == "soun" ? audioSeconds : nil })
+        else { return }
+        for p in patches { _ = destination.write(p.bytes, at: Int64(p.offset)) }
     }
 
     /// Closes the file and frees FFmpeg's objects (without a trailer).
@@ -793,10 +850,18 @@ package final class MovieWriter {
         if direct != nil { av_frame_free(&direct) }
         if packet != nil { av_packet_free(&packet) }
         if let f = format {
-            if f.pointee.pb != nil { avio_closep(&f.pointee.pb) }
+            if destination != nil {
+                if f.pointee.pb != nil {
+                    av_freep(&f.pointee.pb.pointee.buffer)
+                    avio_context_free(&f.pointee.pb)
+                }
+            } else if f.pointee.pb != nil {
+                avio_closep(&f.pointee.pb)
+            }
             avformat_free_context(f)
             format = nil
         }
+        destination?.close()
         if placeholder != nil { avformat_free_context(placeholder); placeholder = nil }
         ring?.free()
         ring = nil

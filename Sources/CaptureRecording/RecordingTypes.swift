@@ -12,7 +12,8 @@ public struct RecordingError: Error, Sendable, Hashable, CustomStringConvertible
         case maximumDurationReached
         /// `maxRecordedFileSize` was reached (`maximumFileSizeReached`).
         case maximumFileSizeReached
-        /// The destination cannot be created or written (missing folder, no permission).
+        /// The destination cannot be created or written (missing folder, no permission), or took
+        /// no byte for half a second after a stop (a FIFO with no reader, a stalled reader).
         case cannotWriteFile
         /// The RTSP server refused the stream, was not there, or went away.
         case publishingFailed
@@ -29,7 +30,8 @@ public struct RecordingError: Error, Sendable, Hashable, CustomStringConvertible
         case invalidState
         /// The camera stopped or went away before or while recording (`sessionWasInterrupted`).
         case sessionStopped
-        /// The recording ended before its first frame (AVFoundation's `noDataCaptured`).
+        /// The recording ended before its first frame was written (AVFoundation's
+        /// `noDataCaptured`), e.g. a duration limit shorter than a frame.
         case noDataCaptured
         /// The camera's frame size or pixel format changed mid-recording.
         case formatChanged
@@ -206,8 +208,17 @@ public struct RecordingSummary: Sendable, Hashable {
     public var encoder: String
     /// Audio written (silence for gaps included), or nil for a recording without audio.
     public var audioDuration: Duration?
-    /// The camera's sequence numbers of the first and last frames written.
-    public var sequenceRange: ClosedRange<UInt64>?
+    /// The camera's sequence numbers of the first and last frames written; nil when none was,
+    /// or when the recording spans more than one run of them (see `sequenceRuns`).
+    public var sequenceRange: ClosedRange<UInt64>? {
+        get { sequenceRuns.count == 1 ? sequenceRuns[0] : nil }
+        set { sequenceRuns = newValue.map { [$0] } ?? [] }
+    }
+    /// The camera's sequence numbers of the frames written, one range per run: a run ends where
+    /// the numbers start over or go back (the session switched to another camera mid-recording,
+    /// whose numbers begin at 0). Frames written = the ranges' counts less the frames dropped
+    /// within them.
+    public var sequenceRuns: [ClosedRange<UInt64>] = []
     /// nil when stopped by `stopRecording()`; the limit or the failure otherwise.
     public var error: RecordingError?
 }

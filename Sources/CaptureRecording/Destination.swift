@@ -1,0 +1,226 @@
+import Foundation
+
+/// The file a recording writes, as FFmpeg's I/O sees it: opened on a thread of its own (a FIFO's
+/// open waits for a reader, a network path's may hang) and written without blocking for good,
+/// so that a destination that never takes the bytes cannot hold the recording queue past a
+/// stop: once `giveUp(after:)` has been called, a write still waiting then fails.
+///
+/// Thread-safe: `giveUp` and `close` come from any thread, writes from the recording queue.
+final class Destination: @unchecked Sendable {
+    let path: String
+    /// Whether the path named a FIFO before the open (its open waits for a reader).
+    let isFIFO: Bool
+    /// Whether the path named a regular file or nothing: opened for reading too (the
+    /// durations written at a clean stop are found by reading the file's head).
+    private let readable: Bool
+    /// Whether nothing was at the path before the open (so a regular file there is ours).
+    private let wasAbsent: Bool
+    private let cond = NSCondition()
+    // Under `cond`.
+    private var fd: Int32 = -1
+    private var openErrno: Int32 = 0
+    private var openDone = false
+    private var closed = false
+    private var deadline: DispatchTime?
+    /// How long a write may wait without progress once `giveUp` was called.
+    private var grace = 0.5
+    /// Why the destination stopped taking bytes, once it did (set with `deadline` passed).
+    private var failureMessage: String?
+    /// Whether the open descriptor is a regular file (seekable), known once opened.
+    private var regular = false
+    private var written: Int64 = 0
+
+    /// Bytes the destination took through `write(_:)`.
+    var bytesWritten: Int64 { cond.withLock { written } }
+
+    /// Starts opening `path` for writing (created, or truncated when it is a regular file).
+    init(path: String) {
+        self.path = path
+        var st = stat()
+        wasAbsent = lstat(path, &st) != 0
+        // (What a symbolic link points at.)
+        let found = stat(path, &st) == 0
+        isFIFO = found && (st.st_mode & S_IFMT) == S_IFIFO
+        readable = !found || (st.st_mode & S_IFMT) == S_IFREG
+        let thread = Thread { [self] in openInBackground() }
+        thread.name = "swift-capture.recording-open"
+        thread.start()
+    }
+
+    private func openInBackground() {
+        var d = Glibc.open(path, (readable ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        // (A file the user may write but not read is still written; its durations stay 0.)
+        if d < 0, readable, errno == EACCES { d = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666) }
+        let e = d < 0 ? errno : 0
+        var st = stat()
+        let isRegular = d >= 0 && fstat(d, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+        // Never blocks for good from here: a pipe that stops taking bytes is waited on in `poll`.
+        if d >= 0, !isRegular { _ = fcntl(d, F_SETFL, fcntl(d, F_GETFL) | O_NONBLOCK) }
+        cond.lock()
+        if closed {
+            cond.unlock()
+            if d >= 0 { Glibc.close(d) }
+            return
+        }
+        fd = d
+        openErrno = e
+        regular = isRegular
+        openDone = true
+        cond.broadcast()
+        cond.unlock()
+    }
+
+    /// Waits up to `seconds` for the open; its errno (0: open), or nil while it still waits.
+    func waitForOpen(seconds: Double) -> Int32? {
+        cond.lock()
+        defer { cond.unlock() }
+        let end = Date().addingTimeInterval(seconds)
+        while !openDone, !closed, cond.wait(until: end) {}
+        return openDone ? openErrno : nil
+    }
+
+    /// Whether the destination is a regular file (seekable); false until it is open.
+    var isRegularFile: Bool { cond.withLock { regular } }
+
+    /// Whether a regular file is at the path where nothing was before the open (this
+    /// recording's, even while its open is still under way).
+    var createdRegularFile: Bool {
+        var st = stat()
+        return wasAbsent && lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+    }
+
+    /// Why writing stopped (a reader that never came or stopped reading), once it did.
+    var failure: RecordingError? {
+        cond.withLock { failureMessage.map { RecordingError(.cannotWriteFile, $0) } }
+    }
+
+    /// From `delay` on, a write (or the open) that has waited `grace` without the destination
+    /// taking a byte fails: a reader still reading keeps the recording going to its end.
+    func giveUp(after delay: Double, grace: Double) {
+        cond.lock()
+        let d = DispatchTime.now() + delay
+        self.grace = grace
+        if deadline.map({ d < $0 }) ?? true { deadline = d }
+        cond.broadcast()
+        cond.unlock()
+    }
+
+    private func pastDeadline() -> Bool { deadline.map { DispatchTime.now() >= $0 } ?? false }
+
+    /// Writes all of `bytes`: 0, or a negative errno (`-ETIMEDOUT` when it gave up).
+    func write(_ bytes: UnsafeRawBufferPointer) -> Int32 {
+        cond.lock()
+        // The open first (a FIFO's reader may come later).
+        while !openDone, !closed {
+            if pastDeadline() {
+                failureMessage =
+                    failureMessage ?? "nothing opened \(path) for reading before the stop: start the reader of the pipe first"
+                cond.unlock()
+                return -ETIMEDOUT
+            }
+            _ = cond.wait(until: Date().addingTimeInterval(0.05))
+        }
+        let d = fd, e = openErrno, isClosed = closed
+        cond.unlock()
+        if isClosed { return -EBADF }
+        if d < 0 { return -e }
+        var done = 0
+        while done < bytes.count {
+            let n = withPipeSignalBlocked { Glibc.write(d, bytes.baseAddress! + done, bytes.count - done) }
+            if n >= 0 {
+                done += n
+                if n > 0 {
+                    cond.withLock {
+                        written += Int64(n)
+                        if let d = deadline { deadline = max(d, DispatchTime.now() + grace) }
+                    }
+                }
+                continue
+            }
+            let err = errno
+            if err == EINTR { continue }
+            guard err == EAGAIN || err == EWOULDBLOCK else { return -err }
+            // The reader is behind: wait for room, until a stop's deadline passes.
+            if cond.withLock({ pastDeadline() }) {
+                cond.withLock {
+                    failureMessage =
+                        failureMessage
+                        ?? "the reader of \(path) stopped reading: the recording was given up at the stop; the file is incomplete"
+                }
+                return -ETIMEDOUT
+            }
+            var p = pollfd(fd: d, events: Int16(POLLOUT), revents: 0)
+            _ = poll(&p, 1, 50)
+        }
+        return 0
+    }
+
+    /// Repositions a regular file (FFmpeg's seek): the new offset, or a negative errno.
+    func seek(_ offset: Int64, whence: Int32) -> Int64 {
+        let d = cond.withLock { regular ? fd : -1 }
+        guard d >= 0 else { return -Int64(ESPIPE) }
+        if whence == 0x10000 {  // AVSEEK_SIZE
+            var st = stat()
+            return fstat(d, &st) == 0 ? Int64(st.st_size) : -Int64(errno)
+        }
+        let r = lseek(d, off_t(offset), whence & ~0x20000)  // (AVSEEK_FORCE)
+        return r < 0 ? -Int64(errno) : Int64(r)
+    }
+
+    /// Writes `bytes` at `offset` of a regular file, past FFmpeg (the durations at a clean stop).
+    func write(_ bytes: [UInt8], at offset: Int64) -> Bool {
+        let d = cond.withLock { regular ? fd : -1 }
+        guard d >= 0 else { return false }
+        return bytes.withUnsafeBytes { b in pwrite(d, b.baseAddress, b.count, off_t(offset)) == b.count }
+    }
+
+    /// Reads `count` bytes at `offset` of a regular file (nil when it cannot).
+    func read(count: Int, at offset: Int64) -> [UInt8]? {
+        let d = cond.withLock { regular ? fd : -1 }
+        guard d >= 0, count >= 0 else { return nil }
+        var out = [UInt8](repeating: 0, count: count)
+        let n = out.withUnsafeMutableBytes { b in pread(d, b.baseAddress, count, off_t(offset)) }
+        return n == count ? out : nil
+    }
+
+    /// Closes the destination; an open still waiting is let go (a FIFO's is released by opening
+    /// it for reading here, so that its thread ends).
+    func close() {
+        cond.lock()
+        let wasClosed = closed
+        closed = true
+        let d = fd
+        fd = -1
+        let pending = !openDone
+        cond.broadcast()
+        cond.unlock()
+        guard !wasClosed else { return }
+        if d >= 0 { Glibc.close(d) }
+        if pending, isFIFO {
+            let r = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+            if r >= 0 { Glibc.close(r) }
+        }
+    }
+
+    deinit { close() }
+
+    /// Runs `body` with SIGPIPE blocked on this thread, and takes back a SIGPIPE it raised: a
+    /// reader that went away is an `EPIPE` to report, not a signal that ends the process.
+    private func withPipeSignalBlocked(_ body: () -> Int) -> Int {
+        var pipeSet = sigset_t(), old = sigset_t(), pendingBefore = sigset_t()
+        sigemptyset(&pipeSet)
+        sigaddset(&pipeSet, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &pipeSet, &old)
+        sigpending(&pendingBefore)
+        let wasPending = sigismember(&pendingBefore, SIGPIPE) == 1
+        let n = body()
+        let err = errno
+        if n < 0, err == EPIPE, !wasPending {
+            var zero = timespec(tv_sec: 0, tv_nsec: 0)
+            _ = sigtimedwait(&pipeSet, nil, &zero)
+        }
+        pthread_sigmask(SIG_SETMASK, &old, nil)
+        errno = err
+        return n
+    }
+}
