@@ -45,6 +45,9 @@ final class ServedCamera: @unchecked Sendable {
     var base: String { "http://127.0.0.1:\(port)" }
 }
 
+/// curl's options for a POST that changes state, as the web app sends it.
+let apiPost = ["-X", "POST", "-H", "X-Requested-With: test"]
+
 /// `curl` with a status line appended to its output: returns (status, body, headers).
 func curl(_ url: String, _ extra: [String] = []) throws -> (status: Int, body: Data, headers: String) {
     let headerFile = FileManager.default.temporaryDirectory.appendingPathComponent("curl-headers-\(UUID().uuidString)")
