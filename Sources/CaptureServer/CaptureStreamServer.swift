@@ -255,6 +255,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
                 // Request line and headers must fit in the connection's 48 KiB (shared with the send
                 // buffer); a bigger request is refused (431) and closed.
                 MHD_OptionItem(option: MHD_OPTION.CONNECTION_MEMORY_LIMIT, value: 48 * 1024, ptr_value: nil),
+                // Too many query arguments would exhaust that memory before an answer: counted first.
+                capture_server_uri_log_option(serverURILogged, nil),
                 MHD_OptionItem(option: MHD_OPTION.END, value: 0, ptr_value: nil),
             ]
             let d = options.withUnsafeMutableBufferPointer { o in
@@ -492,6 +494,12 @@ public final class CaptureStreamServer: @unchecked Sendable {
     // MARK: Requests (on the daemon's thread)
 
     func handle(_ c: HTTP.Connection, url: String, method: String) -> MHD_Result {
+        // No route reads a body: a big one is refused before anything else (libmicrohttpd drops it).
+        if let length = HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Content-Length").flatMap({ UInt64($0) }),
+            length > UInt64(RequestLimits.bodyBytes)
+        {
+            return queueText(c, 413, "a request body may have \(RequestLimits.bodyBytes) bytes at most; no route needs one\n")
+        }
         let host = HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Host")
         guard policy.allowsHost(host) else {
             return queueText(
@@ -975,6 +983,8 @@ private func serverAccessHandler(
     _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
 ) -> MHD_Result {
     guard let cls, let connection, let url, let method else { return MHD_Result.NO }
+    // Answered 414 already (`RequestLimits.refuseLongQuery`): close.
+    if state?.pointee == RequestLimits.refused { return MHD_Result.NO }
     // A body (uploads are not used here) is read and dropped.
     if let uploadSize, uploadSize.pointee != 0 {
         uploadSize.pointee = 0

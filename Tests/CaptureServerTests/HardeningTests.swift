@@ -137,6 +137,37 @@ import Testing
         let ok = try curl(served.base + "/state", ["-H", "Origin: https://app.example", "-u", "u:p"])
         #expect(ok.status == 200 && ok.headers.lowercased().contains("access-control-allow-credentials: true"))
     }
+
+    /// libmicrohttpd keeps each argument in the connection's memory: hundreds of them left no room
+    /// for an answer, and the client waited for the time-out.
+    @Test(arguments: [65, 800, 5_000])
+    func tooManyQueryArgumentsGet414(count: Int) throws {
+        let served = try ServedCamera()
+        defer { served.close() }
+        let query = (0..<count).map { "a\($0)=1" }.joined(separator: "&")
+        let started = Date()
+        let r = try curl(served.base + "/state?" + query, ["--max-time", "10"])
+        #expect(r.status == 414, "\(count) arguments: \(r.status) after \(Date().timeIntervalSince(started)) s")
+        // 64 are fine, and the server goes on serving.
+        let fine = (0..<64).map { "a\($0)=1" }.joined(separator: "&")
+        #expect(try curl(served.base + "/state?" + fine).status == 200)
+        #expect(try curl(served.base + "/snapshot").status == 200)
+    }
+
+    @Test func aBodyOver64KiBGets413AndChangesNothing() throws {
+        let served = try ServedCamera()
+        defer { served.close() }
+        let body = FileManager.default.temporaryDirectory.appendingPathComponent("hardening-body-\(UUID().uuidString)")
+        try Data(count: 100_000).write(to: body)
+        defer { try? FileManager.default.removeItem(at: body) }
+        for route in ["/state", "/api/still"] {
+            let r = try curl(served.base + route, apiPost + ["--data-binary", "@\(body.path)", "--max-time", "10"])
+            #expect(r.status == 413, "\(route): \(r.status)")
+        }
+        let saved = (try? FileManager.default.contentsOfDirectory(atPath: served.album.path)) ?? []
+        #expect(saved.isEmpty, "stills saved: \(saved)")
+        #expect(try curl(served.base + "/state").status == 200)
+    }
 }
 
 /// A count shared by threads.
