@@ -23,3 +23,13 @@ struct MHD_OptionItem capture_server_uri_log_option(void *(*callback)(void *cls,
     struct MHD_OptionItem item = {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)callback, cls};
     return item;
 }
+
+struct MHD_OptionItem capture_server_notify_connection_option(MHD_NotifyConnectionCallback callback, void *cls) {
+    struct MHD_OptionItem item = {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)callback, cls};
+    return item;
+}
+
+struct MHD_OptionItem capture_server_notify_completed_option(MHD_RequestCompletedCallback callback, void *cls) {
+    struct MHD_OptionItem item = {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)callback, cls};
+    return item;
+}

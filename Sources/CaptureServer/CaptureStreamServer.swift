@@ -38,7 +38,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
         public var allowedOrigin: String?
         /// Stream clients at most at once; more are answered with 503.
         public var maxClients: Int
-        /// Seconds a connection may be idle (nothing read or written) before it is closed.
+        /// Seconds a connection may be idle (nothing read or written) before it is closed, and
+        /// seconds a request's headers may take in all (a client that trickles them is cut).
         public var connectionTimeout: Int
         /// Seconds a snapshot waits for a frame before it is answered with 503.
         public var snapshotTimeout: Double
@@ -175,6 +176,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
     /// Stills the web app took, by file name, for `/album/NAME` (the newest few).
     private var stills: [(name: String, jpeg: Data)] = []
     private let policy: RequestPolicy
+    /// Cuts connections that hold the server waiting for their headers (slowloris).
+    let connectionGuard: ConnectionGuard
     /// Held for the whole of `start()` and `stop()`: a `stop()` called while another runs returns
     /// only once the first has stopped the server.
     private let lifecycle = NSLock()
@@ -200,6 +203,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
             }
         }
         policy = RequestPolicy(configuration: configuration)
+        let limits = Self.connectionLimits(configuration)
+        connectionGuard = ConnectionGuard(headersDeadline: configuration.connectionTimeout, softLimit: limits.soft)
         self.session = session
         self.configuration = configuration
         pool = ServedFramePool(limit: configuration.maxClients + 4)
@@ -245,13 +250,15 @@ public final class CaptureStreamServer: @unchecked Sendable {
             let socket = try ListeningSocket.bind(host: configuration.host, port: configuration.port)
             var flags = MHD_USE_AUTO_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             if socket.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
-            // Connections beyond the stream clients: snapshots, the page, state polls and idle
-            // sockets, each closed after the timeout.
-            let connectionLimit = configuration.maxClients + 128
+            let limits = Self.connectionLimits(configuration)
+            let guardContext = Unmanaged.passUnretained(connectionGuard).toOpaque()
             var options: [MHD_OptionItem] = [
                 MHD_OptionItem(option: MHD_OPTION.LISTEN_SOCKET, value: Int(socket.descriptor), ptr_value: nil),
                 MHD_OptionItem(option: MHD_OPTION.CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
-                MHD_OptionItem(option: MHD_OPTION.CONNECTION_LIMIT, value: connectionLimit, ptr_value: nil),
+                MHD_OptionItem(option: MHD_OPTION.CONNECTION_LIMIT, value: limits.total, ptr_value: nil),
+                MHD_OptionItem(option: MHD_OPTION.PER_IP_CONNECTION_LIMIT, value: limits.perAddress, ptr_value: nil),
+                capture_server_notify_connection_option(guardNotifyConnection, guardContext),
+                capture_server_notify_completed_option(guardRequestCompleted, guardContext),
                 // Request line and headers must fit in the connection's 48 KiB (shared with the send
                 // buffer); a bigger request is refused (431) and closed.
                 MHD_OptionItem(option: MHD_OPTION.CONNECTION_MEMORY_LIMIT, value: 48 * 1024, ptr_value: nil),
@@ -286,6 +293,16 @@ public final class CaptureStreamServer: @unchecked Sendable {
             timer = t
             eventToken = token
         }
+    }
+
+    /// The connections libmicrohttpd holds at most: the stream clients and 128 more (snapshots, the
+    /// page, state polls, idle sockets); from one address three quarters of them, so that one
+    /// client cannot take them all; and the open connections above which those still waiting
+    /// for their headers are cut (below the per-address limit: a new request is always taken).
+    static func connectionLimits(_ c: Configuration) -> (total: Int, perAddress: Int, soft: Int) {
+        let total = c.maxClients + 128
+        let perAddress = total * 3 / 4
+        return (total, perAddress, perAddress - 16)
     }
 
     /// Stops serving: ends every stream at a part boundary, answers waiting requests, closes every
@@ -449,6 +466,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
     }
 
     private func tick() {
+        connectionGuard.sweep(now: .now())
         lock.withLock {
             let now = CaptureTime.now()
             let seconds = max(Double(now - lastTick) / 1e9, 0.001)
@@ -985,12 +1003,13 @@ private func serverAccessHandler(
     guard let cls, let connection, let url, let method else { return MHD_Result.NO }
     // Answered 414 already (`RequestLimits.refuseLongQuery`): close.
     if state?.pointee == RequestLimits.refused { return MHD_Result.NO }
+    let server = Unmanaged<CaptureStreamServer>.fromOpaque(cls).takeUnretainedValue()
+    server.connectionGuard.headersReceived(connection)
     // A body (uploads are not used here) is read and dropped.
     if let uploadSize, uploadSize.pointee != 0 {
         uploadSize.pointee = 0
         return MHD_Result.YES
     }
-    let server = Unmanaged<CaptureStreamServer>.fromOpaque(cls).takeUnretainedValue()
     return server.handle(connection, url: String(cString: url), method: String(cString: method))
 }
 

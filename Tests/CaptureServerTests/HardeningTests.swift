@@ -168,6 +168,52 @@ import Testing
         #expect(saved.isEmpty, "stills saved: \(saved)")
         #expect(try curl(served.base + "/state").status == 200)
     }
+
+    /// Slowloris: 150 connections from this address that each send part of a request and then a
+    /// header byte every second. The idle time-out never comes for them; the headers deadline
+    /// (the connection time-out, 3 s here) cuts them, and meanwhile a legitimate client's
+    /// `/state`, `/snapshot` and a new `/stream` are answered.
+    @Test func slowClientsCannotStarveOthers() async throws {
+        let served = try ServedCamera()
+        defer { served.close() }
+        let slow = try (0..<150).map { _ in try RawClient(port: served.port, readTimeout: 1) }
+        for c in slow { c.send("GET /state HTTP/1.1\r\nHost: 127.0.0.1\r\n") }
+        let opened = Date()
+        let trickling = Task.detached {
+            var n = 0
+            while !Task.isCancelled {
+                for c in slow { c.send("X-\(n): 1\r\n") }
+                n += 1
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+        defer { trickling.cancel() }
+        // A legitimate client, throughout (an honest answer takes milliseconds; the bound is for
+        // a loaded machine).
+        var slowest = 0.0
+        while Date().timeIntervalSince(opened) < 5 {
+            for path in ["/state", "/snapshot"] {
+                let started = Date()
+                let r = try curl(served.base + path, ["--max-time", "3"])
+                slowest = max(slowest, Date().timeIntervalSince(started))
+                #expect(r.status == 200, "\(path) at \(Date().timeIntervalSince(opened)) s: \(r.status)")
+            }
+            let reader = try StreamReader(port: served.port)
+            #expect(reader.status == 200)
+            #expect(try reader.next()?.isCompleteJPEG == true)
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        // Every slow connection is cut by the server (they still trickle): at the deadline, or
+        // earlier to make room.
+        var open = slow.filter { !$0.isClosedByPeer }.count
+        let settleBy = Date().addingTimeInterval(5)
+        while open > 0, Date() < settleBy {
+            try await Task.sleep(for: .milliseconds(100))
+            open = slow.filter { !$0.isClosedByPeer }.count
+        }
+        #expect(open == 0, "\(open) slow connections still open \(Date().timeIntervalSince(opened)) s after they began")
+        #expect(slowest < 3)
+    }
 }
 
 /// A count shared by threads.

@@ -142,6 +142,16 @@ final class RawClient: @unchecked Sendable {
         }
     }
 
+    /// Whether the server has closed the connection, without waiting (what it sent is dropped).
+    var isClosedByPeer: Bool {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n > 0 { continue }
+            return n == 0 || errno == ECONNRESET || errno == EPIPE
+        }
+    }
+
     /// Everything until the server closes (or the timeout).
     func readToEnd() -> [UInt8] {
         while fill() {}

@@ -24,4 +24,9 @@ int capture_server_connection_fd(struct MHD_Connection *connection);
 struct MHD_OptionItem capture_server_uri_log_option(void *(*callback)(void *cls, const char *uri,
                                                                       struct MHD_Connection *connection),
                                                     void *cls);
+/// The option item for MHD_OPTION_NOTIFY_CONNECTION (a connection accepted, a connection closed:
+/// called before its socket is closed).
+struct MHD_OptionItem capture_server_notify_connection_option(MHD_NotifyConnectionCallback callback, void *cls);
+/// The option item for MHD_OPTION_NOTIFY_COMPLETED (a request answered or given up).
+struct MHD_OptionItem capture_server_notify_completed_option(MHD_RequestCompletedCallback callback, void *cls);
 #endif
