@@ -32,15 +32,11 @@ final class ConnectionGuard: @unchecked Sendable {
     let softLimit: Int
     private let lock = NSLock()
     private var entries: [UInt: Entry] = [:]
-    private var cuts = 0
 
     init(headersDeadline: Int, softLimit: Int) {
         self.headersDeadline = headersDeadline
         self.softLimit = softLimit
     }
-
-    /// Connections cut so far (for tests and figures).
-    var connectionsCut: Int { lock.withLock { cuts } }
 
     private static func key(_ c: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(c))) }
 
@@ -95,7 +91,6 @@ final class ConnectionGuard: @unchecked Sendable {
         guard let e = entries[key], e.fd >= 0 else { return }
         _ = Syscall.run("shutdown", mock: nil, failure: Int32(-1)) { shutdown(e.fd, Int32(SHUT_RDWR)) }
         entries[key]!.isCut = true
-        cuts += 1
     }
 }
 

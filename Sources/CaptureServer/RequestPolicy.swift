@@ -69,11 +69,23 @@ struct RequestPolicy: Sendable {
             return isAllowedOrigin(origin.lowercased(), own: own) ? nil : "requests from \(origin) may not change state here"
         }
         if origin == "null" { return "requests from an opaque origin may not change state here" }
-        if let referer, let url = URL(string: referer), let scheme = url.scheme, let h = url.host {
-            let from = "\(scheme)://\(h)" + (url.port.map { ":\($0)" } ?? "")
-            return isAllowedOrigin(from.lowercased(), own: own) ? nil : "requests from \(from) may not change state here"
+        if let referer, let from = Self.origin(ofURL: referer) {
+            return isAllowedOrigin(from, own: own) ? nil : "requests from \(from) may not change state here"
         }
         return nil
+    }
+
+    /// `scheme://host[:port]` of an absolute URL, lowercased, as the `Host` header spells it (an
+    /// IPv6 address in brackets); nil for anything else.
+    static func origin(ofURL url: String) -> String? {
+        guard let separator = url.range(of: "://") else { return nil }
+        let scheme = url[..<separator.lowerBound]
+        guard !scheme.isEmpty, scheme.allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) }) else { return nil }
+        let authority = url[separator.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        // Without the user information, if any.
+        let hostPort = authority.lastIndex(of: "@").map { authority[authority.index(after: $0)...] } ?? authority
+        guard !hostPort.isEmpty else { return nil }
+        return "\(scheme)://\(hostPort)".lowercased()
     }
 
     private func isAllowedOrigin(_ origin: String, own: String?) -> Bool {
