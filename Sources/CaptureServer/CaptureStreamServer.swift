@@ -521,7 +521,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
         let host = HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Host")
         guard policy.allowsHost(host) else {
             return queueText(
-                c, 403, "this server does not answer to the name \(host ?? ""): use its address, or allow the name (--allow-host)\n")
+                c, 403, "this server does not answer to the name \(host ?? ""): use its address, or add the name to its allowed hosts\n")
         }
         // A preflight carries no credentials: the allowed origin's is answered before they are checked.
         let origin = HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Origin")
