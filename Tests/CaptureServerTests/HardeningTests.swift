@@ -169,14 +169,15 @@ import Testing
         #expect(try curl(served.base + "/state").status == 200)
     }
 
-    /// Slowloris: 150 connections from this address that each send part of a request and then a
+    /// Slowloris: 150 (and 300) connections from this address that each send part of a request and then a
     /// header byte every second. The idle time-out never comes for them; the headers deadline
     /// (the connection time-out, 3 s here) cuts them, and meanwhile a legitimate client's
     /// `/state`, `/snapshot` and a new `/stream` are answered.
-    @Test func slowClientsCannotStarveOthers() async throws {
+    @Test(arguments: [150, 300])
+    func slowClientsCannotStarveOthers(connections: Int) async throws {
         let served = try ServedCamera()
         defer { served.close() }
-        let slow = try (0..<150).map { _ in try RawClient(port: served.port, readTimeout: 1) }
+        let slow = try (0..<connections).map { _ in try RawClient(port: served.port, readTimeout: 1) }
         for c in slow { c.send("GET /state HTTP/1.1\r\nHost: 127.0.0.1\r\n") }
         let opened = Date()
         let trickling = Task.detached {
