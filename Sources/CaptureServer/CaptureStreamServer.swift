@@ -33,10 +33,13 @@ public final class CaptureStreamServer: @unchecked Sendable {
         /// HTTP Basic credentials required on every route; nil serves everyone.
         public var credentials: Credentials?
         /// The value of `Access-Control-Allow-Origin` on every answer (e.g. "*"); nil sends none.
+        /// Pages of this origin may also change state (`/api/*`), and its preflights are answered
+        /// before credentials are checked (browsers send none with a preflight).
         public var allowedOrigin: String?
         /// Stream clients at most at once; more are answered with 503.
         public var maxClients: Int
-        /// Seconds a connection may be idle (nothing read or written) before it is closed.
+        /// Seconds a connection may be idle (nothing read or written) before it is closed, and
+        /// seconds a request's headers may take in all (a client that trickles them is cut).
         public var connectionTimeout: Int
         /// Seconds a snapshot waits for a frame before it is answered with 503.
         public var snapshotTimeout: Double
@@ -50,6 +53,11 @@ public final class CaptureStreamServer: @unchecked Sendable {
         /// control values set on it before (it comes back at its defaults), and starts the
         /// session if it stopped. False leaves the session to the app.
         public var reattachesCamera = true
+        /// Host names the server answers to besides localhost names, IP literals, `host` and this
+        /// machine's name (e.g. a name other machines reach it by); "*" answers any. A request
+        /// for another name is refused (403): a web page whose DNS name was rebound to this
+        /// machine cannot read the camera.
+        public var allowedHosts: [String] = []
 
         public init(
             host: String = "127.0.0.1", port: Int = 8080, quality: Int = 80, credentials: Credentials? = nil,
@@ -72,6 +80,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
                 && a.allowedOrigin == b.allowedOrigin && a.maxClients == b.maxClients
                 && a.connectionTimeout == b.connectionTimeout && a.snapshotTimeout == b.snapshotTimeout
                 && a.photoLibrary === b.photoLibrary && a.reattachesCamera == b.reattachesCamera
+                && a.allowedHosts == b.allowedHosts
         }
 
         public func hash(into h: inout Hasher) {
@@ -166,7 +175,12 @@ public final class CaptureStreamServer: @unchecked Sendable {
     private var reattachTimer: DispatchSourceTimer?
     /// Stills the web app took, by file name, for `/album/NAME` (the newest few).
     private var stills: [(name: String, jpeg: Data)] = []
-    private let expectedAuthorization: [UInt8]?
+    private let policy: RequestPolicy
+    /// Cuts connections that hold the server waiting for their headers (slowloris).
+    let connectionGuard: ConnectionGuard
+    /// Held for the whole of `start()` and `stop()`: a `stop()` called while another runs returns
+    /// only once the first has stopped the server.
+    private let lifecycle = NSLock()
 
     /// A server for `session` (which may already run; frames are served once it runs). Throws
     /// for a configuration value out of range.
@@ -187,10 +201,10 @@ public final class CaptureStreamServer: @unchecked Sendable {
             guard !c.user.isEmpty, !c.user.contains(":") else {
                 throw CaptureServerError(.invalidConfiguration, "the user name must be non-empty and without ':'")
             }
-            expectedAuthorization = Array("\(c.user):\(c.password)".utf8)
-        } else {
-            expectedAuthorization = nil
         }
+        policy = RequestPolicy(configuration: configuration)
+        let limits = Self.connectionLimits(configuration)
+        connectionGuard = ConnectionGuard(headersDeadline: configuration.connectionTimeout, softLimit: limits.soft)
         self.session = session
         self.configuration = configuration
         pool = ServedFramePool(limit: configuration.maxClients + 4)
@@ -227,6 +241,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
     /// Starts listening and takes frames from the session. Throws `.portInUse`, `.badAddress`,
     /// `.permissionDenied`, `.alreadyRunning` or `.startFailed`.
     public func start() throws(CaptureServerError) {
+        lifecycle.lock()
+        defer { lifecycle.unlock() }
         do {
             lock.lock()
             defer { lock.unlock() }
@@ -234,16 +250,20 @@ public final class CaptureStreamServer: @unchecked Sendable {
             let socket = try ListeningSocket.bind(host: configuration.host, port: configuration.port)
             var flags = MHD_USE_AUTO_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             if socket.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
-            // Connections beyond the stream clients: snapshots, the page, state polls and idle
-            // sockets, each closed after the timeout.
-            let connectionLimit = configuration.maxClients + 128
+            let limits = Self.connectionLimits(configuration)
+            let guardContext = Unmanaged.passUnretained(connectionGuard).toOpaque()
             var options: [MHD_OptionItem] = [
                 MHD_OptionItem(option: MHD_OPTION.LISTEN_SOCKET, value: Int(socket.descriptor), ptr_value: nil),
                 MHD_OptionItem(option: MHD_OPTION.CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
-                MHD_OptionItem(option: MHD_OPTION.CONNECTION_LIMIT, value: connectionLimit, ptr_value: nil),
+                MHD_OptionItem(option: MHD_OPTION.CONNECTION_LIMIT, value: limits.total, ptr_value: nil),
+                MHD_OptionItem(option: MHD_OPTION.PER_IP_CONNECTION_LIMIT, value: limits.perAddress, ptr_value: nil),
+                capture_server_notify_connection_option(guardNotifyConnection, guardContext),
+                capture_server_notify_completed_option(guardRequestCompleted, guardContext),
                 // Request line and headers must fit in the connection's 48 KiB (shared with the send
                 // buffer); a bigger request is refused (431) and closed.
                 MHD_OptionItem(option: MHD_OPTION.CONNECTION_MEMORY_LIMIT, value: 48 * 1024, ptr_value: nil),
+                // Too many query arguments would exhaust that memory before an answer: counted first.
+                capture_server_uri_log_option(serverURILogged, nil),
                 MHD_OptionItem(option: MHD_OPTION.END, value: 0, ptr_value: nil),
             ]
             let d = options.withUnsafeMutableBufferPointer { o in
@@ -275,10 +295,22 @@ public final class CaptureStreamServer: @unchecked Sendable {
         }
     }
 
+    /// The connections libmicrohttpd holds at most: the stream clients and 128 more (snapshots, the
+    /// page, state polls, idle sockets); from one address three quarters of them, so that one
+    /// client cannot take them all; and the open connections above which those still waiting
+    /// for their headers are cut (below the per-address limit: a new request is always taken).
+    static func connectionLimits(_ c: Configuration) -> (total: Int, perAddress: Int, soft: Int) {
+        let total = c.maxClients + 128
+        let perAddress = total * 3 / 4
+        return (total, perAddress, perAddress - 16)
+    }
+
     /// Stops serving: ends every stream at a part boundary, answers waiting requests, closes every
     /// connection and the socket, and stops taking frames. Returns once the daemon's thread is
-    /// gone. Does nothing when not running.
+    /// gone, from any number of threads at once. Does nothing when not running.
     public func stop() {
+        lifecycle.lock()
+        defer { lifecycle.unlock() }
         let (running, t, token): (Bool, DispatchSourceTimer?, UUID?) = lock.withLock {
             guard daemon != nil, !stopping else { return (false, nil, nil) }
             stopping = true
@@ -434,6 +466,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
     }
 
     private func tick() {
+        connectionGuard.sweep(now: .now())
         lock.withLock {
             let now = CaptureTime.now()
             let seconds = max(Double(now - lastTick) / 1e9, 0.001)
@@ -479,8 +512,31 @@ public final class CaptureStreamServer: @unchecked Sendable {
     // MARK: Requests (on the daemon's thread)
 
     func handle(_ c: HTTP.Connection, url: String, method: String) -> MHD_Result {
+        // No route reads a body: a big one is refused before anything else (libmicrohttpd drops it).
+        if let length = HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Content-Length").flatMap({ UInt64($0) }),
+            length > UInt64(RequestLimits.bodyBytes)
+        {
+            return queueText(c, 413, "a request body may have \(RequestLimits.bodyBytes) bytes at most; no route needs one\n")
+        }
+        let host = HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Host")
+        guard policy.allowsHost(host) else {
+            return queueText(
+                c, 403, "this server does not answer to the name \(host ?? ""): use its address, or add the name to its allowed hosts\n")
+        }
+        // A preflight carries no credentials: the allowed origin's is answered before they are checked.
+        let origin = HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Origin")
+        if method == "OPTIONS", HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Access-Control-Request-Method") != nil,
+            policy.answersPreflight(from: origin)
+        {
+            let r = HTTP.response("")
+            addCommonHeaders(r, type: nil)
+            HTTP.addHeader(r, "Access-Control-Allow-Methods", url.hasPrefix("/api/") ? "POST, GET, OPTIONS" : "GET, HEAD, OPTIONS")
+            HTTP.addHeader(r, "Access-Control-Allow-Headers", "Authorization, X-Requested-With")
+            HTTP.addHeader(r, "Access-Control-Max-Age", "600")
+            return HTTP.queue(c, 204, r)
+        }
         // Every route needs the credentials, when there are some.
-        if let expected = expectedAuthorization, !authorized(c, expected) {
+        if !policy.authorizes(HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Authorization")) {
             let r = HTTP.response("authentication required\n")
             addCommonHeaders(r, type: "text/plain; charset=utf-8")
             defer { MHD_destroy_response(r) }
@@ -502,18 +558,18 @@ public final class CaptureStreamServer: @unchecked Sendable {
         default:
             return queueText(c, 404, "not found: try /, /stream, /snapshot or /state\n")
         }
-        if method == "OPTIONS", configuration.allowedOrigin != nil {
-            let r = HTTP.response("")
-            addCommonHeaders(r, type: nil)
-            HTTP.addHeader(r, "Access-Control-Allow-Methods", route.isAction ? "POST, OPTIONS" : "GET, HEAD, OPTIONS")
-            HTTP.addHeader(r, "Access-Control-Allow-Headers", "Authorization")
-            return HTTP.queue(c, 204, r)
-        }
         if route.isAction ? method != "POST" : !isGet {
             let r = HTTP.response("method \(method) not allowed here\n")
             addCommonHeaders(r, type: "text/plain; charset=utf-8")
             HTTP.addHeader(r, "Allow", route.isAction ? "POST" : "GET, HEAD")
             return HTTP.queue(c, 405, r)
+        }
+        if route.isAction,
+            let why = policy.refusesStateChange(
+                host: host, origin: origin, referer: HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Referer"),
+                requestedWith: HTTP.value(c, MHD_ValueKind.HEADER_KIND, "X-Requested-With"))
+        {
+            return queueJSON(c, 403, Self.failure(why))
         }
         switch route {
         case .stream: return startStream(c, headOnly: method == "HEAD")
@@ -561,29 +617,14 @@ public final class CaptureStreamServer: @unchecked Sendable {
         }
     }
 
-    /// Compares the Basic credentials sent with the expected ones in time that depends only on
-    /// the lengths.
-    private func authorized(_ c: HTTP.Connection, _ expected: [UInt8]) -> Bool {
-        var password: UnsafeMutablePointer<CChar>?
-        guard let user = MHD_basic_auth_get_username_password(c, &password) else { return false }
-        defer {
-            MHD_free(user)
-            if let password { MHD_free(password) }
-        }
-        var given = Array(UnsafeRawBufferPointer(start: user, count: strlen(user)))
-        given.append(UInt8(ascii: ":"))
-        if let password { given += UnsafeRawBufferPointer(start: password, count: strlen(password)) }
-        var diff = UInt8(given.count == expected.count ? 0 : 1)
-        for i in 0..<max(given.count, expected.count) {
-            diff |= (i < given.count ? given[i] : 0) ^ (i < expected.count ? expected[i] : 0xFF)
-        }
-        return diff == 0
-    }
-
     func addCommonHeaders(_ r: OpaquePointer?, type: String?) {
         if let type { HTTP.addHeader(r, "Content-Type", type) }
         HTTP.addHeader(r, "Cache-Control", "no-store, no-cache, must-revalidate, max-age=0")
-        if let origin = configuration.allowedOrigin { HTTP.addHeader(r, "Access-Control-Allow-Origin", origin) }
+        if let origin = configuration.allowedOrigin {
+            HTTP.addHeader(r, "Access-Control-Allow-Origin", origin)
+            // A page of that origin may send the credentials (browsers refuse them with "*").
+            if configuration.credentials != nil, origin != "*" { HTTP.addHeader(r, "Access-Control-Allow-Credentials", "true") }
+        }
     }
 
     @discardableResult
@@ -757,6 +798,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
                 case .failure(let e):
                     answer(500, Self.failure("the still could not be saved: \(e.message)"))
                 case .success(let url):
+                    // Its name only: where the album is on the server's disk is none of the client's business.
                     let name = url.lastPathComponent
                     // What the album holds (with the metadata it added), for `/album/NAME`.
                     let saved = (try? Data(contentsOf: url)) ?? jpeg
@@ -769,7 +811,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
                         [
                             "ok": true,
                             "result": [
-                                "url": "/album/" + name, "path": url.path, "bytes": saved.count,
+                                "url": "/album/" + name, "name": name, "bytes": saved.count,
                                 "width": d?.width ?? 0, "height": d?.height ?? 0,
                             ],
                         ])
@@ -959,12 +1001,15 @@ private func serverAccessHandler(
     _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
 ) -> MHD_Result {
     guard let cls, let connection, let url, let method else { return MHD_Result.NO }
+    // Answered 414 already (`RequestLimits.refuseLongQuery`): close.
+    if state?.pointee == RequestLimits.refused { return MHD_Result.NO }
+    let server = Unmanaged<CaptureStreamServer>.fromOpaque(cls).takeUnretainedValue()
+    server.connectionGuard.headersReceived(connection)
     // A body (uploads are not used here) is read and dropped.
     if let uploadSize, uploadSize.pointee != 0 {
         uploadSize.pointee = 0
         return MHD_Result.YES
     }
-    let server = Unmanaged<CaptureStreamServer>.fromOpaque(cls).takeUnretainedValue()
     return server.handle(connection, url: String(cString: url), method: String(cString: method))
 }
 

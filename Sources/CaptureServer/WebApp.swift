@@ -44,24 +44,26 @@ enum WebApp {
         const $ = (id) => document.getElementById(id);
         const live = $("live");
         function say(text) { $("message").textContent = text; }
+        // What the server asks of a request that changes state (a cross-site form cannot send it).
+        const post = { method: "POST", headers: { "X-Requested-With": "swift-capture" } };
         function reconnect() { live.src = "stream?t=" + Date.now(); }
         $("gravity").addEventListener("change", (e) => { live.style.objectFit = e.target.value; });
         $("shutter").addEventListener("click", async () => {
           say("taking a still…");
           try {
-            const r = await fetch("api/still", { method: "POST" });
+            const r = await fetch("api/still", post);
             const j = await r.json();
             if (!j.ok) { say(j.error); return; }
             $("last").src = j.result.url;
             $("last").style.display = "inline";
-            say("saved " + j.result.path + " (" + j.result.bytes + " bytes)");
+            say("saved " + j.result.name + " (" + j.result.bytes + " bytes)");
             document.body.dataset.stills = String(Number(document.body.dataset.stills || 0) + 1);
           } catch (e) { say("still failed: " + e); }
         });
         $("toggle").addEventListener("click", async () => {
           say("switching camera…");
           try {
-            const r = await fetch("api/toggle", { method: "POST" });
+            const r = await fetch("api/toggle", post);
             const j = await r.json();
             if (!j.ok) { say(j.error); return; }
             say("camera: " + j.result.camera);
@@ -82,7 +84,7 @@ enum WebApp {
               Object.assign(input, { type: "range", min: c.minimum, max: c.maximum, step: Math.max(1, c.step), value: c.value });
               input.dataset.id = c.id;
               input.addEventListener("change", async () => {
-                const r = await fetch("api/control?id=" + c.id + "&value=" + input.value, { method: "POST" });
+                const r = await fetch("api/control?id=" + c.id + "&value=" + input.value, post);
                 const k = await r.json();
                 say(k.ok ? c.name + " " + k.result.value : k.error);
               });

@@ -72,8 +72,10 @@ let commandUsages: KeyValuePairs<String, String> = [
     "serve": """
     usage: capture serve [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
                          [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
+                         [--allow-host NAME[,NAME...]]
            (MJPEG at /stream and /?action=stream, /snapshot, /state, the camera web app at /;
            an unplugged camera is served as offline and taken back when it returns;
+           answers to localhost names, IP literals and this machine's name, --allow-host for others;
            Ctrl-C or SIGTERM stops it)
     """,
     "help": """
@@ -677,10 +679,11 @@ func serveCommand(_ args: Arguments) throws {
     let maxClients = try args.int("max-clients", default: 20, range: 1...10_000)
     let user = args.values["user"], password = args.values["password"]
     guard (user == nil) == (password == nil) else { throw ToolError(message: "--user and --password go together") }
-    let config = CaptureStreamServer.Configuration(
+    var config = CaptureStreamServer.Configuration(
         host: args.values["host"] ?? "127.0.0.1", port: port, quality: quality,
         credentials: user.map { CaptureStreamServer.Credentials(user: $0, password: password ?? "") },
         allowedOrigin: args.values["allow-origin"], maxClients: maxClients)
+    config.allowedHosts = (args.values["allow-host"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
     // Stop on SIGINT/SIGTERM through Dispatch (the default action would skip the clean stop).
     let stopRequested = DispatchSemaphore(value: 0)
     var sources: [DispatchSourceSignal] = []
@@ -839,7 +842,7 @@ do {
                 rest,
                 valued: [
                     "device", "preset", "size", "format", "fps", "quality", "host", "port", "user",
-                    "password", "allow-origin", "max-clients",
+                    "password", "allow-origin", "max-clients", "allow-host",
                 ], boolean: []))
     default:
         throw ToolError(

@@ -64,6 +64,17 @@ import Testing
         #expect(serving.exitStatus() == 0)
     }
 
+    @Test func allowHostAddsNamesTheServerAnswersTo() throws {
+        let serving = try Self.serve(["--port", "0", "--allow-host", "camera.example, other.example"])
+        let url = try #require(serving.servedURL())
+        for host in ["camera.example", "OTHER.example:8080", "localhost"] {
+            #expect(try curl(url + "state", ["-H", "Host: \(host)"]).status == 200, "\(host)")
+        }
+        #expect(try curl(url + "snapshot", ["-H", "Host: attacker.example"]).status == 403)
+        kill(serving.process.processIdentifier, SIGTERM)
+        #expect(serving.exitStatus() == 0)
+    }
+
     @Test func aPortInUseIsAOneLineError() throws {
         let first = try Self.serve(["--port", "0"])
         let url = try #require(first.servedURL())

@@ -45,6 +45,9 @@ final class ServedCamera: @unchecked Sendable {
     var base: String { "http://127.0.0.1:\(port)" }
 }
 
+/// curl's options for a POST that changes state, as the web app sends it.
+let apiPost = ["-X", "POST", "-H", "X-Requested-With: test"]
+
 /// `curl` with a status line appended to its output: returns (status, body, headers).
 func curl(_ url: String, _ extra: [String] = []) throws -> (status: Int, body: Data, headers: String) {
     let headerFile = FileManager.default.temporaryDirectory.appendingPathComponent("curl-headers-\(UUID().uuidString)")
@@ -136,6 +139,16 @@ final class RawClient: @unchecked Sendable {
             let closed = n == 0 || errno == ECONNRESET
             defer { buffer.removeAll() }
             return (buffer, closed)
+        }
+    }
+
+    /// Whether the server has closed the connection, without waiting (what it sent is dropped).
+    var isClosedByPeer: Bool {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n > 0 { continue }
+            return n == 0 || errno == ECONNRESET || errno == EPIPE
         }
     }
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The camera web app in a real browser: `capture serve` on the virtual camera, Debian's chromium
-driven headless by Playwright. Prints one "PASS  ..." or "FAIL  ..." line per check; exits non-zero
-if any check failed or could not run.
+driven headless by Playwright: the web app's picture, shutter, sliders and toggle (its requests
+carry the header the server asks of state changes), then another site's form and script refused,
+a rebound DNS name refused, and a page of the allowed origin reading /state with credentials.
+Prints one "PASS  ..." or "FAIL  ..." line per check; exits non-zero if any check failed or could
+not run.
 
     Tests/browser/serve_check.py BIN_DIR     (BIN_DIR holds the built `capture`)
 """
@@ -10,6 +13,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +31,37 @@ def check(name, ok, detail=""):
         failed += 1
         print(f"FAIL  browser: {name}" + (f"  ({detail})" if detail else ""), flush=True)
     return ok
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_serve(tool, env, args):
+    """`capture serve ARGS` and the URL it prints (None if it printed none)."""
+    server = subprocess.Popen([tool, "serve", "--port", "0"] + args, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        line = server.stdout.readline()
+        if not line:
+            break
+        m = re.search(r"at (http://\S+/) ", line)
+        if m:
+            return server, m.group(1)
+    return server, None
+
+
+def stop_serve(server):
+    if server.poll() is None:
+        server.send_signal(signal.SIGTERM)
+        try:
+            return server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return None
 
 
 def main():
@@ -64,7 +99,9 @@ def main():
                 return json.load(r)["result"]
 
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            # rebound.test resolves to this machine, as a DNS rebinding attack makes a site's name do.
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium",
+                                        args=["--no-sandbox", "--host-resolver-rules=MAP rebound.test 127.0.0.1"])
             page = browser.new_page(viewport={"width": 900, "height": 700})
             page.goto(url)
             page.wait_for_function("document.getElementById('live').naturalWidth > 0", timeout=30000)
@@ -157,6 +194,7 @@ def main():
             page.wait_for_function("document.getElementById('live').naturalWidth > 0", timeout=30000)
             figures = page.text_content("#figures")
             check("the page shows fps, drops and clients", "fps" in figures and "drops" in figures and "clients" in figures, figures)
+            cross_site_checks(page, tool, env, url, home)
             browser.close()
     finally:
         if server.poll() is None:
@@ -169,6 +207,69 @@ def main():
             check("capture serve stops on SIGTERM with status 0", status == 0, f"status {status}")
         subprocess.run(["rm", "-rf", home])
     return 1 if failed else 0
+
+
+def cross_site_checks(page, tool, env, url, home):
+    """Another site's page (another origin: another port of this machine) and a rebound DNS name."""
+    def stills():
+        return len(glob.glob(os.path.join(home, "**", "*.jpg"), recursive=True))
+    port = int(re.search(r":(\d+)/$", url).group(1))
+    site = tempfile.mkdtemp(prefix="serve-check-site-")
+    with open(os.path.join(site, "form.html"), "w") as f:
+        f.write(f'''<form id="f" method="post" action="{url}api/still"><input name="a" value="b"></form>
+<script>document.getElementById("f").submit();</script>''')
+    with open(os.path.join(site, "index.html"), "w") as f:
+        f.write("<p>another site</p>")
+    other = free_port()
+    origin = f"http://127.0.0.1:{other}"
+    site_server = subprocess.Popen([sys.executable, "-m", "http.server", str(other), "--bind", "127.0.0.1",
+                                    "--directory", site], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    allowed, allowed_url = None, None
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(origin + "/index.html", timeout=5).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        before = stills()
+        with page.expect_response(lambda r: r.url == url + "api/still", timeout=20000) as posted:
+            page.goto(origin + "/form.html")
+        status = posted.value.status
+        check("another site's form POST to /api/still is refused (403)", status == 403, f"status {status}")
+        page.goto(origin + "/index.html")
+        answer = page.evaluate("""async (u) => {
+            try { const r = await fetch(u + "api/still", { method: "POST", headers: { "X-Requested-With": "x" } });
+                  return "answered " + r.status; }
+            catch (e) { return "blocked"; } }""", url)
+        check("another site's script that sets the header is held by the preflight", answer == "blocked", answer)
+        time.sleep(1)
+        check("neither saved a still", stills() == before, f"{before} -> {stills()}")
+
+        rebound = page.goto(f"http://rebound.test:{port}/snapshot")
+        check("a rebound DNS name gets 403, not the picture", rebound is not None and rebound.status == 403,
+              f"{rebound.status if rebound else None}")
+
+        # A page of the allowed origin reads /state with credentials (its preflight is answered).
+        allowed, allowed_url = start_serve(tool, env, ["--allow-origin", origin, "--user", "u", "--password", "p:x"])
+        if check("a second capture serve with --allow-origin and --user prints its URL", allowed_url is not None):
+            page.goto(origin + "/index.html")
+            got = page.evaluate("""async (u) => {
+                try { const r = await fetch(u + "state", { headers: { "Authorization": "Basic " + btoa("u:p:x") } });
+                      const j = await r.json(); return r.status + " " + j.ok; }
+                catch (e) { return "failed: " + e; } }""", allowed_url)
+            check("a page of the allowed origin reads /state with credentials", got == "200 true", got)
+            refused = page.evaluate("""async (u) => {
+                try { const r = await fetch(u + "state"); return String(r.status); }
+                catch (e) { return "failed: " + e; } }""", allowed_url)
+            check("without credentials it gets 401", refused == "401", refused)
+    finally:
+        site_server.terminate()
+        site_server.wait(timeout=10)
+        if allowed is not None:
+            stop_serve(allowed)
+        subprocess.run(["rm", "-rf", site])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,117 @@
+import Foundation
+
+/// Who may ask what of the server: the host names it answers to (against DNS rebinding), the
+/// origins whose pages may change its state (against cross-site requests) and the credentials.
+/// Plain value, checked on the daemon's thread.
+struct RequestPolicy: Sendable {
+    /// Host names answered besides localhost names and IP literals (lowercased); "*" allows any.
+    let hosts: Set<String>
+    /// The origin allowed besides the server's own ("*" for any); nil for none.
+    let allowedOrigin: String?
+    /// `user:password` as the client must send it, byte for byte; nil asks for none.
+    let expectedAuthorization: [UInt8]?
+
+    init(configuration c: CaptureStreamServer.Configuration) {
+        var hosts = Set(c.allowedHosts.map { Self.normalized($0) })
+        // The address listened on, when it is a name; and this machine's own names.
+        hosts.insert(Self.normalized(c.host))
+        var name = [CChar](repeating: 0, count: 256)
+        if gethostname(&name, name.count - 1) == 0 {
+            let n = Self.normalized(String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            if !n.isEmpty { hosts.formUnion([n, n + ".local"]) }
+        }
+        self.hosts = hosts
+        allowedOrigin = c.allowedOrigin
+        expectedAuthorization = c.credentials.map { Array("\($0.user):\($0.password)".utf8) }
+    }
+
+    private static func normalized(_ name: String) -> String {
+        var n = name.lowercased()
+        while n.hasSuffix(".") { n.removeLast() }
+        return n
+    }
+
+    /// Whether a request with this `Host` header is for this server: none (HTTP/1.0), an IP
+    /// literal, a localhost name, the address listened on, this machine's name or one allowed.
+    /// A rebound DNS name (a page's own name pointing at this machine) is none of them.
+    func allowsHost(_ header: String?) -> Bool {
+        guard let header, !header.isEmpty else { return true }
+        if hosts.contains("*") { return true }
+        let name: Substring
+        if header.hasPrefix("[") {
+            guard let close = header.firstIndex(of: "]") else { return false }
+            name = header[header.index(after: header.startIndex)..<close]
+            var a6 = in6_addr()
+            return inet_pton(AF_INET6, String(name), &a6) == 1
+        }
+        if let colon = header.lastIndex(of: ":") {
+            guard Int(header[header.index(after: colon)...]) != nil else { return false }
+            name = header[..<colon]
+        } else {
+            name = header[...]
+        }
+        var a4 = in_addr()
+        if inet_pton(AF_INET, String(name), &a4) == 1 { return true }
+        let n = Self.normalized(String(name))
+        return n == "localhost" || n.hasSuffix(".localhost") || hosts.contains(n)
+    }
+
+    /// Whether a request that changes state comes from the server's own page or the allowed
+    /// origin: it carries `X-Requested-With` (a cross-site form cannot set a header, and a
+    /// cross-site script that does is held by the browser's preflight), and its `Origin` (or
+    /// else its `Referer`) is the server's own or the allowed one. Nil when allowed, else why not.
+    func refusesStateChange(host: String?, origin: String?, referer: String?, requestedWith: String?) -> String? {
+        guard let requestedWith, !requestedWith.isEmpty else {
+            return "a request that changes state needs the X-Requested-With header (the web app sends it)"
+        }
+        let own = host.map { "http://" + $0.lowercased() }
+        if let origin, origin != "null" {
+            return isAllowedOrigin(origin.lowercased(), own: own) ? nil : "requests from \(origin) may not change state here"
+        }
+        if origin == "null" { return "requests from an opaque origin may not change state here" }
+        if let referer, let from = Self.origin(ofURL: referer) {
+            return isAllowedOrigin(from, own: own) ? nil : "requests from \(from) may not change state here"
+        }
+        return nil
+    }
+
+    /// `scheme://host[:port]` of an absolute URL, lowercased, as the `Host` header spells it (an
+    /// IPv6 address in brackets); nil for anything else.
+    static func origin(ofURL url: String) -> String? {
+        guard let separator = url.range(of: "://") else { return nil }
+        let scheme = url[..<separator.lowerBound]
+        guard !scheme.isEmpty, scheme.allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) }) else { return nil }
+        let authority = url[separator.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        // Without the user information, if any.
+        let hostPort = authority.lastIndex(of: "@").map { authority[authority.index(after: $0)...] } ?? authority
+        guard !hostPort.isEmpty else { return nil }
+        return "\(scheme)://\(hostPort)".lowercased()
+    }
+
+    private func isAllowedOrigin(_ origin: String, own: String?) -> Bool {
+        if origin == own { return true }
+        guard let allowed = allowedOrigin else { return false }
+        return allowed == "*" || allowed.lowercased() == origin
+    }
+
+    /// Whether a preflight from `origin` is to be answered (only the allowed origin's).
+    func answersPreflight(from origin: String?) -> Bool {
+        guard let allowed = allowedOrigin, let origin else { return false }
+        return allowed == "*" || allowed.lowercased() == origin.lowercased()
+    }
+
+    /// Whether the `Authorization` header carries the expected Basic credentials: compared over
+    /// the full decoded bytes (a NUL and what follows it count), in time that depends only on
+    /// the lengths.
+    func authorizes(_ header: String?) -> Bool {
+        guard let expected = expectedAuthorization else { return true }
+        guard let header, header.count > 6, header.prefix(6).lowercased() == "basic " else { return false }
+        let encoded = header.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        guard let given = Data(base64Encoded: encoded).map(Array.init) else { return false }
+        var diff = UInt8(given.count == expected.count ? 0 : 1)
+        for i in 0..<max(given.count, expected.count) {
+            diff |= (i < given.count ? given[i] : 0) ^ (i < expected.count ? expected[i] : 0xFF)
+        }
+        return diff == 0
+    }
+}
