@@ -385,7 +385,9 @@ private func remountReadOnly(_ path: String) throws {
         // Nothing else: no temporary file left.
         #expect(scratch.list() == (["fifo.jpg", "link.jpg", "target"] + (madeNode ? ["null.jpg"] : [])).sorted(), "\(scratch.list())")
         if getuid() == 0 {
-            let proc = #expect(throws: CaptureError.self) { try PhotoLibrary.write(jpeg: makeJPEG(), to: URL(fileURLWithPath: "/proc/x.jpg")) }
+            let proc = #expect(throws: CaptureError.self) {
+                try PhotoLibrary.write(jpeg: makeJPEG(), to: URL(fileURLWithPath: "/proc/x.jpg"))
+            }
             #expect(proc?.message.contains("/proc does not take new files") == true, "\(String(describing: proc))")
         }
     }
