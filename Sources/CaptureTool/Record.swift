@@ -197,8 +197,6 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     progress?.cancel()
     if progress != nil { FileHandle.standardError.write(Data("\n".utf8)) }
     if let e = waiter.error, !e.recordingSuccessfullyFinished { throw ToolError(message: e.message) }
-    // The movie output finishes the file when the session fails; the event may come just after.
-    if waiter.error?.code == .sessionStopped { _ = watch.ended.wait(timeout: .now() + 1) }
     guard let summary = movie.lastRecording else { throw ToolError(message: "the recording ended without a summary") }
     let c = summary.duration.components
     let duration = Double(c.seconds) + Double(c.attoseconds) / 1e18

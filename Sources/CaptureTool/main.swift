@@ -205,8 +205,6 @@ final class SessionWatch: @unchecked Sendable {
     private let lock = NSLock()
     private var first: CaptureError?
     private let onEnd: @Sendable () -> Void
-    /// Signalled once, when the session ends.
-    let ended = DispatchSemaphore(value: 0)
     init(onEnd: @escaping @Sendable () -> Void = {}) { self.onEnd = onEnd }
 
     /// The error that ended the session, if one did.
@@ -228,10 +226,7 @@ final class SessionWatch: @unchecked Sendable {
             defer { if first == nil { first = e } }
             return first == nil
         }
-        if isFirst {
-            ended.signal()
-            onEnd()
-        }
+        if isFirst { onEnd() }
     }
 }
 
