@@ -45,7 +45,8 @@ let commandUsages: KeyValuePairs<String, String> = [
     "snap": """
     usage: capture snap [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
                         [--quality 1-100] [--count N] [--output FILE|DIR/]
-           (without --output, photos go to the album, ~/Pictures or XDG_PICTURES_DIR; FILE's folder must exist)
+           (without --output, photos go to the album, ~/Pictures or XDG_PICTURES_DIR; FILE's folder must exist;
+           only a regular file at FILE is replaced, never a FIFO, device node or symbolic link)
     """,
     "stream": """
     usage: capture stream [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
@@ -62,7 +63,8 @@ let commandUsages: KeyValuePairs<String, String> = [
     """,
     "audio": """
     usage: capture audio [--device ID|ALSA-NAME|virtual] [--seconds S] [--rate HZ] [--output FILE.wav] [--json]
-           (records exactly S seconds of samples, default 2, at the device's rate nearest HZ, default 48000)
+           (records exactly S seconds of samples, default 2, at the device's rate nearest HZ, default 48000;
+           Ctrl-C or SIGTERM ends it early with a complete file; pure digital silence is an error)
     """,
     "preview": """
     usage: capture preview [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
