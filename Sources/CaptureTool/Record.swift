@@ -196,7 +196,19 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     waiter.done.wait()
     progress?.cancel()
     if progress != nil { FileHandle.standardError.write(Data("\n".utf8)) }
-    if let e = waiter.error, !e.recordingSuccessfullyFinished { throw ToolError(message: e.message) }
+    if let e = waiter.error, !e.recordingSuccessfullyFinished {
+        // A failed session ends the recording with "the session stopped": say what stopped it
+        // (its event comes on another queue, maybe just after).
+        if e.code == .sessionStopped {
+            let end = Date().addingTimeInterval(0.5)
+            while watch.error == nil, Date() < end { usleep(10_000) }
+            if let cause = watch.error, cause.code != .disconnected {
+                let text = cause.message.hasSuffix(".") ? String(cause.message.dropLast()) : cause.message
+                throw ToolError(message: "\(text); the file holds what was recorded until then")
+            }
+        }
+        throw ToolError(message: e.message)
+    }
     guard let summary = movie.lastRecording else { throw ToolError(message: "the recording ended without a summary") }
     let c = summary.duration.components
     let duration = Double(c.seconds) + Double(c.attoseconds) / 1e18

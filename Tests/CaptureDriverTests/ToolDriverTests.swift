@@ -52,16 +52,13 @@ import Testing
         throw TestFailure("\(node) did not come back after the unplug")
     }
 
-    /// Unplugging the camera under `stream`, `record` and `preview` ends each within 2 s with one
-    /// typed "disconnected" line and exit status 1 (record keeping what it wrote);
-    /// `serve` says "offline" within 2 s and keeps serving.
-    @Test(arguments: ["stream", "record", "preview", "serve"])
-    func unplugEndsTheCommand(_ command: String) throws {
-        try Self.require()
-        let node = try Self.vividNode()
-        try Self.waitReconnected(node)
-        let movie = FileManager.default.temporaryDirectory.appendingPathComponent("unplug-\(UUID().uuidString.prefix(8)).mp4").path
-        defer { try? FileManager.default.removeItem(atPath: movie) }
+    /// Starts `capture COMMAND` on vivid at 320x180, waits until it streams and a second more,
+    /// then sets vivid's `control` from another process (v4l2-ctl). Returns the tool, the movie
+    /// path (record) and when the control was set.
+    static func runAndInject(_ command: String, _ control: String) throws -> (RunningProcess, String, Date) {
+        let node = try vividNode()
+        try waitReconnected(node)
+        let movie = FileManager.default.temporaryDirectory.appendingPathComponent("fault-\(UUID().uuidString.prefix(8)).mp4").path
         let common = ["--device", node, "--size", "320x180"]
         var env = ProcessInfo.processInfo.environment
         let arguments: [String]
@@ -75,13 +72,30 @@ import Testing
         default: arguments = ["serve"] + common + ["--port", "0"]
         }
         let tool = try RunningProcess(tool: "capture", arguments, environment: env)
-        defer { if command == "serve" { _ = tool.terminate() } }
-        try #require(Self.waitStreaming(tool.process.processIdentifier, node), "\(command) never streamed: \(tool.stderr)")
+        try #require(waitStreaming(tool.process.processIdentifier, node), "\(command) never streamed: \(tool.stderr)")
         if command == "serve" { #expect(tool.servedURL() != nil, "\(tool.stdout)") }
-        // A second of frames first: the unplug lands on a running stream.
-        Thread.sleep(forTimeInterval: 1)
+        // Frames for a moment first: the fault lands on a running stream.
+        Thread.sleep(forTimeInterval: 0.5)
         let pressed = Date()
-        try #require(try Self.v4l2ctl(["-d", node, "-c", "disconnect=1"]) == 0, "v4l2-ctl could not unplug \(node)")
+        try #require(try v4l2ctl(["-d", node, "-c", "\(control)=1"]) == 0, "v4l2-ctl could not set \(control) on \(node)")
+        return (tool, movie, pressed)
+    }
+
+    /// Waits for the tool's end; its status, the seconds since `pressed`, and its "capture: " lines.
+    static func ending(_ tool: RunningProcess, _ pressed: Date) -> (Int32?, Double, [Substring]) {
+        let status = tool.exitStatus(timeout: 20)
+        let took = Date().timeIntervalSince(pressed)
+        return (status, took, tool.stderr.split(separator: "\n").filter { $0.hasPrefix("capture: ") })
+    }
+
+    /// Unplugging the camera under `stream`, `record` and `preview` ends each within 2 s with one
+    /// typed "disconnected" line and exit status 1 (record keeping what it wrote, readable);
+    /// `serve` says "offline" within 2 s and keeps serving.
+    @Test(arguments: ["stream", "record", "preview", "serve"])
+    func unplugEndsTheCommand(_ command: String) throws {
+        try Self.require()
+        let (tool, movie, pressed) = try Self.runAndInject(command, "disconnect")
+        defer { try? FileManager.default.removeItem(atPath: movie) }
         if command == "serve" {
             let offline = tool.waitFor(timeout: 10) { $0.contains("offline: ") }
             let took = Date().timeIntervalSince(pressed)
@@ -90,20 +104,32 @@ import Testing
             #expect(tool.process.isRunning, "serve ended: \(tool.stderr)")
             #expect(tool.terminate() == 0, "\(tool.stderr)")
         } else {
-            let status = tool.exitStatus(timeout: 20)
-            let took = Date().timeIntervalSince(pressed)
+            let (status, took, lines) = Self.ending(tool, pressed)
             print("tool: \(command) ended after \(String(format: "%.3f", took)) s, status \(String(describing: status))")
             #expect(status == 1 && took < 2, "\(command): status \(String(describing: status)) after \(took) s")
-            let lines = tool.stderr.split(separator: "\n").filter { $0.hasPrefix("capture: ") }
             #expect(lines.count == 1 && lines[0].contains("was disconnected"), "\(command): \(tool.stderr)")
             if command == "record" {
-                // What came before the unplug is kept, and readable.
                 #expect(lines.first?.contains("the file holds what was recorded") == true, "\(tool.stderr)")
                 let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", movie], timeout: 30)
                 #expect(probe.status == 0, "ffprobe: \(probe.stderr)")
             }
         }
-        try Self.waitReconnected(node)
+        try Self.waitReconnected(try Self.vividNode())
+    }
+
+    /// A fatal driver error (vivid's injected one) ends `record` the same way, with the
+    /// library's words for it rather than "the session stopped" (`stream` and `preview` take the
+    /// same path as for an unplug).
+    @Test func aFatalStreamingErrorEndsARecording() throws {
+        try Self.require()
+        let command = "record"
+        let (tool, movie, pressed) = try Self.runAndInject(command, "inject_fatal_streaming_error")
+        defer { try? FileManager.default.removeItem(atPath: movie) }
+        let (status, took, lines) = Self.ending(tool, pressed)
+        print("tool: \(command) ended after a fatal error in \(String(format: "%.3f", took)) s: \(lines)")
+        #expect(status == 1 && took < 2, "\(command): status \(String(describing: status)) after \(took) s")
+        #expect(lines.count == 1 && !lines[0].contains("disconnected") && !lines[0].contains("the session stopped"), "\(tool.stderr)")
+        #expect(lines.first?.contains("the file holds what was recorded") == true, "\(tool.stderr)")
     }
 
     /// A 440 Hz tone at -9 dBFS played into hw:Loopback,0,N is recorded from hw:Loopback,1,N at
