@@ -202,7 +202,7 @@ func makeSession(
 }
 
 /// What ended a session under the tool: its first unplug or runtime error, in the words the tool
-/// prints. Fed by a session's events (installed before the start); `ended` is signalled once.
+/// prints. Fed by a session's events (installed before the start); `onEnd` runs once, at the first.
 final class SessionWatch: @unchecked Sendable {
     private let lock = NSLock()
     private var first: CaptureError?
