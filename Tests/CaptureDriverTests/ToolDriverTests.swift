@@ -176,4 +176,32 @@ import Testing
         #expect(r.stderr.hasPrefix("capture: ") && r.stderr.contains("only digital silence"), "\(r.stderr)")
         #expect(!FileManager.default.fileExists(atPath: wav), "a silent file was left")
     }
+
+    /// The case: `capture audio` opens the capture side first (48 kHz stereo), so a
+    /// player that opens second at 44.1 kHz mono cannot play into the pair; the recording is
+    /// all zeros and the tool says so (exit 1) instead of writing a silent file.
+    @Test func aPlayerShutOutByTheCaptureSidesFormatIsReported() throws {
+        try Self.require()
+        let wav = FileManager.default.temporaryDirectory.appendingPathComponent("shut-out.wav").path
+        let tool = try RunningProcess(
+            tool: "capture", ["audio", "--device", "hw:Loopback,1,4", "--seconds", "1.5", "--output", wav])
+        // The pair's format is fixed once the capture side has its hardware parameters (ALSA's
+        // proc file says "closed" until then).
+        let params = "/proc/asound/Loopback/pcm1c/sub4/hw_params"
+        let end = Date().addingTimeInterval(30)
+        var configured = false
+        while !configured, Date() < end, tool.process.isRunning {
+            let text = (try? String(contentsOfFile: params, encoding: .utf8)) ?? ""
+            configured = text.contains("rate:")
+            if !configured { usleep(20_000) }
+        }
+        try #require(configured, "the tool never configured the capture side: \(tool.stderr)")
+        let player = try? TonePlayer(device: "hw:Loopback,0,4", frequency: 440, decibels: -9, rate: 44_100, channels: 1)
+        defer { player?.stop() }
+        #expect(player == nil, "the player opened second in another format and was not refused")
+        let status = tool.exitStatus(timeout: 30)
+        #expect(status == 1, "\(String(describing: status)): \(tool.stdout)")
+        #expect(tool.stderr.contains("only digital silence"), "\(tool.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: wav), "a silent file was left")
+    }
 }
