@@ -1,9 +1,10 @@
 // The `capture` tool on real drivers in the VM, as a user runs it: vivid unplugged (its
 // `disconnect` control, set by v4l2-ctl from another process) under `stream`, `record`,
 // `preview` and `serve`, and `capture audio` from snd-aloop's capture side while a tone plays into
-// its playback side. Runs in the "recording" configuration (one vivid device, snd-aloop). This
-// process never opens the camera: vivid brings a disconnected node back only once every
-// descriptor on it is closed, which the tool's exit does.
+// its playback side. Runs in a configuration of its own ("tool": one vivid device, snd-aloop),
+// alone in its test process: vivid brings a disconnected node back only once every descriptor on
+// it is closed, so this process never opens the camera (the tool's exit closes its own), and
+// another suite's devices (RecordingDriverTests unbinds vivid) must not be held here.
 import CaptureTestSupport
 import Foundation
 import Testing
