@@ -589,6 +589,9 @@ func audioCommand(_ args: Arguments) throws {
     if let path, access(URL(fileURLWithPath: path).deletingLastPathComponent().path, W_OK) != 0 {
         throw CaptureError.file(errno: errno, path: path, operation: "access")
     }
+    // As for photos: a FIFO (whose open would block), a device node or a symbolic link is never
+    // written over.
+    if let path, case .success(let kind?) = FileSystem.kind(at: path), kind != .regular { throw PhotoLibrary.notAFile(path, kind) }
     let device = try chooseMicrophone(args.values["device"])
     let recorder = AudioRecorder(path: path, seconds: seconds)
     // Nothing half-written stays behind when the recording fails.

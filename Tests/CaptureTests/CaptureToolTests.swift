@@ -198,9 +198,10 @@ import Testing
 }
 
 extension CaptureToolTests {
-    /// `snap --output` at a FIFO, a device node (made with mknod in a temporary folder, when this
-    /// user may) and a symbolic link: refused in one line naming what is there, before the camera
-    /// opens (a FIFO would block the save), and each left as it was, the link's target too.
+    /// `snap --output` (and `audio --output`) at a FIFO, a device node (made with mknod in a
+    /// temporary folder, when this user may) and a symbolic link: refused in one line naming what
+    /// is there, before the device opens (a FIFO would block the save), and each left as it was,
+    /// the link's target too.
     @Test func snapNeverReplacesWhatIsNotARegularFile() throws {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -218,6 +219,13 @@ extension CaptureToolTests {
             let r = try Self.capture(["snap", "--device", "virtual", "--preset", "low", "--output", path])
             #expect(r.status == 1, "\(path): \(r.stderr)")
             #expect(r.errorLines.count == 1 && r.stderr.contains("\(path) \(words)"), "\(r.stderr)")
+            var st = stat()
+            #expect(lstat(path, &st) == 0 && st.st_mode & S_IFMT == type, "\(path) was changed")
+        }
+        // `capture audio --output` the same way.
+        for (path, words, type) in cases {
+            let r = try Self.capture(["audio", "--device", "virtual", "--seconds", "0.2", "--output", path])
+            #expect(r.status == 1 && r.errorLines.count == 1 && r.stderr.contains("\(path) \(words)"), "\(path): \(r.stderr)")
             var st = stat()
             #expect(lstat(path, &st) == 0 && st.st_mode & S_IFMT == type, "\(path) was changed")
         }
