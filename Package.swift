@@ -95,7 +95,7 @@ let package = Package(
         // product of its own, so the core needs no libmicrohttpd.
         .target(name: "CaptureServer", dependencies: ["Capture", "CaptureSystem", "CMicroHTTPD", "CCaptureServerShim"]),
         .executableTarget(
-            name: "CaptureTool", dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer"],
+            name: "CaptureTool", dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureSystem"],
             path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),

@@ -123,16 +123,19 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     movie.maxRecordedDuration = seconds.map { .nanoseconds(Int64($0 * 1e9)) }
     if let preRecord { movie.preRecordDuration = .nanoseconds(Int64(preRecord * 1e9)) }
     let microphones = try args.values["audio"].map { [try CaptureDeviceInput(device: try chooseMicrophone($0))] } ?? []
-    let session = try makeSession(device, args, outputs: [], extraInputs: microphones)
+    let waiter = RecordWaiter()
+    let trigger = DispatchSemaphore(value: 0)
+    // An unplug or a failure ends the recording (the movie output finishes the file); the tool
+    // then says why and exits non-zero. Before SIGUSR1, it ends the wait for it.
+    let watch = SessionWatch { trigger.signal() }
+    let session = try makeSession(device, args, outputs: [], extraInputs: microphones, beforeStart: watch.watch)
     defer { session.stopRunning() }
     session.addOutput(movie)
-    let waiter = RecordWaiter()
 
     // Ctrl-C and SIGTERM finish the file; with --pre-record, SIGUSR1 starts it (a motion
     // trigger), and Ctrl-C/SIGTERM before that end without one. (Unblocked: a parent that
     // spawned us from a thread blocking them, as Dispatch's threads do, would otherwise leave
     // them pending.)
-    let trigger = DispatchSemaphore(value: 0)
     let triggered = LockedFlag(), quitBeforeTrigger = LockedFlag()
     var stopping = sigset_t()
     sigemptyset(&stopping)
@@ -181,16 +184,31 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
                 "keeping the last \(preRecord) s: send SIGUSR1 (kill -USR1 \(getpid())) to record \(path) from \(preRecord) s before it\n"
                     .utf8))
         trigger.wait()
+        if let e = watch.error { throw e }
         if quitBeforeTrigger.isSet {
             FileHandle.standardError.write(Data("stopped before SIGUSR1: nothing recorded\n".utf8))
             return
         }
     }
+    // Lost before the recording began: nothing to record.
+    if let e = watch.error { throw e }
     movie.startRecording(to: destination, recordingDelegate: waiter)
     waiter.done.wait()
     progress?.cancel()
     if progress != nil { FileHandle.standardError.write(Data("\n".utf8)) }
-    if let e = waiter.error, !e.recordingSuccessfullyFinished { throw ToolError(message: e.message) }
+    if let e = waiter.error, !e.recordingSuccessfullyFinished {
+        // A failed session ends the recording with "the session stopped": say what stopped it
+        // (its event comes on another queue, maybe just after).
+        if e.code == .sessionStopped {
+            let end = Date().addingTimeInterval(0.5)
+            while watch.error == nil, Date() < end { usleep(10_000) }
+            if let cause = watch.error, cause.code != .disconnected {
+                let text = cause.message.hasSuffix(".") ? String(cause.message.dropLast()) : cause.message
+                throw ToolError(message: "\(text); the file holds what was recorded until then")
+            }
+        }
+        throw ToolError(message: e.message)
+    }
     guard let summary = movie.lastRecording else { throw ToolError(message: "the recording ended without a summary") }
     let c = summary.duration.components
     let duration = Double(c.seconds) + Double(c.attoseconds) / 1e18
@@ -212,6 +230,8 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
             "wrote \(path): \(summary.framesWritten) frames, \(String(format: "%.3f", duration)) s, \(summary.fileSize) bytes, \(summary.encoder), \(drops) dropped"
         )
     }
+    // The file holds what came before the failure (said above); the failure is the outcome.
+    if let e = watch.error { throw e }
 }
 
 /// A flag set once, from any thread.

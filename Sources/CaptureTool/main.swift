@@ -3,6 +3,7 @@ import Capture
 import CapturePreview
 import CaptureRecording
 import CaptureServer
+import CaptureSystem
 import Foundation
 
 struct ToolError: Error { var message: String }
@@ -44,7 +45,8 @@ let commandUsages: KeyValuePairs<String, String> = [
     "snap": """
     usage: capture snap [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
                         [--quality 1-100] [--count N] [--output FILE|DIR/]
-           (without --output, photos go to the album, ~/Pictures or XDG_PICTURES_DIR; FILE's folder must exist)
+           (without --output, photos go to the album, ~/Pictures or XDG_PICTURES_DIR; FILE's folder must exist;
+           only a regular file at FILE is replaced, never a FIFO, device node or symbolic link)
     """,
     "stream": """
     usage: capture stream [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
@@ -61,7 +63,8 @@ let commandUsages: KeyValuePairs<String, String> = [
     """,
     "audio": """
     usage: capture audio [--device ID|ALSA-NAME|virtual] [--seconds S] [--rate HZ] [--output FILE.wav] [--json]
-           (records exactly S seconds of samples, default 2, at the device's rate nearest HZ, default 48000)
+           (records exactly S seconds of samples, default 2, at the device's rate nearest HZ, default 48000;
+           Ctrl-C or SIGTERM ends it early with a complete file; pure digital silence is an error)
     """,
     "preview": """
     usage: capture preview [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
@@ -113,9 +116,11 @@ func chooseCamera(_ spec: String?) throws -> CaptureDevice {
 }
 
 /// Builds a running session for `device` with `outputs`, honouring --preset/--size/--format.
+/// `beforeStart` gets the configured session before it starts: event handlers go there, since an
+/// unplug right after the start must not be missed.
 func makeSession(
     _ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOutput],
-    extraInputs: [CaptureDeviceInput] = []
+    extraInputs: [CaptureDeviceInput] = [], beforeStart: (CaptureSession) -> Void = { _ in }
 ) throws -> CaptureSession {
     let session = CaptureSession()
     let input = try CaptureDeviceInput(device: device)
@@ -193,8 +198,40 @@ func makeSession(
             )
         }
     }
+    beforeStart(session)
     try session.start()
     return session
+}
+
+/// What ended a session under the tool: its first unplug or runtime error, in the words the tool
+/// prints. Fed by a session's events (installed before the start); `onEnd` runs once, at the first.
+final class SessionWatch: @unchecked Sendable {
+    private let lock = NSLock()
+    private var first: CaptureError?
+    private let onEnd: @Sendable () -> Void
+    init(onEnd: @escaping @Sendable () -> Void = {}) { self.onEnd = onEnd }
+
+    /// The error that ended the session, if one did.
+    var error: CaptureError? { lock.withLock { first } }
+
+    func watch(_ session: CaptureSession) { session.addEventHandler { [self] event in handle(event) } }
+
+    func handle(_ event: CaptureSession.Event) {
+        let e: CaptureError
+        switch event {
+        case .deviceDisconnected(let d):
+            e = CaptureError(.disconnected, "\(d.localizedName) (\(d.path)) was disconnected; plug it back in and run again")
+        case .runtimeError(let error) where error.code != .disconnected:
+            e = error
+        default:
+            return
+        }
+        let isFirst = lock.withLock {
+            defer { if first == nil { first = e } }
+            return first == nil
+        }
+        if isFirst { onEnd() }
+    }
 }
 
 func jsonString(_ value: some Encodable) throws -> String {
@@ -271,6 +308,8 @@ enum SnapDestination {
         } else {
             let folder = URL(fileURLWithPath: output).deletingLastPathComponent().path
             try Self.checkWritable(folder, naming: output)
+            // A FIFO, a device node or a symbolic link is never replaced: refused before the camera opens.
+            if case .success(let kind?) = FileSystem.kind(at: output), kind != .regular { throw PhotoLibrary.notAFile(output, kind) }
             self = .file(output)
         }
     }
@@ -324,6 +363,40 @@ func snapCommand(_ args: Arguments) throws {
         let d = sample.dimensions.map(\.description) ?? "?"
         print("\(url.path)\t\(d)\t\(jpeg.count) bytes\tsequence \(sample.sequenceNumber)")
     }
+}
+
+/// Runs `action` once on the first of `signals` (taken from their default action, which would
+/// end the process without finishing its file).
+final class SignalStop: @unchecked Sendable {
+    private let lock = NSLock()
+    private var sources: [DispatchSourceSignal] = []
+    private var didFire = false
+
+    init(_ signals: [Int32], action: @escaping @Sendable () -> Void) {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for sig in signals { sigaddset(&set, sig) }
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        sources = signals.map { sig in
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { [self] in
+                let first = lock.withLock {
+                    defer { didFire = true }
+                    return !didFire
+                }
+                if first { action() }
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    /// Whether a signal came.
+    var fired: Bool { lock.withLock { didFire } }
+
+    /// Stops listening (the signals stay ignored: the process is ending).
+    func cancel() { for s in sources { s.cancel() } }
 }
 
 // The JSON keys `capture` prints are snake_case; the names are the keys.
@@ -386,7 +459,6 @@ func streamCommand(_ args: Arguments) throws {
     let counter = StreamCounter(target: frames)
     output.setSampleBufferDelegate(counter, queue: DispatchQueue(label: "capture.stream"))
     output.alwaysDiscardsLateVideoFrames = false
-    let errors = ErrorBox()
     var outputs: [CaptureOutput] = [output]
     let audio = AudioRecorder(path: nil)
     var audioInput: CaptureDeviceInput?
@@ -396,15 +468,12 @@ func streamCommand(_ args: Arguments) throws {
         a.setSampleBufferDelegate(audio, queue: DispatchQueue(label: "capture.stream.audio"))
         outputs.append(a)
     }
-    let running = try makeSession(device, args, outputs: outputs, extraInputs: audioInput.map { [$0] } ?? [])
-    running.addEventHandler { event in
-        if case .runtimeError(let e) = event { errors.set(e); counter.done.signal() }
-        if case .deviceDisconnected = event { errors.set(CaptureError(.disconnected, "the camera went away")); counter.done.signal() }
-    }
+    let watch = SessionWatch { counter.done.signal() }
+    let running = try makeSession(device, args, outputs: outputs, extraInputs: audioInput.map { [$0] } ?? [], beforeStart: watch.watch)
     let start = Date()
     counter.done.wait()
     running.stopRunning()
-    if let e = errors.get() { throw e }
+    if let e = watch.error { throw e }
     let elapsed = Date().timeIntervalSince(start)
     let (n, f, l, ft, lt, dims, fmt, drops) = counter.lock.withLock {
         (counter.frames, counter.first, counter.last, counter.firstTime, counter.lastTime, counter.dims, counter.format, counter.drops)
@@ -522,6 +591,9 @@ func audioCommand(_ args: Arguments) throws {
     if let path, access(URL(fileURLWithPath: path).deletingLastPathComponent().path, W_OK) != 0 {
         throw CaptureError.file(errno: errno, path: path, operation: "access")
     }
+    // As for photos: a FIFO (whose open would block), a device node or a symbolic link is never
+    // written over.
+    if let path, case .success(let kind?) = FileSystem.kind(at: path), kind != .regular { throw PhotoLibrary.notAFile(path, kind) }
     let device = try chooseMicrophone(args.values["device"])
     let recorder = AudioRecorder(path: path, seconds: seconds)
     // Nothing half-written stays behind when the recording fails.
@@ -534,24 +606,39 @@ func audioCommand(_ args: Arguments) throws {
     let input = try CaptureDeviceInput(device: device)
     session.addInput(input)
     session.addOutput(output)
-    let errors = ErrorBox()
-    session.addEventHandler { event in if case .runtimeError(let e) = event { errors.set(e); recorder.done.signal() } }
+    let watch = SessionWatch { recorder.done.signal() }
+    watch.watch(session)
+    // Ctrl-C and SIGTERM end the recording early: the file is finished (its header says what it
+    // holds) and the summary printed, as at the end of --seconds. (Unblocked: a parent that
+    // spawned us from a thread blocking them would otherwise leave them pending.)
+    let interrupted = SignalStop([SIGINT, SIGTERM]) { recorder.done.signal() }
+    defer { interrupted.cancel() }
     try session.start()
     // The samples decide the length; the deadline only catches a device that stops delivering.
     let delivered = recorder.done.wait(timeout: .now() + seconds + 10) == .success
     session.stopRunning()
-    if let e = errors.get() { throw e }
+    if let e = watch.error { throw e }
     recorder.lock.lock()
     defer { recorder.lock.unlock() }
     if let e = recorder.error { throw e }
     try recorder.writer?.close()
     let r = recorder
     guard let fmt = r.format, r.frames > 0 else {
+        if interrupted.fired { throw ToolError(message: "stopped before \(device.localizedName) delivered any audio: nothing recorded") }
         throw ToolError(message: "\(device.localizedName) delivered no audio in \(seconds + 10) s")
     }
     guard delivered else {
         throw ToolError(
             message: "\(device.localizedName) delivered \(r.frames) of \(r.limit ?? 0) frames and then stopped; check the device")
+    }
+    // Every sample exactly zero: no source reached the device (nothing plays into it, a loopback
+    // whose player failed on a format the first opener fixed, a muted or wrong input), not a
+    // quiet room, whose noise never gives pure zeros.
+    guard r.peak > AudioChannelLevel.silence else {
+        throw ToolError(
+            message:
+                "\(device.localizedName) delivered only digital silence (\(r.frames) frames, every sample 0): nothing reached it; check the device, its mixer and, for a loopback, that its player runs in \(fmt)"
+        )
     }
     finished = true
     let report = AudioJSON(
@@ -594,7 +681,8 @@ func previewCommand(_ args: Arguments) throws {
     // The display first: without one there is nothing to start the camera for.
     try PreviewWindow.checkDisplay(ProcessInfo.processInfo.environment)
     let still = CaptureStillImageOutput()
-    let session = try makeSession(device, args, outputs: [still])
+    let watch = SessionWatch()
+    let session = try makeSession(device, args, outputs: [still], beforeStart: watch.watch)
     defer { session.stopRunning() }
     let preview = CaptureVideoPreviewLayer(session: session)
     preview.videoGravity = gravity
@@ -607,10 +695,6 @@ func previewCommand(_ args: Arguments) throws {
     let info = PreviewInfoOverlay(preview: preview)
     window.rootLayer.addSublayer(info.layer)
     var current = device
-    let errors = ErrorBox()
-    session.addEventHandler { event in
-        if case .runtimeError(let e) = event { errors.set(e) }
-    }
 
     func takeStill() {
         guard let connection = still.connection(with: .video) else { return }
@@ -667,8 +751,17 @@ func previewCommand(_ args: Arguments) throws {
     }
     if args.flags.contains("fullscreen") { window.isFullscreen = true }
     window.show()
+    // The loop runs main-actor work between frames: this closes the window when the camera is
+    // unplugged or fails (the session's events come on another queue).
+    let ended = Task { @MainActor in
+        while !window.isClosed {
+            if watch.error != nil { window.close() }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+    defer { ended.cancel() }
     PreviewWindow.runEventLoop()
-    if let e = errors.get() { throw e }
+    if let e = watch.error { throw e }
 }
 
 /// Serves the camera over HTTP until SIGINT or SIGTERM; prints the URL, then a status line every
@@ -702,25 +795,27 @@ func serveCommand(_ args: Arguments) throws {
     let device = try chooseCamera(args.values["device"])
     let still = CaptureStillImageOutput()
     still.outputSettings = .init(quality: max(quality, 90))
-    let session = try makeSession(device, args, outputs: [still])
-    defer { session.stopRunning() }
-    let server = try CaptureStreamServer(session: session, configuration: config)
     // The server keeps answering while the camera is gone and takes it back when it returns
-    // (`reattachesCamera`); the tool says when.
+    // (`reattachesCamera`); the tool says when. Watched from before the start: an unplug at any
+    // time is reported.
     let gone = CameraGone()
-    session.addEventHandler { [weak session] event in
-        switch event {
-        case .deviceDisconnected(let d):
-            gone.set(true)
-            say("offline: \(d.localizedName) (\(d.path)) went away; waiting for it to come back")
-        case .didStartRunning:
-            guard gone.set(false) else { return }
-            let d = (session?.inputs.first as? CaptureDeviceInput)?.device
-            say("online again: \(d?.localizedName ?? "the camera") (\(d?.path ?? "?")) is back")
-        default:
-            break
+    let session = try makeSession(device, args, outputs: [still]) { session in
+        session.addEventHandler { [weak session] event in
+            switch event {
+            case .deviceDisconnected(let d):
+                gone.set(true)
+                say("offline: \(d.localizedName) (\(d.path)) went away; waiting for it to come back")
+            case .didStartRunning:
+                guard gone.set(false) else { return }
+                let d = (session?.inputs.first as? CaptureDeviceInput)?.device
+                say("online again: \(d?.localizedName ?? "the camera") (\(d?.path ?? "?")) is back")
+            default:
+                break
+            }
         }
     }
+    defer { session.stopRunning() }
+    let server = try CaptureStreamServer(session: session, configuration: config)
     try server.start()
     defer { server.stop() }
     let url = server.url
@@ -750,13 +845,6 @@ final class CameraGone: @unchecked Sendable {
             defer { gone = value }; return gone
         }
     }
-}
-
-final class ErrorBox: @unchecked Sendable {
-    let lock = NSLock()
-    var error: CaptureError?
-    func set(_ e: CaptureError) { lock.withLock { if error == nil { error = e } } }
-    func get() -> CaptureError? { lock.withLock { error } }
 }
 
 /// Runs an async call to completion from synchronous code (the tool has no other work).

@@ -197,6 +197,75 @@ import Testing
     }
 }
 
+extension CaptureToolTests {
+    /// `snap --output` (and `audio --output`) at a FIFO, a device node (made with mknod in a
+    /// temporary folder, when this user may) and a symbolic link: refused in one line naming what
+    /// is there, before the device opens (a FIFO would block the save), and each left as it was,
+    /// the link's target too.
+    @Test func snapNeverReplacesWhatIsNotARegularFile() throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let fifo = dir.appendingPathComponent("fifo.jpg").path, node = dir.appendingPathComponent("full.jpg").path
+        let link = dir.appendingPathComponent("link.jpg").path, target = dir.appendingPathComponent("target").path
+        #expect(mkfifo(fifo, 0o644) == 0)
+        // /dev/full's numbers: a write would fail, not reach anything.
+        let madeNode = mknod(node, S_IFCHR | 0o644, dev_t(1 << 8 | 7)) == 0
+        if !madeNode { print("CaptureToolTests: mknod not permitted here (errno \(errno)); the device node case is skipped") }
+        try Data("target".utf8).write(to: URL(fileURLWithPath: target))
+        #expect(symlink(target, link) == 0)
+        var cases = [(fifo, "is a FIFO", S_IFIFO), (link, "is a symbolic link", S_IFLNK)]
+        if madeNode { cases.append((node, "is a character device", S_IFCHR)) }
+        for (path, words, type) in cases {
+            let r = try Self.capture(["snap", "--device", "virtual", "--preset", "low", "--output", path])
+            #expect(r.status == 1, "\(path): \(r.stderr)")
+            #expect(r.errorLines.count == 1 && r.stderr.contains("\(path) \(words)"), "\(r.stderr)")
+            var st = stat()
+            #expect(lstat(path, &st) == 0 && st.st_mode & S_IFMT == type, "\(path) was changed")
+        }
+        // `capture audio --output` the same way.
+        for (path, words, type) in cases {
+            let r = try Self.capture(["audio", "--device", "virtual", "--seconds", "0.2", "--output", path])
+            #expect(r.status == 1 && r.errorLines.count == 1 && r.stderr.contains("\(path) \(words)"), "\(path): \(r.stderr)")
+            var st = stat()
+            #expect(lstat(path, &st) == 0 && st.st_mode & S_IFMT == type, "\(path) was changed")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data("target".utf8))
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+        #expect(left == (["fifo.jpg", "link.jpg", "target"] + (madeNode ? ["full.jpg"] : [])).sorted(), "\(left)")
+        // A folder that takes no new files is named as such (root may write there by mode).
+        if getuid() == 0 {
+            let r = try Self.capture(["snap", "--device", "virtual", "--preset", "low", "--output", "/proc/x.jpg"])
+            #expect(r.status == 1 && r.stderr.contains("/proc does not take new files"), "\(r.stderr)")
+        }
+    }
+
+    /// Ctrl-C or SIGTERM during `capture audio`: exit 0, the summary, and a WAV whose header
+    /// says exactly the samples the file holds, as many as the summary says.
+    @Test(arguments: [SIGINT, SIGTERM])
+    func audioEndsCleanlyOnASignal(_ sig: Int32) throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let wav = dir.appendingPathComponent("a.wav").path
+        let p = try RunningProcess(tool: "capture", ["audio", "--device", "virtual", "--seconds", "600", "--output", wav, "--json"])
+        // Samples are on disk: the recording runs.
+        let end = Date().addingTimeInterval(60)
+        while Date() < end, ((try? FileManager.default.attributesOfItem(atPath: wav)[.size] as? Int) ?? 0) < 10_000 {
+            usleep(50_000)
+        }
+        p.signal(sig)
+        let status = p.exitStatus(timeout: 30)
+        #expect(status == 0, "\(String(describing: status)): \(p.stderr)")
+        let data = try Data(contentsOf: URL(fileURLWithPath: wav))
+        func u32(_ at: Int) -> Int { data[at..<at + 4].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) } }
+        func u16(_ at: Int) -> Int { Int(data[at]) | Int(data[at + 1]) << 8 }
+        let dataAt = try #require(data.range(of: Data("data".utf8))).lowerBound
+        #expect(u32(dataAt + 4) > 0 && data.count == dataAt + 8 + u32(dataAt + 4), "header says \(u32(dataAt + 4)), file \(data.count)")
+        #expect(u32(4) == data.count - 8, "RIFF size \(u32(4)) for \(data.count) bytes")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(p.stdout.utf8)) as? [String: Any], "\(p.stdout)")
+        #expect(json["frames"] as? Int == u32(dataAt + 4) / u16(32), "\(json)")
+    }
+}
+
 /// Foundation's file errors in the library's words: the mapping the tool's one error line uses.
 @Suite struct FoundationErrorWordsTests {
     @Test func cocoaAndPOSIXFileErrorsBecomeCaptureErrors() throws {

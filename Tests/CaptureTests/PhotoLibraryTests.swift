@@ -356,4 +356,39 @@ private func remountReadOnly(_ path: String) throws {
         #expect(scratch.list() == ["sub"])
         #expect(scratch.list("/sub").isEmpty)
     }
+
+    /// A FIFO, a device node (when this user may make one) and a symbolic link are refused by
+    /// name and left as they were; so is the file the link points to. A folder that takes no new
+    /// files (/proc) is named as such, not as missing.
+    @Test func nothingButARegularFileIsReplaced() throws {
+        let scratch = ScratchFolder()
+        let fifo = scratch.path + "/fifo.jpg", node = scratch.path + "/null.jpg", link = scratch.path + "/link.jpg"
+        let target = scratch.path + "/target"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let madeNode = mknod(node, S_IFCHR | 0o644, dev_t(1 << 8 | 3)) == 0
+        if !madeNode { print("PhotoLibraryWriteToFileTests: mknod not permitted here (errno \(errno)); the device node case is skipped") }
+        try Data("target".utf8).write(to: URL(fileURLWithPath: target))
+        #expect(symlink(target, link) == 0)
+        var cases = [(fifo, "a FIFO", Glibc.S_IFIFO), (link, "a symbolic link", Glibc.S_IFLNK)]
+        if madeNode { cases.append((node, "a character device", Glibc.S_IFCHR)) }
+        for (path, words, type) in cases {
+            let e = #expect(throws: CaptureError.self) { try PhotoLibrary.write(jpeg: makeJPEG(), to: URL(fileURLWithPath: path)) }
+            #expect(e?.code == .invalidArgument && e?.message.contains("\(path) is \(words)") == true, "\(String(describing: e))")
+            var st = stat()
+            #expect(lstat(path, &st) == 0 && st.st_mode & S_IFMT == type, "\(path) was changed")
+        }
+        if madeNode {
+            var st = stat()
+            #expect(lstat(node, &st) == 0 && st.st_rdev == dev_t(1 << 8 | 3))
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data("target".utf8))
+        // Nothing else: no temporary file left.
+        #expect(scratch.list() == (["fifo.jpg", "link.jpg", "target"] + (madeNode ? ["null.jpg"] : [])).sorted(), "\(scratch.list())")
+        if getuid() == 0 {
+            let proc = #expect(throws: CaptureError.self) {
+                try PhotoLibrary.write(jpeg: makeJPEG(), to: URL(fileURLWithPath: "/proc/x.jpg"))
+            }
+            #expect(proc?.message.contains("/proc does not take new files") == true, "\(String(describing: proc))")
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import CaptureImaging
 import CaptureBackend
+import CaptureSystem
 import Foundation
 import Dispatch
 #if canImport(Glibc)
@@ -106,10 +107,11 @@ public final class PhotoLibrary: Sendable {
     /// added when it has none, written to a hidden temporary file in the same folder, flushed,
     /// then renamed over `url`): a reader sees the old file or the new one, never a partial one,
     /// and on any failure nothing is left behind. The folder must exist. For a file name the
-    /// caller chooses (`capture snap --output`); an existing file at `url` is replaced.
+    /// caller chooses (`capture snap --output`); an existing regular file at `url` is replaced,
+    /// anything else there (a FIFO, a device node, a symbolic link, a folder) never is.
     ///
     /// Errors as for the album, plus `.invalidArgument` when the folder does not exist or `url`
-    /// is a folder.
+    /// is not a regular file.
     public static func write(jpeg: Data, metadata: PhotoMetadata? = nil, to url: URL) throws(CaptureError) {
         let bytes = try prepare(jpeg, metadata: metadata, date: metadata?.date ?? Date())
         let path = url.path
@@ -117,17 +119,39 @@ public final class PhotoLibrary: Sendable {
         var st = stat()
         if stat(folder, &st) != 0 { throw storageError(errno, operation: "stat", path: folder) }
         guard st.st_mode & S_IFMT == S_IFDIR else { throw storageError(ENOTDIR, operation: "stat", path: folder) }
-        if stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFDIR {
-            throw CaptureError(
+        // Checked before writing (and again when placing): a FIFO's or a device's open would
+        // block or write into it.
+        if case .success(let kind?) = FileSystem.kind(at: path), kind != .regular { throw notAFile(path, kind) }
+        let temp = try writeTemporary(bytes, in: folder)
+        switch FileSystem.place(temp, at: path) {
+        case .success:
+            syncDirectory(folder)
+        case .failure(let failure):
+            unlink(temp)
+            switch failure {
+            case .notARegularFile(let kind): throw notAFile(path, kind)
+            case .failed(let e): throw storageError(e.errno.rawValue, operation: e.operation, path: folder)
+            }
+        }
+    }
+
+    /// The error for a destination that is not a regular file, which is never replaced.
+    package static func notAFile(_ path: String, _ kind: FileKind) -> CaptureError {
+        if kind == .directory {
+            return CaptureError(
                 .invalidArgument, "\(path) is a folder; name a file in it, or end the path with / to save numbered photos there")
         }
-        let temp = try writeTemporary(bytes, in: folder)
-        guard rename(temp, path) == 0 else {
-            let e = errno
-            unlink(temp)
-            throw storageError(e, operation: "rename", path: folder)
-        }
-        syncDirectory(folder)
+        let what =
+            switch kind {
+            case .symbolicLink: "a symbolic link"
+            case .fifo: "a FIFO (named pipe)"
+            case .characterDevice: "a character device"
+            case .blockDevice: "a block device"
+            case .socket: "a socket"
+            default: "not a regular file"
+            }
+        return CaptureError(
+            .invalidArgument, "\(path) is \(what), which is never replaced; nothing was written: name a regular file or a new one")
     }
 
     // MARK: Folder
@@ -266,7 +290,17 @@ public final class PhotoLibrary: Sendable {
             fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
             if fd >= 0 || errno != EEXIST { break }
         }
-        guard fd >= 0 else { throw storageError(errno, operation: "open", path: folder) }
+        guard fd >= 0 else {
+            let e = errno
+            // The folder is there but refuses new files with ENOENT: a virtual file system.
+            if e == ENOENT, case .success(.directory?) = FileSystem.kind(at: folder) {
+                throw CaptureError(
+                    .invalidArgument,
+                    "\(folder) does not take new files (a virtual file system such as /proc or /sys); write to another folder",
+                    errno: e, operation: "open")
+            }
+            throw storageError(e, operation: "open", path: folder)
+        }
         var failure: CaptureError?
         bytes.withUnsafeBytes { raw in
             var done = 0
