@@ -33,7 +33,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// beyond this one, frames are copied on receipt and their buffers go back at once. (A camera
     /// streams with 4 buffers: one being filled, one the capture thread hands on, one with a quick
     /// app output; holding 2 cost an app output frames under load.)
-    static let heldFrameLimit = 1
+    package static let heldFrameLimit = 1
+    /// The most camera buffers this output ever held at once (at most `heldFrameLimit`). Any thread.
+    package var cameraBuffersHeldPeak: Int { consumer.heldFramesPeak }
     /// Serial: frames, drops, starts, stops and delegate calls, in order.
     let queue = DispatchQueue(label: "swift-capture.recording")
     private let lock = NSLock()

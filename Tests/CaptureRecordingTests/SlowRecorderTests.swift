@@ -29,6 +29,36 @@ import Testing
         return movie
     }
 
+    /// Checks that a recorder behind on its work cost `app` (an output keeping every frame)
+    /// nothing, and returns the app's drops. Exact, whatever the load: the recorder never held more
+    /// of the camera's buffers (or JPEG samples) than its limit, since it copied the frames it was
+    /// behind on, and the app got each frame or was told it was lost, once. Not exact: how many the
+    /// app lost, since an app queue a busy machine does not run for a few frame intervals holds
+    /// the other buffers itself (1 to 11 of 60 on a loaded CI machine); a recorder holding the
+    /// buffers while behind would leave the app about one frame per encode or write.
+    static func expectOthersLostNothing(
+        to movie: CaptureMovieFileOutput, app: CaptureVideoDataOutput, counter: Counter, atLeast minimum: Int
+    ) -> [DropReason: Int] {
+        #expect(
+            movie.cameraBuffersHeldPeak <= CaptureMovieFileOutput.heldFrameLimit,
+            "the recorder held \(movie.cameraBuffersHeldPeak) buffers at once")
+        #expect(movie.cameraBuffersHeldPeak >= 1, "the recorder never got a frame in a camera buffer")
+        let (delivered, appDrops) = app.statistics
+        #expect(appDrops[.frameWasLate] == nil && appDrops[.corrupt] == nil, "the app output (keeping every frame) lost \(appDrops)")
+        let seqs = counter.sequences
+        #expect(
+            delivered == seqs.count && zip(seqs, seqs.dropFirst()).allSatisfy { $0 < $1 }, "\(seqs.count) frames, \(delivered) delivered")
+        guard let first = seqs.first, let last = seqs.last else {
+            Issue.record("the app output got no frame")
+            return appDrops
+        }
+        let made = Int(last - first) + 1
+        let lost = (appDrops[.discontinuity] ?? 0) + (appDrops[.outOfBuffers] ?? 0)
+        #expect(made <= seqs.count + lost, "the app's frames \(first)...\(last): \(seqs.count) delivered, \(lost) reported lost")
+        #expect(seqs.count >= minimum && seqs.count * 3 >= made * 2, "the app got \(seqs.count) of frames \(first)...\(last): \(appDrops)")
+        return appDrops
+    }
+
     struct Case: Sendable, CustomStringConvertible {
         var format: PixelFormat
         var width: Int
@@ -63,24 +93,14 @@ import Testing
         let summary = try #require(movie.lastRecording)
         #expect(summary.error?.code == .maximumDurationReached, "\(String(describing: summary.error))")
 
-        // The app's output got every frame the camera made: none lost for want of a buffer (the
-        // camera's own skips on a starved machine, `.discontinuity`, were never made).
-        let (delivered, appDrops) = app.statistics
-        #expect(appDrops[.outOfBuffers] == nil, "the app output lost \(appDrops) while the recorder was behind")
-        #expect(appDrops[.frameWasLate] == nil && appDrops[.corrupt] == nil, "\(appDrops)")
-        let seqs = counter.sequences
-        #expect(delivered == seqs.count && seqs.count >= 45, "\(seqs.count) frames to the app, \(appDrops)")
-        if let first = seqs.first, let last = seqs.last {
-            let skipped = appDrops[.discontinuity] ?? 0
-            #expect(
-                Int(last - first) + 1 <= seqs.count + skipped,
-                "the app's frames \(first)...\(last): \(seqs.count) delivered, \(skipped) never made by the camera")
-        }
+        let appDrops = Self.expectOthersLostNothing(to: movie, app: app, counter: counter, atLeast: 30)
 
         // The recorder fell behind beyond its own storage and lost frames alone, as late.
         let late = summary.framesDropped[.frameWasLate] ?? 0
         #expect(late > 0, "x264 placebo kept up at \(c) (the recorder was never behind): \(summary)")
-        #expect(summary.framesDropped[.outOfBuffers] == nil, "the camera ran out of buffers: \(summary.framesDropped)")
+        // The camera's losses in the recording reach the recorder as they reach the app.
+        #expect(
+            summary.framesDropped[.outOfBuffers] ?? 0 <= appDrops[.outOfBuffers] ?? 0, "recorder \(summary.framesDropped), app \(appDrops)")
         // Each frame of the camera's sequence within the recording was written or counted lost once.
         let range = try #require(summary.sequenceRange)
         let dropped = summary.framesDropped.values.reduce(0, +)
@@ -155,17 +175,11 @@ import Testing
         #expect(summary.error?.code == .maximumDurationReached, "\(String(describing: summary.error))")
         while reader.isExecuting || !reader.isFinished { Thread.sleep(forTimeInterval: 0.01) }
 
-        let (delivered, appDrops) = app.statistics
-        #expect(appDrops[.outOfBuffers] == nil && appDrops[.frameWasLate] == nil, "the app output lost \(appDrops)")
-        let seqs = counter.sequences
-        #expect(delivered == seqs.count && seqs.count >= 60, "\(seqs.count) frames to the app, \(appDrops)")
-        if let first = seqs.first, let last = seqs.last {
-            #expect(
-                Int(last - first) + 1 <= seqs.count + (appDrops[.discontinuity] ?? 0), "the app's frames \(first)...\(last): \(seqs.count)")
-        }
+        let appDrops = Self.expectOthersLostNothing(to: movie, app: app, counter: counter, atLeast: 60)
         let late = summary.framesDropped[.frameWasLate] ?? 0
         #expect(late > 0, "the recorder was never behind by more than its storage: \(summary)")
-        #expect(summary.framesDropped[.outOfBuffers] == nil, "\(summary.framesDropped)")
+        #expect(
+            summary.framesDropped[.outOfBuffers] ?? 0 <= appDrops[.outOfBuffers] ?? 0, "recorder \(summary.framesDropped), app \(appDrops)")
         let range = try #require(summary.sequenceRange)
         let dropped = summary.framesDropped.values.reduce(0, +)
         #expect(summary.framesWritten + dropped >= range.count, "\(summary.framesWritten) written + \(dropped) dropped of \(range.count)")

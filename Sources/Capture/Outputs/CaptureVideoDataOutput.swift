@@ -72,6 +72,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         var detacher: FrameDetacher?
         /// Frames waiting (or with the delegate) that hold the buffers they came in (not detached).
         var heldFrames = 0
+        /// The most frames ever held at once (`heldFramesPeak`).
+        var heldFramesPeak = 0
     }
 
     /// How a frame consumer that keeps a backlog (the recorder) lets go of the buffers frames come
@@ -92,6 +94,10 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
 
     /// Frames captured and waiting for the delegate (not the one it has now). Any thread.
     package var framesWaiting: Int { state.withLock { st in st.backlog.count(where: \.isFrame) } }
+
+    /// The most frames this output ever held in the buffers they came in at once, waiting or with
+    /// the delegate (a `FrameDetacher` keeps it at its `heldLimit`). Any thread.
+    package var heldFramesPeak: Int { state.withLock { $0.heldFramesPeak } }
 
     /// See `FrameDetacher`; nil (the default): frames wait holding their buffers. Any thread.
     package var frameDetacher: FrameDetacher? {
@@ -319,6 +325,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             } else {
                 sample.hold()
                 st.heldFrames += 1
+                st.heldFramesPeak = max(st.heldFramesPeak, st.heldFrames)
                 st.backlog.append(.frame(sample, connection, held: true))
             }
             return (startDrainIfIdle(&st), late)
