@@ -137,8 +137,8 @@ public class CaptureSession: @unchecked Sendable {
     /// Whether `input` can be added: it is not in a session already, its device is not used by
     /// another session, the session has no other input of the same media type (a multi-camera session: no other microphone), and a camera can
     /// run at the session's preset (as AVFoundation, which says no to a camera that cannot).
-    /// Whether `input` can be added. A camera refused here is remembered: `start()` names the
-    /// refusal when the session then has a video output but no camera.
+    /// A camera refused here is remembered: `start()` names the refusal when the session then has
+    /// a video output but no camera.
     public func canAddInput(_ input: CaptureInput) -> Bool { lock.withLock { checkAdd(input) == nil } }
 
     /// Why `canAddInput(_:)` says no, as a typed error, or nil when the input can be added:
