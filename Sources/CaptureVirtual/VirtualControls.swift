@@ -22,6 +22,7 @@ extension VirtualCamera {
         package static let zoomAbsolute: UInt32 = 0x009A_090D
         package static let autoExposureBias: UInt32 = 0x009A_0913
         package static let flashLEDMode: UInt32 = 0x009C_0901
+        package static let flashTorchIntensity: UInt32 = 0x009C_0908
         package static let testPattern: UInt32 = 0x009F_0903
     }
 
@@ -76,6 +77,8 @@ extension VirtualCamera {
         SourceControl(
             id: ControlID.flashLEDMode, name: "LED Mode", kind: .menu, minimum: 0, maximum: 2, step: 1, defaultValue: 0,
             menu: [(value: 0, name: "Off"), (value: 2, name: "Torch")], isReadOnly: false, isInactive: false),
+        // In mA, as flash LED drivers count it.
+        integer(ControlID.flashTorchIntensity, "Torch Intensity", 25...400, step: 25, default: 400),
         SourceControl(
             id: ControlID.testPattern, name: "Test Pattern", kind: .menu, minimum: 0,
             maximum: Int64(TestPatternKind.allCases.count - 1), step: 1, defaultValue: 0,

@@ -546,7 +546,7 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
                 "Brightness", "Contrast", "Saturation", "Test Pattern", "Gain", "Auto Exposure",
                 "Exposure Time, Absolute", "Auto Exposure, Bias", "White Balance, Automatic",
                 "White Balance Temperature", "Focus, Absolute", "Focus, Automatic Continuous",
-                "Zoom, Absolute", "LED Mode",
+                "Zoom, Absolute", "LED Mode", "Torch Intensity",
             ])
         // A manual value is inactive while its automatic mode is on, as V4L2 drivers flag it.
         #expect(controls.first { $0.name == "Exposure Time, Absolute" }?.isInactive == true)

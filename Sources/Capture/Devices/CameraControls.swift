@@ -1,11 +1,13 @@
 import CaptureBackend
+import Foundation
 
 // Typed camera controls, as AVCaptureDevice names them, over the device's V4L2 controls:
 //   focus        FOCUS_AUTO (continuous), AUTO_FOCUS_START (one shot), FOCUS_ABSOLUTE (lens position)
 //   exposure     EXPOSURE_AUTO (manual / auto / aperture priority), EXPOSURE_ABSOLUTE (100 µs),
 //                AUTOGAIN, GAIN or ISO_SENSITIVITY (+ ISO_SENSITIVITY_AUTO), AUTO_EXPOSURE_BIAS
 //   white bal.   AUTO_WHITE_BALANCE, DO_WHITE_BALANCE (one shot), WHITE_BALANCE_TEMPERATURE
-//   zoom         ZOOM_ABSOLUTE;  torch  FLASH_LED_MODE (torch item)
+//   zoom         ZOOM_ABSOLUTE;  torch  FLASH_LED_MODE (torch item), FLASH_TORCH_INTENSITY (level)
+//   points of interest: none (V4L2 has no standard control for a focus or metering point)
 // BRIGHTNESS is not used as a fallback for the exposure bias: it offsets the picture after the
 // exposure, it is not an exposure target, so it stays a generic control (`setValue(_:for:)`).
 
@@ -106,10 +108,22 @@ extension CaptureDevice {
         }
     }
 
-    /// The focus mode now: `.continuousAutoFocus` while `FOCUS_AUTO` is on, else `.locked`.
+    /// The focus mode: `.continuousAutoFocus` while `FOCUS_AUTO` is on, else `.locked`.
+    ///
+    /// Assignable between `lockForConfiguration()` and `unlockForConfiguration()`, as in
+    /// AVFoundation: without the lock, or with a mode `isFocusModeSupported(_:)` denies, the
+    /// assignment traps (AVFoundation raises an exception); `setFocusMode(_:)` throws instead.
     public var focusMode: FocusMode {
-        guard control(.focusAutomatic) != nil, let v = try? value(of: .focusAutomatic) else { return .locked }
-        return v != 0 ? .continuousAutoFocus : .locked
+        get {
+            guard control(.focusAutomatic) != nil, let v = try? value(of: .focusAutomatic) else { return .locked }
+            return v != 0 ? .continuousAutoFocus : .locked
+        }
+        set {
+            assign(
+                "focusMode", ".\(newValue)", readable: controlsReadable, supported: isFocusModeSupported(newValue),
+                check: "isFocusModeSupported(_:)"
+            ) { () throws(CaptureError) in try setFocusMode(newValue) }
+        }
     }
 
     /// Sets the focus mode. Needs the configuration lock; throws `.invalidArgument` for a mode
@@ -173,18 +187,30 @@ extension CaptureDevice {
         }
     }
 
-    /// The exposure mode now, read from the device (`.locked` and `.custom` are both V4L2's
-    /// manual mode: the one last set is reported).
+    /// The exposure mode, read from the device (`.locked` and `.custom` are both V4L2's manual
+    /// mode: the one last set is reported).
+    ///
+    /// Assignable inside the configuration lock, as in AVFoundation: without the lock, or with
+    /// a mode `isExposureModeSupported(_:)` denies, the assignment traps; `setExposureMode(_:)`
+    /// throws instead. Assigning `.custom` keeps the exposure time and ISO the device has.
     public var exposureMode: ExposureMode {
-        let t = controlTable()
-        let manual = state.withLock { $0.manualExposureMode }
-        if t[.exposureMode] != nil, let v = try? value(of: .exposureMode) {
-            return v == Self.exposureManual ? manual : .continuousAutoExposure
+        get {
+            let t = controlTable()
+            let manual = state.withLock { $0.manualExposureMode }
+            if t[.exposureMode] != nil, let v = try? value(of: .exposureMode) {
+                return v == Self.exposureManual ? manual : .continuousAutoExposure
+            }
+            for id in [ControlID.gainAutomatic, .isoSensitivityAutomatic] where t[id] != nil {
+                if let v = try? value(of: id) { return v != 0 ? .continuousAutoExposure : manual }
+            }
+            return manual
         }
-        for id in [ControlID.gainAutomatic, .isoSensitivityAutomatic] where t[id] != nil {
-            if let v = try? value(of: id) { return v != 0 ? .continuousAutoExposure : manual }
+        set {
+            assign(
+                "exposureMode", ".\(newValue)", readable: controlsReadable, supported: isExposureModeSupported(newValue),
+                check: "isExposureModeSupported(_:)"
+            ) { () throws(CaptureError) in try setExposureMode(newValue) }
         }
-        return manual
     }
 
     /// The automatic-exposure controls' values for `auto` on or off.
@@ -352,10 +378,22 @@ extension CaptureDevice {
         }
     }
 
-    /// The white balance mode now: continuous while `AUTO_WHITE_BALANCE` is on, else locked.
+    /// The white balance mode: continuous while `AUTO_WHITE_BALANCE` is on, else locked.
+    ///
+    /// Assignable inside the configuration lock, as in AVFoundation: without the lock, or with
+    /// a mode `isWhiteBalanceModeSupported(_:)` denies, the assignment traps;
+    /// `setWhiteBalanceMode(_:)` throws instead.
     public var whiteBalanceMode: WhiteBalanceMode {
-        guard control(.whiteBalanceAutomatic) != nil, let v = try? value(of: .whiteBalanceAutomatic) else { return .locked }
-        return v != 0 ? .continuousAutoWhiteBalance : .locked
+        get {
+            guard control(.whiteBalanceAutomatic) != nil, let v = try? value(of: .whiteBalanceAutomatic) else { return .locked }
+            return v != 0 ? .continuousAutoWhiteBalance : .locked
+        }
+        set {
+            assign(
+                "whiteBalanceMode", ".\(newValue)", readable: controlsReadable,
+                supported: isWhiteBalanceModeSupported(newValue), check: "isWhiteBalanceModeSupported(_:)"
+            ) { () throws(CaptureError) in try setWhiteBalanceMode(newValue) }
+        }
     }
 
     /// Sets the white balance mode. Needs the configuration lock; throws `.invalidArgument` for
@@ -412,10 +450,23 @@ extension CaptureDevice {
     /// The largest zoom factor `ZOOM_ABSOLUTE` reaches (1 without a zoom control).
     public var maxAvailableVideoZoomFactor: Double { control(.zoom).map { zoomFactor($0.maximum, $0) } ?? 1 }
 
-    /// The zoom factor now (1 without a zoom control).
+    /// The zoom factor (1 without a zoom control).
+    ///
+    /// Assignable inside the configuration lock, as in AVFoundation: without the lock, or
+    /// outside `minAvailableVideoZoomFactor...maxAvailableVideoZoomFactor`, the assignment traps
+    /// (AVFoundation raises a range exception); `setVideoZoomFactor(_:)` throws instead.
     public var videoZoomFactor: Double {
-        guard let c = control(.zoom), let v = try? value(of: .zoom) else { return 1 }
-        return zoomFactor(v, c)
+        get {
+            guard let c = control(.zoom), let v = try? value(of: .zoom) else { return 1 }
+            return zoomFactor(v, c)
+        }
+        set {
+            assign(
+                "videoZoomFactor", "\(newValue)", readable: controlsReadable,
+                supported: (minAvailableVideoZoomFactor...maxAvailableVideoZoomFactor).contains(newValue),
+                check: "minAvailableVideoZoomFactor...maxAvailableVideoZoomFactor"
+            ) { () throws(CaptureError) in try setVideoZoomFactor(newValue) }
+        }
     }
 
     /// Zooms to `factor` (the nearest step the device has). Needs the configuration lock;
@@ -440,20 +491,130 @@ extension CaptureDevice {
     /// no automatic torch).
     public func isTorchModeSupported(_ mode: TorchMode) -> Bool { hasTorch && mode != .auto }
 
-    /// The torch mode now (`.off` without a torch).
+    /// The torch mode (`.off` without a torch).
+    ///
+    /// Assignable inside the configuration lock, as in AVFoundation: without the lock, or with
+    /// a mode `isTorchModeSupported(_:)` denies, the assignment traps; `setTorchMode(_:)` throws
+    /// instead. `.on` lights the torch at its full level.
     public var torchMode: TorchMode {
-        guard hasTorch, let v = try? value(of: .flashLEDMode) else { return .off }
-        return v == Self.ledTorch ? .on : .off
+        get {
+            guard hasTorch, let v = try? value(of: .flashLEDMode) else { return .off }
+            return v == Self.ledTorch ? .on : .off
+        }
+        set {
+            assign(
+                "torchMode", ".\(newValue)", readable: controlsReadable, supported: isTorchModeSupported(newValue),
+                check: "isTorchModeSupported(_:)"
+            ) { () throws(CaptureError) in try setTorchMode(newValue) }
+        }
     }
 
     /// Whether the torch is on.
     public var isTorchActive: Bool { torchMode == .on }
 
+    /// Whether the torch can be turned on now, as `AVCaptureDevice.isTorchAvailable` (a V4L2
+    /// torch never reports overheating, so: whether the device has one).
+    public var isTorchAvailable: Bool { hasTorch }
+
+    /// `setTorchModeOn(level:)` lights the torch as bright as it goes, as
+    /// `AVCaptureDevice.maxAvailableTorchLevel`.
+    public static let maxAvailableTorchLevel: Float = .greatestFiniteMagnitude
+
+    /// The torch's brightness from 0 (off) to 1 (full), as `AVCaptureDevice.torchLevel`: the
+    /// `FLASH_TORCH_INTENSITY` value over its maximum, or 1 while a torch without that control
+    /// is on.
+    public var torchLevel: Float {
+        guard torchMode == .on else { return 0 }
+        guard let c = control(.flashTorchIntensity), c.maximum > 0, let v = try? value(of: .flashTorchIntensity) else { return 1 }
+        return Float(v) / Float(c.maximum)
+    }
+
     /// Turns the torch on or off. Needs the configuration lock; throws `.invalidArgument` for a
-    /// mode `isTorchModeSupported(_:)` denies.
+    /// mode `isTorchModeSupported(_:)` denies. `.on` sets `FLASH_TORCH_INTENSITY`, where the
+    /// device has it, to its maximum (as AVFoundation sets the full level).
     public func setTorchMode(_ mode: TorchMode) throws(CaptureError) {
         try requireLock("setTorchMode(_:)")
         guard isTorchModeSupported(mode) else { throw unsupported("torch mode \(mode)", check: "isTorchModeSupported(_:)") }
-        try apply("setTorchMode(_:)", [(.flashLEDMode, mode == .on ? Self.ledTorch : Self.ledNone)])
+        var values: [(ControlID, Int64)] = []
+        if mode == .on, let c = control(.flashTorchIntensity) { values.append((.flashTorchIntensity, c.maximum)) }
+        try apply("setTorchMode(_:)", values + [(.flashLEDMode, mode == .on ? Self.ledTorch : Self.ledNone)])
+    }
+
+    /// Lights the torch at `level` (more than 0, at most 1, or `maxAvailableTorchLevel`), as
+    /// `AVCaptureDevice.setTorchModeOn(level:)`: `FLASH_TORCH_INTENSITY` at that fraction of its
+    /// maximum (at least its minimum); a torch without that control has one brightness, so any
+    /// level lights it fully (`torchLevel` reads 1). Needs the configuration lock; throws
+    /// `.invalidArgument` without a torch (`isTorchModeSupported(.on)`) or for a level outside
+    /// that range, where AVFoundation raises an exception.
+    public func setTorchModeOn(level: Float) throws(CaptureError) {
+        try requireLock("setTorchModeOn(level:)")
+        guard isTorchModeSupported(.on) else { throw unsupported("torch mode on", check: "isTorchModeSupported(_:)") }
+        guard level == Self.maxAvailableTorchLevel || (level > 0 && level <= 1) else {
+            throw CaptureError(
+                .invalidArgument, "torch level \(level) is outside 0...1 (above 0): pass a level up to 1 or maxAvailableTorchLevel")
+        }
+        var values: [(ControlID, Int64)] = []
+        if let c = control(.flashTorchIntensity) {
+            let wanted = level == Self.maxAvailableTorchLevel ? c.maximum : Int64((Float(c.maximum) * level).rounded())
+            values.append((.flashTorchIntensity, min(c.maximum, max(c.minimum, wanted))))
+        }
+        try apply("setTorchModeOn(level:)", values + [(.flashLEDMode, Self.ledTorch)])
+    }
+
+    // MARK: Points of interest
+
+    /// Whether the device can focus on a point of the picture, as
+    /// `AVCaptureDevice.isFocusPointOfInterestSupported`: false, since V4L2 has no standard
+    /// control for a focus point (a camera's own way, where it has one, is not one this library
+    /// knows).
+    public var isFocusPointOfInterestSupported: Bool { false }
+
+    /// Whether the device can meter exposure on a point of the picture, as
+    /// `AVCaptureDevice.isExposurePointOfInterestSupported`: false, for the same reason.
+    public var isExposurePointOfInterestSupported: Bool { false }
+
+    /// The point the camera focuses on, (0, 0) top left to (1, 1) bottom right of the unrotated
+    /// picture; (0.5, 0.5), the centre, where `isFocusPointOfInterestSupported` is false.
+    ///
+    /// Assignable inside the configuration lock, as in AVFoundation; an assignment where
+    /// `isFocusPointOfInterestSupported` is false (every device here) traps, as AVFoundation
+    /// raises an exception; `setFocusPointOfInterest(_:)` throws instead.
+    public var focusPointOfInterest: CGPoint {
+        get { CGPoint(x: 0.5, y: 0.5) }
+        set {
+            assign(
+                "focusPointOfInterest", "(\(newValue.x), \(newValue.y))", supported: isFocusPointOfInterestSupported,
+                check: "isFocusPointOfInterestSupported"
+            ) { () throws(CaptureError) in try setFocusPointOfInterest(newValue) }
+        }
+    }
+
+    /// The point exposure is metered on; see `focusPointOfInterest`.
+    ///
+    /// Assignable inside the configuration lock; where `isExposurePointOfInterestSupported` is
+    /// false (every device here) the assignment traps; `setExposurePointOfInterest(_:)` throws
+    /// instead.
+    public var exposurePointOfInterest: CGPoint {
+        get { CGPoint(x: 0.5, y: 0.5) }
+        set {
+            assign(
+                "exposurePointOfInterest", "(\(newValue.x), \(newValue.y))", supported: isExposurePointOfInterestSupported,
+                check: "isExposurePointOfInterestSupported"
+            ) { () throws(CaptureError) in try setExposurePointOfInterest(newValue) }
+        }
+    }
+
+    /// Sets `focusPointOfInterest`. Needs the configuration lock; throws `.invalidArgument`
+    /// where `isFocusPointOfInterestSupported` is false (every device here).
+    public func setFocusPointOfInterest(_ point: CGPoint) throws(CaptureError) {
+        try requireLock("setFocusPointOfInterest(_:)")
+        throw unsupported("a focus point of interest (V4L2 has no such control)", check: "isFocusPointOfInterestSupported")
+    }
+
+    /// Sets `exposurePointOfInterest`. Needs the configuration lock; throws `.invalidArgument`
+    /// where `isExposurePointOfInterestSupported` is false (every device here).
+    public func setExposurePointOfInterest(_ point: CGPoint) throws(CaptureError) {
+        try requireLock("setExposurePointOfInterest(_:)")
+        throw unsupported("an exposure point of interest (V4L2 has no such control)", check: "isExposurePointOfInterestSupported")
     }
 }

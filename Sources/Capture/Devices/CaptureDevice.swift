@@ -58,6 +58,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         var lockCount = 0
         var activeFormat: Format?
         var minFrameDuration: FrameInterval?
+        /// The longest frame duration asked for (nil: the default, the rate in use).
+        var maxFrameDuration: FrameInterval?
         /// The exposure mode last set, to tell `.locked` from `.custom` (both are V4L2's manual).
         var manualExposureMode: ExposureMode = .locked
         weak var owner: CaptureSession?
@@ -188,23 +190,96 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         }.first
     }
 
-    /// The format the device uses now.
+    /// The format the device uses now; nil when the device cannot be opened.
+    ///
+    /// Assignable inside the configuration lock, as AVFoundation's `activeFormat`, with the
+    /// effect of `setActiveFormat(_:)`: without the lock, or with nil or a format not in
+    /// `formats`, the assignment traps (AVFoundation raises an exception); `setActiveFormat(_:)`
+    /// throws instead. A running session that cannot restart in the new format keeps the old
+    /// one and posts `.configurationRejected`.
     public var activeFormat: Format? {
-        if let f = state.withLock({ $0.activeFormat }) { return f }
-        guard let src = try? source(), let cur = try? src.currentFormat() else { return nil }
-        return formats.first { $0.pixelFormat == cur.pixelFormat && $0.dimensions == cur.dimensions }
+        get {
+            if let f = state.withLock({ $0.activeFormat }) { return f }
+            guard let src = try? source(), let cur = try? src.currentFormat() else { return nil }
+            return formats.first { $0.pixelFormat == cur.pixelFormat && $0.dimensions == cur.dimensions }
+        }
+        set {
+            let known = try? loadFormats()
+            assign(
+                "activeFormat", newValue.map { "\($0)" } ?? "nil", readable: known != nil,
+                supported: newValue.map { known?.contains($0) == true } ?? false, check: "formats", reportsFault: false
+            ) { () throws(CaptureError) in
+                if let newValue { try setActiveFormat(newValue) }
+            }
+        }
     }
 
-    /// The shortest frame duration in use (the inverse of the frame rate).
+    /// The shortest frame duration, the inverse of the highest frame rate: the rate the camera
+    /// runs at (a V4L2 camera has one). Nil when the device cannot be opened.
+    ///
+    /// Assignable inside the configuration lock, as AVFoundation's, with the effect of
+    /// `setActiveVideoMinFrameDuration(_:)`; nil (AVFoundation's `CMTime.invalid`) goes back to
+    /// the default, the active format's highest rate. Without the lock, or with a duration the
+    /// active format's `videoSupportedFrameRateRanges` do not contain, the assignment traps.
     public var activeVideoMinFrameDuration: FrameInterval? {
-        if let d = state.withLock({ $0.minFrameDuration }) { return d }
-        return try? source().frameInterval()
+        get {
+            if let d = state.withLock({ $0.minFrameDuration }) { return d }
+            return try? source().frameInterval()
+        }
+        set {
+            let format = activeFormat
+            let wanted = newValue ?? format.flatMap(Self.defaultMinFrameDuration)
+            assign(
+                "activeVideoMinFrameDuration", newValue.map { "\($0)" } ?? "nil", readable: format != nil,
+                supported: wanted.map { format?.supports($0) == true } ?? false,
+                check: "activeFormat.videoSupportedFrameRateRanges", reportsFault: false
+            ) { () throws(CaptureError) in
+                if let wanted { try setActiveVideoMinFrameDuration(wanted) }
+            }
+        }
+    }
+
+    /// The longest frame duration, the inverse of the lowest frame rate, as AVFoundation's
+    /// `activeVideoMaxFrameDuration`. A V4L2 camera runs at one rate, so the default is
+    /// `activeVideoMinFrameDuration`; a longer value is kept and read back (an app's "no
+    /// slower than" limit), but frames still come at `activeVideoMinFrameDuration`; a shorter
+    /// one raises the rate to it, so that the minimum never exceeds the maximum. Nil when the
+    /// device cannot be opened.
+    ///
+    /// Assignable inside the configuration lock, with the effect of
+    /// `setActiveVideoMaxFrameDuration(_:)`; nil goes back to the default. Without the lock, or
+    /// with a duration the active format's `videoSupportedFrameRateRanges` do not contain, the
+    /// assignment traps.
+    public var activeVideoMaxFrameDuration: FrameInterval? {
+        get {
+            guard let minimum = activeVideoMinFrameDuration else { return nil }
+            // A limit the format no longer has (a new format or preset) is dropped, as a new
+            // preset resets it in AVFoundation.
+            guard let kept = state.withLock({ $0.maxFrameDuration }), !(kept < minimum),
+                activeFormat?.supports(kept) ?? true
+            else { return minimum }
+            return kept
+        }
+        set {
+            let format = activeFormat
+            assign(
+                "activeVideoMaxFrameDuration", newValue.map { "\($0)" } ?? "nil", readable: format != nil,
+                supported: newValue.map { format?.supports($0) == true } ?? true,
+                check: "activeFormat.videoSupportedFrameRateRanges", reportsFault: false
+            ) { () throws(CaptureError) in try setActiveVideoMaxFrameDuration(newValue) }
+        }
+    }
+
+    /// The default `activeVideoMinFrameDuration` of `format`: its highest rate.
+    static func defaultMinFrameDuration(_ format: Format) -> FrameInterval? {
+        format.videoSupportedFrameRateRanges.map(\.minFrameDuration).min()
     }
 
     // MARK: Configuration
 
-    /// Takes the configuration lock. Needed before `setActiveFormat`, `setActiveVideoMinFrameDuration`
-    /// and `setValue(_:for:)`. Throws when the device is gone.
+    /// Takes the configuration lock, as AVFoundation's. Needed before assigning a setting
+    /// (`focusMode`, `activeFormat`, `activeVideoMinFrameDuration`...) or calling a `set…` method
+    /// (`setActiveFormat`, `setValue(_:for:)`...). Throws when the device is gone.
     public func lockForConfiguration() throws(CaptureError) {
         _ = try source()
         state.withLock { $0.lockCount += 1 }
@@ -236,7 +311,9 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Sets the frame duration (e.g. `FrameInterval(framesPerSecond: 30)`). It must be within one
-    /// of the active format's ranges.
+    /// of the active format's ranges. A running session sets the new rate on the stream
+    /// (restarting it where the driver cannot change it while streaming). A longer
+    /// `activeVideoMaxFrameDuration` stays; a shorter one becomes this one.
     public func setActiveVideoMinFrameDuration(_ interval: FrameInterval) throws(CaptureError) {
         try requireLock("setActiveVideoMinFrameDuration")
         if let f = activeFormat, !f.supports(interval) {
@@ -249,6 +326,31 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
         } else {
             _ = try applyInterval(interval)
         }
+        state.withLock { st in
+            if let max = st.maxFrameDuration, max < interval { st.maxFrameDuration = nil }
+        }
+    }
+
+    /// Sets the longest frame duration (see `activeVideoMaxFrameDuration`); nil goes back to the
+    /// default. It must be within one of the active format's ranges. A duration shorter than
+    /// `activeVideoMinFrameDuration` sets that too (the camera then runs at it, as through
+    /// `setActiveVideoMinFrameDuration(_:)`); a longer one changes no frame. Needs the
+    /// configuration lock; throws `.unsupportedFormat` outside the ranges.
+    public func setActiveVideoMaxFrameDuration(_ interval: FrameInterval?) throws(CaptureError) {
+        try requireLock("setActiveVideoMaxFrameDuration")
+        guard let interval else {
+            state.withLock { $0.maxFrameDuration = nil }
+            return
+        }
+        if let f = activeFormat, !f.supports(interval) {
+            throw CaptureError(
+                .unsupportedFormat,
+                "\(interval) is outside \(f)'s frame rates: choose from videoSupportedFrameRateRanges")
+        }
+        if let minimum = activeVideoMinFrameDuration, interval < minimum {
+            try setActiveVideoMinFrameDuration(interval)
+        }
+        state.withLock { $0.maxFrameDuration = interval }
     }
 
     /// Sets the format on the source; returns what the driver applied. Throws when the driver

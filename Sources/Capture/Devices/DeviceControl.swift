@@ -52,6 +52,8 @@ extension CaptureDevice {
         public static let focusOnce = ControlID(rawValue: camera + 28)
         /// `V4L2_CID_FLASH_LED_MODE` (menu: none, flash, torch)
         public static let flashLEDMode = ControlID(rawValue: 0x009C_0901)
+        /// `V4L2_CID_FLASH_TORCH_INTENSITY` (the torch's current, in mA)
+        public static let flashTorchIntensity = ControlID(rawValue: 0x009C_0908)
         /// `V4L2_CID_CAMERA_ORIENTATION` (read-only: front, back, external)
         public static let orientation = ControlID(rawValue: camera + 34)
 
