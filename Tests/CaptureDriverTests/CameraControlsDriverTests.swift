@@ -88,4 +88,75 @@ import Testing
         }
         try cam.setVideoZoomFactor(1)  // 1x is every camera's zoom
     }
+
+    /// AVFoundation-style assignments on vivid inside the lock: the exposure mode reaches
+    /// AUTOGAIN, a small format and a lower frame rate reach the running session. The rate is
+    /// measured from the frames' sequence numbers and timestamps (vivid counts the periods it
+    /// skips when late, so a loaded VM does not shorten the period): more than 1.6 times the
+    /// fast rate's period where the fast rate gives 1.
+    @Test func assignmentsInsideTheLockReachVividAndItsStream() async throws {
+        let cam = try VM.vividCameras(count: 1)[0]
+        let original = cam.activeFormat
+        let small = try #require(
+            cam.formats.filter { $0.pixelFormat == .yuyv && $0.maxFrameRate >= 30 }.min {
+                $0.dimensions.width * $0.dimensions.height < $1.dimensions.width * $1.dimensions.height
+            }, "vivid has no YUYV format at 30 fps or more: \(cam.formats)")
+        let fast = FrameInterval(numerator: 1, denominator: 30)
+        try #require(small.supports(fast), "vivid's \(small) has no 30 fps")
+        let slow = try #require(
+            small.videoSupportedFrameRateRanges.map(\.maxFrameDuration).filter { fast.seconds * 1.9 < $0.seconds && $0.seconds < 0.25 }
+                .min(),
+            "no rate in \(small) at least 1.9 times slower than 30 fps")
+
+        try cam.lockForConfiguration()
+        cam.exposureMode = .locked
+        cam.activeFormat = small
+        cam.activeVideoMinFrameDuration = fast
+        cam.unlockForConfiguration()
+        #expect(cam.exposureMode == .locked)
+        #expect(try cam.value(of: .gainAutomatic) == 0)
+        #expect(cam.activeFormat == small && cam.activeVideoMinFrameDuration == fast)
+
+        let session = CaptureSession()
+        session.sessionPreset = .inputPriority
+        session.addInput(try CaptureDeviceInput(device: cam))
+        let output = CaptureVideoDataOutput()
+        let collector = FrameCollector()
+        output.setSampleBufferDelegate(collector, queue: collector.queue)
+        session.addOutput(output)
+        try session.start()
+        defer {
+            session.stopRunning()
+            try? cam.lockForConfiguration()
+            cam.exposureMode = .continuousAutoExposure
+            if let original { cam.activeFormat = original }
+            cam.activeVideoMinFrameDuration = nil
+            cam.unlockForConfiguration()
+        }
+        let fastFrames = await Self.frames(collector, after: .now(), count: 16)
+        try cam.lockForConfiguration()
+        cam.activeVideoMinFrameDuration = slow
+        cam.activeVideoMaxFrameDuration = slow
+        cam.unlockForConfiguration()
+        let slowFrames = await Self.frames(collector, after: .now(), count: 16)
+        let fastPeriod = Self.period(fastFrames), slowPeriod = Self.period(slowFrames)
+        #expect(session.isRunning && cam.activeVideoMinFrameDuration == slow && cam.activeVideoMaxFrameDuration == slow)
+        #expect(
+            slowPeriod > fastPeriod * 1.6 && slowPeriod > slow.seconds * 0.8,
+            "at \(slow) \(slowPeriod * 1000) ms a frame, at \(fast) \(fastPeriod * 1000) ms")
+    }
+
+    /// The first `count` frames stamped after `start`: (sequence, timestamp).
+    static func frames(_ collector: FrameCollector, after start: CaptureTime, count: Int) async -> [(UInt64, CaptureTime)] {
+        func after() -> [(UInt64, CaptureTime)] { zip(collector.sequences, collector.timestamps).filter { start < $0.1 } }
+        let ok = await eventually(timeout: 60) { zip(collector.sequences, collector.timestamps).filter { start < $0.1 }.count >= count }
+        #expect(ok, "fewer than \(count) frames in 60 s")
+        return Array(after().prefix(count))
+    }
+
+    /// Seconds per frame from the first to the last of `frames`, counted by sequence number.
+    static func period(_ frames: [(UInt64, CaptureTime)]) -> Double {
+        guard let a = frames.first, let b = frames.last, b.0 > a.0 else { return 0 }
+        return Double(b.1 - a.1) / 1e9 / Double(b.0 - a.0)
+    }
 }

@@ -219,7 +219,8 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     ///
     /// Assignable inside the configuration lock, as AVFoundation's, with the effect of
     /// `setActiveVideoMinFrameDuration(_:)`; nil (AVFoundation's `CMTime.invalid`) goes back to
-    /// the default, the active format's highest rate. Without the lock, or with a duration the
+    /// the default, the active format's highest rate (and a format chosen later runs at its own
+    /// highest rate). Without the lock, or with a duration the
     /// active format's `videoSupportedFrameRateRanges` do not contain, the assignment traps.
     public var activeVideoMinFrameDuration: FrameInterval? {
         get {
@@ -234,7 +235,10 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
                 supported: wanted.map { format?.supports($0) == true } ?? false,
                 check: "activeFormat.videoSupportedFrameRateRanges", reportsFault: false
             ) { () throws(CaptureError) in
-                if let wanted { try setActiveVideoMinFrameDuration(wanted) }
+                guard let wanted else { return }
+                try setActiveVideoMinFrameDuration(wanted)
+                // The default is no wish: a later format or preset runs at its own highest rate.
+                if newValue == nil { state.withLock { $0.minFrameDuration = nil } }
             }
         }
     }
