@@ -9,7 +9,7 @@ import Foundation
 import Glibc
 #endif
 internal import CALSA
-internal import CV4L2Shim
+internal import CALSAShim
 
 extension BackendError {
     /// A condition found on the ALSA device `name` (by `operation`, if a call found it).
