@@ -93,7 +93,7 @@ let package = Package(
         .systemLibrary(
             name: "CFFmpeg", path: "Sources/CSystem/ffmpeg", pkgConfig: "libavformat",
             providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
-        .target(name: "CaptureRecording", dependencies: ["Capture", "CFFmpeg"]),
+        .target(name: "CaptureRecording", dependencies: ["Capture", "CaptureSystem", "CFFmpeg"]),
         // Only what Swift cannot call in libmicrohttpd (the variadic MHD_start_daemon); the server's alone.
         .target(name: "CCaptureServerShim", dependencies: ["CMicroHTTPD"]),
         // Serving: MJPEG stream, snapshot, state and the camera web app over HTTP (libmicrohttpd); a
