@@ -270,7 +270,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
                 capture_server_start_daemon(flags, 0, serverAccessHandler, Unmanaged.passUnretained(self).toOpaque(), o.baseAddress)
             }
             guard let d else {
-                close(socket.descriptor)
+                socket.close()
                 throw CaptureServerError(
                     .startFailed,
                     "libmicrohttpd could not start on \(configuration.host):\(socket.port); check the system's thread and descriptor limits"

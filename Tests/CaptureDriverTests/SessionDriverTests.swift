@@ -4,6 +4,7 @@ import CaptureImaging
 import CaptureBackend
 import Capture
 import CaptureTestSupport
+import CTurboJPEG
 import CV4L2Shim
 import Foundation
 import Testing
