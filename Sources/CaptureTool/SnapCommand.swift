@@ -8,8 +8,9 @@ extension Command {
         usage: """
             usage: capture snap [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
                                 [--quality 1-100] [--count N] [--output FILE|DIR/]
-                   (without --output, photos go to the album, ~/Pictures or XDG_PICTURES_DIR; FILE's folder must exist;
-                   only a regular file at FILE is replaced, never a FIFO, device node or symbolic link)
+                   (without --output, photos go to the album, ~/Pictures or XDG_PICTURES_DIR; FILE's folder must exist,
+                   its name ends in .jpg or .jpeg (or has no extension); only a regular file at FILE is replaced,
+                   never a FIFO, device node or symbolic link)
             """,
         options: Options(valued: ["device", "preset", "size", "format", "quality", "count", "output"], exclusive: [presetOrSize]),
         run: snapCommand)
