@@ -119,7 +119,18 @@ assert 0<=l['p50']<=l['p99']<=l['max'] and l['max']>0, l
 # capture audio: a WAV file through the library (virtual microphone on the host, the
 # snd-aloop capture side in the VM), rate/channels/frames in the JSON matching the file.
 audio_args=() stream_audio=(--audio virtual)
-[[ -n ${CAPTURE_VM_ALOOP:-} ]] && audio_args=(--device hw:Loopback,1,0) stream_audio=(--audio hw:Loopback,1,0)
+player=
+if [[ -n ${CAPTURE_VM_ALOOP:-} ]]; then
+    audio_args=(--device hw:Loopback,1,0) stream_audio=(--audio hw:Loopback,1,0)
+    # A tone into the loopback's playback side, opened first so its format is the pair's: with
+    # nothing playing, the capture side hears pure zeros, which `capture audio` refuses.
+    python3 -c '
+import math, struct, sys
+period = b"".join(struct.pack("<hh", v, v) for v in (int(8000 * math.sin(2 * math.pi * 440 * i / 48000)) for i in range(480)))
+while True: sys.stdout.buffer.write(period * 10)' 2>/dev/null | aplay -q -D hw:Loopback,0,0 -f S16_LE -r 48000 -c 2 2>/dev/null &
+    player=$!
+    sleep 0.5
+fi
 "$bin/capture" audio "${audio_args[@]}" --seconds 1 --output "$work/a.wav" --json >"$work/audio.json" 2>"$work/audio.err"
 check "audio exits 0" test $? -eq 0
 check "audio writes a WAV the JSON describes" py "
@@ -135,6 +146,7 @@ import json
 s=json.load(open('$work/stream-audio.json'))
 assert s['frames']==10 and s['audio']['frames']>0, s
 "
+[[ -n $player ]] && kill "$player" 2>/dev/null
 
 # The examples.
 "$bin/camera-check" >"$work/check.out" 2>&1
