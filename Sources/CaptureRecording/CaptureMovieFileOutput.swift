@@ -369,7 +369,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                         .unsupportedContainer, "cannot tell the container of '\(outputFileURL.lastPathComponent)': name it .mp4 or .mkv")
                 }
                 if container == .rtsp, settings.codec != .h264 {
-                    throw RecordingError(.unsupportedCodec, "RTSP publishing carries H.264: choose the .h264 codec")
+                    throw RecordingError(.unsupportedCodec, "RTSP publishing carries H.264: set MovieOutputSettings.codec to .h264")
                 }
                 if let problem = settings.problem { throw RecordingError(.unsupportedCodec, problem) }
                 if settings.recordsAudio, settings.audioCodec != .aac, container != .matroska {

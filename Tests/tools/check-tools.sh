@@ -90,6 +90,18 @@ check "impossible size exits non-zero" test $? -ne 0
 "$bin/capture" stream "${device_args[@]}" --frames abc >/dev/null 2>&1
 check "bad --frames exits non-zero" test $? -ne 0
 
+# The command line as typed: --name=value; --preset with --size refused in one line, nothing
+# written; `capture` alone a usage error (status 2) with a short summary.
+"$bin/capture" snap "${device_args[@]}" --size=$small --output="$work/eq.jpg" >/dev/null 2>"$work/eq.err"
+check "snap --size=WxH --output=FILE (the = form)" test $? -eq 0 -a -s "$work/eq.jpg"
+"$bin/capture" snap "${device_args[@]}" --preset low --size $small --output "$work/both.jpg" >/dev/null 2>"$work/both.err"
+check "--preset with --size: status 1, one line, no file" \
+    bash -c '(($1 == 1)) && (($(wc -l <"$2") == 1)) && grep -q "give --preset or --size, not both" "$2" && ! [[ -e $3 ]]' \
+    x $? "$work/both.err" "$work/both.jpg"
+"$bin/capture" >"$work/alone.out" 2>"$work/alone.err"
+check "capture alone: status 2, a short summary on stderr" \
+    bash -c '(($1 == 2)) && (($(wc -l <"$2") <= 12)) && grep -q "^  snap " "$2" && ! [[ -s $3 ]]' x $? "$work/alone.err" "$work/alone.out"
+
 # capture stream --json: frames delivered, sequence range, fps, capture-to-delegate latency.
 "$bin/capture" stream "${device_args[@]}" --size $small --frames 30 --json >"$work/stream.json" 2>"$work/stream.err"
 check "stream exits 0" test $? -eq 0
