@@ -156,9 +156,10 @@ public final class CapturePhotoOutput: CaptureStillImageOutput, @unchecked Senda
 
     /// Takes a photo with `settings`; `delegate` hears of it on the output's queue:
     /// `willBeginCaptureFor`, `willCapturePhotoFor` and `didCapturePhotoFor` (once the frame is
-    /// chosen), `didFinishProcessingPhoto`, then `didFinishCaptureFor`, each once, with the still
-    /// output's errors (no running session, no frame in time, a camera
-    /// that went away, the session stopped) or `.invalidArgument` for settings it cannot do.
+    /// chosen: not for a capture that fails before), `didFinishProcessingPhoto`, then
+    /// `didFinishCaptureFor`, each once, with the still output's errors (no running session, no
+    /// frame in time, a camera that went away, the session stopped) or `.invalidArgument` for
+    /// settings it cannot do.
     public func capturePhoto(with settings: CapturePhotoSettings, delegate: any CapturePhotoCaptureDelegate) {
         let dims = maxPhotoDimensions ?? settings.maxPhotoDimensions ?? VideoDimensions(width: 0, height: 0)
         let resolved = CaptureResolvedPhotoSettings(

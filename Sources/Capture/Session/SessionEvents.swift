@@ -100,12 +100,13 @@ final class EventHub: Sendable {
         // A notification goes out on the same queue as the handlers, after them: one order for
         // both, and an observer never runs on a capture thread or inside the session's lock.
         // The session is held until then, so a session let go meanwhile is still the object.
-        let notifies = session != nil && event.notification != nil
-        if !handlers.isEmpty || notifies {
+        // (Only for an event that has a notification: frequent ones, drops, hold no session.)
+        let notifying = event.notification != nil ? session : nil
+        if !handlers.isEmpty || notifying != nil {
             queue.async {
                 for h in handlers { h(event) }
-                if let session, let n = event.notification {
-                    NotificationCenter.default.post(name: n.name, object: session, userInfo: n.userInfo)
+                if let notifying, let n = event.notification {
+                    NotificationCenter.default.post(name: n.name, object: notifying, userInfo: n.userInfo)
                 }
             }
         }
