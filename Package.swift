@@ -43,27 +43,32 @@ let package = Package(
         .systemLibrary(
             name: "CMicroHTTPD", path: "Sources/CSystem/microhttpd", pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]),
-        // Only what Swift cannot import: ioctl request codes, variadic calls, packed structs.
-        .target(
-            name: "CV4L2Shim", dependencies: ["CLibV4L2", "CTurboJPEG", "CLibJPEG", "CALSA"],
-            cSettings: [.unsafeFlags(["-O3"])]),
+        // Linux headers Glibc's module leaves out (eventfd): a header, nothing linked.
+        .systemLibrary(name: "CLinux", path: "Sources/CSystem/linux"),
         // The layers, bottom to top; a target depends only on targets above it in this list.
         // System: the one syscall funnel, typed errno, descriptors, poll/eventfd/inotify, `Locked`.
-        .target(name: "CaptureSystem", dependencies: ["CV4L2Shim"], path: "Sources/CaptureSystem"),
+        // It links libc only (scripts/test's "layers" step holds it to that).
+        .target(name: "CaptureSystem", dependencies: ["CLinux"], path: "Sources/CaptureSystem"),
         // Backend contract and the public vocabulary: `VideoSource`, `AudioSource`, `FrameBuffer`,
         // `BackendError` (what backends throw: facts, no words), `CaptureError`, pixel formats,
         // times, audio buffers.
         .target(name: "CaptureBackend", dependencies: ["CaptureSystem"], path: "Sources/CaptureBackend"),
-        // Backends: V4L2 cameras, ALSA microphones.
+        // Backends: V4L2 cameras, ALSA microphones. Each C shim holds only what Swift cannot
+        // import: ioctl request codes and packed structs (V4L2), a variadic callback (ALSA).
+        .target(name: "CV4L2Shim", dependencies: ["CLibV4L2"], cSettings: [.unsafeFlags(["-O3"])]),
         .target(
             name: "CaptureV4L2", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
             path: "Sources/CaptureV4L2"),
+        .target(name: "CALSAShim", dependencies: ["CALSA"]),
         .target(
-            name: "CaptureALSA", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
+            name: "CaptureALSA", dependencies: ["CaptureBackend", "CaptureSystem", "CALSA", "CALSAShim"],
             path: "Sources/CaptureALSA"),
         // Imaging: images to JPEG, pixel-format conversion, JPEG markers, EXIF (no object model).
+        // Its C kernels: the libjpeg encoder (libjpeg reports errors by longjmp, which Swift cannot
+        // catch) and colour conversion rows.
+        .target(name: "CJPEGShim", dependencies: ["CTurboJPEG", "CLibJPEG"], cSettings: [.unsafeFlags(["-O3"])]),
         .target(
-            name: "CaptureImaging", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
+            name: "CaptureImaging", dependencies: ["CaptureBackend", "CaptureSystem", "CTurboJPEG", "CJPEGShim"],
             path: "Sources/CaptureImaging"),
         // libdbus-1, dlopen'ed at run time (no header, no link): the core builds and runs without it.
         .target(name: "CDBusShim"),
@@ -71,7 +76,7 @@ let package = Package(
         .target(name: "CapturePortal", dependencies: ["CaptureSystem", "CDBusShim"], path: "Sources/CapturePortal"),
         // The virtual camera and microphone: in-process backends, public API.
         .target(
-            name: "CaptureVirtual", dependencies: ["CaptureImaging", "CaptureBackend", "CaptureSystem"],
+            name: "CaptureVirtual", dependencies: ["CaptureImaging", "CaptureBackend", "CaptureSystem", "CTurboJPEG"],
             path: "Sources/CaptureVirtual"),
         // The object model (devices, session, outputs, the frame pipeline); re-exports the
         // vocabulary, imaging and virtual-device types users need.
@@ -79,7 +84,7 @@ let package = Package(
             name: "Capture",
             dependencies: [
                 "CaptureVirtual", "CaptureImaging", "CaptureV4L2", "CaptureALSA",
-                "CapturePortal", "CaptureBackend", "CaptureSystem", "CV4L2Shim",
+                "CapturePortal", "CaptureBackend", "CaptureSystem", "CTurboJPEG",
             ]),
         // Preview: the camera in a window (SDL2); a product of its own, so the core needs no SDL2.
         .target(name: "CapturePreview", dependencies: ["Capture", "CSDL2", "CTurboJPEG", "CPNG"]),
@@ -88,7 +93,7 @@ let package = Package(
         .systemLibrary(
             name: "CFFmpeg", path: "Sources/CSystem/ffmpeg", pkgConfig: "libavformat",
             providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
-        .target(name: "CaptureRecording", dependencies: ["Capture", "CFFmpeg"]),
+        .target(name: "CaptureRecording", dependencies: ["Capture", "CaptureSystem", "CFFmpeg"]),
         // Only what Swift cannot call in libmicrohttpd (the variadic MHD_start_daemon); the server's alone.
         .target(name: "CCaptureServerShim", dependencies: ["CMicroHTTPD"]),
         // Serving: MJPEG stream, snapshot, state and the camera web app over HTTP (libmicrohttpd); a
@@ -103,13 +108,15 @@ let package = Package(
         // Counts the process's heap allocations (defines malloc); only capture-bench links it.
         .target(name: "CAllocCounter", path: "Benchmarks/CAllocCounter"),
         // The library's frame paths on recorded frames, for capture-bench and the encoder tests.
-        .target(name: "CaptureBenchSupport", dependencies: ["Capture"], path: "Benchmarks/CaptureBenchSupport"),
+        .target(
+            name: "CaptureBenchSupport", dependencies: ["Capture", "CaptureImaging", "CaptureBackend"],
+            path: "Benchmarks/CaptureBenchSupport"),
         .executableTarget(
             name: "CaptureBench",
             dependencies: [
                 "Capture", "CaptureBenchSupport", "CaptureV4L2", "CaptureALSA",
                 "CaptureVirtual", "CaptureImaging", "CaptureBackend",
-                "CaptureSystem", "CV4L2Shim", "CAllocCounter",
+                "CaptureSystem", "CAllocCounter",
                 // `preview`: the window against SDL and TurboJPEG called directly.
                 "CapturePreview", "CSDL2", "CTurboJPEG",
                 // `record`: the recorder's encode and write path.
@@ -117,13 +124,15 @@ let package = Package(
             ],
             path: "Benchmarks/CaptureBench"),
         // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.
-        .target(name: "CaptureTestSupport", dependencies: ["Capture", "CV4L2Shim"], path: "Tests/CaptureTestSupport"),
+        .target(
+            name: "CaptureTestSupport", dependencies: ["Capture", "CaptureBackend", "CTurboJPEG"],
+            path: "Tests/CaptureTestSupport"),
         .testTarget(
             name: "CaptureTests",
             dependencies: [
                 "Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
                 "CaptureImaging", "CaptureBackend", "CaptureSystem", "CapturePortal",
-                "CV4L2Shim", "CaptureTestSupport", "CaptureBenchSupport",
+                "CV4L2Shim", "CJPEGShim", "CTurboJPEG", "CaptureTestSupport", "CaptureBenchSupport",
             ]),
         .testTarget(name: "CapturePreviewTests", dependencies: ["CapturePreview", "Capture", "CaptureTestSupport"]),
         .testTarget(
@@ -138,7 +147,7 @@ let package = Package(
             dependencies: [
                 "Capture", "CaptureV4L2", "CaptureALSA", "CaptureVirtual",
                 "CaptureImaging", "CaptureBackend", "CaptureSystem",
-                "CV4L2Shim", "CaptureTestSupport", "CaptureRecording",
+                "CV4L2Shim", "CTurboJPEG", "CALSA", "CaptureTestSupport", "CaptureRecording",
             ]),
     ]
 )

@@ -26,7 +26,6 @@ const unsigned long CV4L2_VIDIOC_STREAMON = VIDIOC_STREAMON;
 const unsigned long CV4L2_VIDIOC_STREAMOFF = VIDIOC_STREAMOFF;
 
 int cv4l2_ioctl(int fd, unsigned long request, void *arg) { return ioctl(fd, request, arg); }
-int cv4l2_open(const char *path, int flags) { return open(path, flags, 0); }
 
 static int ext_ctrl(int fd, unsigned long req, uint32_t id, int64_t *value, int wide) {
     struct v4l2_ext_control c;

@@ -9,7 +9,7 @@ import Foundation
 import Glibc
 #endif
 internal import CALSA
-internal import CV4L2Shim
+internal import CALSAShim
 
 extension BackendError {
     /// A condition found on the ALSA device `name` (by `operation`, if a call found it).
@@ -40,7 +40,10 @@ package enum ALSA {
     package static func soundNodesDenied(_ dir: String) -> Bool {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: dir) else { return false }
         let nodes = entries.filter { $0.hasPrefix("controlC") || $0.hasPrefix("pcmC") }
-        return !nodes.isEmpty && nodes.allSatisfy { access("\(dir)/\($0)", R_OK | W_OK) != 0 && errno == EACCES }
+        return !nodes.isEmpty
+            && nodes.allSatisfy { node in
+                Syscall.run("access", mock: nil, failure: -1, { access("\(dir)/\(node)", R_OK | W_OK) }) == .failure(.permissionDenied)
+            }
     }
 
     /// Returns `result` when it is not negative; throws the typed error otherwise.

@@ -7,7 +7,6 @@ import Foundation
 import Glibc
 #endif
 internal import CALSA
-internal import CV4L2Shim
 
 package final class ALSAAudioSource: AudioSource, @unchecked Sendable {
     package let info: SourceInfo

@@ -1,5 +1,5 @@
 import CaptureBackend
-internal import CV4L2Shim
+internal import CJPEGShim
 
 /// Where each colour plane of an uncompressed image lies, derived from the V4L2 format rules and
 /// checked against the bytes the planes really hold. Everything that reads pixels (the JPEG

@@ -1,6 +1,6 @@
 import CaptureBackend
 import Foundation
-internal import CV4L2Shim
+internal import CTurboJPEG
 
 /// Decodes JPEG images and MJPEG frames with TurboJPEG, treating the bytes as hostile.
 ///

@@ -1,6 +1,6 @@
 import CaptureBackend
 import Foundation
-internal import CV4L2Shim
+internal import CJPEGShim
 
 /// Encodes camera frames (YUYV, NV12, YU12, RGB, GREY... as the driver delivers them) to JFIF JPEG.
 ///

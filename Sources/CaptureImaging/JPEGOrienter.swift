@@ -1,5 +1,5 @@
 import CaptureBackend
-internal import CV4L2Shim
+internal import CTurboJPEG
 
 extension EXIFOrientation {
     /// Whether showing the picture this way swaps its width and height (5-8: a quarter turn).

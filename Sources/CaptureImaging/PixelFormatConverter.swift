@@ -1,5 +1,5 @@
 import CaptureBackend
-internal import CV4L2Shim
+internal import CJPEGShim
 
 /// Converts frames into a pixel format the device cannot deliver (for the video data output's
 /// `videoSettings`): YUV camera formats, GREY, RGB and MJPEG into BGRA, and YUV, GREY and MJPEG

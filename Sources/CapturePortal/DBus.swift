@@ -90,7 +90,9 @@ package final class DBusConnection {
         if let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty { return address }
         if let dir = environment["XDG_RUNTIME_DIR"], !dir.isEmpty {
             var st = stat()
-            if stat(dir + "/bus", &st) == 0, st.st_mode & S_IFMT == S_IFSOCK { return "unix:path=\(dir)/bus" }
+            if case .success = Syscall.run("stat", mock: nil, failure: -1, { stat(dir + "/bus", &st) }), st.st_mode & S_IFMT == S_IFSOCK {
+                return "unix:path=\(dir)/bus"
+            }
         }
         return nil
     }

@@ -1,4 +1,5 @@
 import Capture
+import CaptureSystem
 import Foundation
 
 /// Records the session's camera to a movie file, as `AVCaptureMovieFileOutput`: H.264 (libx264)
@@ -368,7 +369,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                         .unsupportedContainer, "cannot tell the container of '\(outputFileURL.lastPathComponent)': name it .mp4 or .mkv")
                 }
                 if container == .rtsp, settings.codec != .h264 {
-                    throw RecordingError(.unsupportedCodec, "RTSP publishing carries H.264: choose the .h264 codec")
+                    throw RecordingError(.unsupportedCodec, "RTSP publishing carries H.264: set MovieOutputSettings.codec to .h264")
                 }
                 if let problem = settings.problem { throw RecordingError(.unsupportedCodec, problem) }
                 if settings.recordsAudio, settings.audioCodec != .aac, container != .matroska {
@@ -707,7 +708,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// Bytes free to an unprivileged writer on the file system of `url`'s folder.
     private static func freeSpace(at url: URL) -> Int64? {
         var st = statvfs()
-        guard statvfs(url.deletingLastPathComponent().path, &st) == 0 else { return nil }
+        let folder = url.deletingLastPathComponent().path
+        guard case .success = Syscall.run("statvfs", mock: nil, failure: -1, { statvfs(folder, &st) }) else { return nil }
         return Int64(st.f_bavail) * Int64(st.f_frsize)
     }
 
@@ -783,7 +785,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             // recording created is removed: never a FIFO, a device or someone else's file).
             let created = rec.writer.destination?.createdRegularFile ?? false
             rec.writer.close()
-            if created { unlink(rec.url.path) }
+            if created { _ = Syscall.run("unlink", mock: nil, failure: -1, { unlink(rec.url.path) }) }
             let limit = rec.maxDuration.map { "its maximum duration of \($0) is shorter than one frame: allow a longer recording" }
             finishDelegate(
                 rec.delegate, url: rec.url, summary: nil,

@@ -1,3 +1,4 @@
+import CaptureSystem
 import Foundation
 
 /// The file a recording writes, as FFmpeg's I/O sees it: opened on a thread of its own (a FIFO's
@@ -37,9 +38,9 @@ final class Destination: @unchecked Sendable {
     init(path: String) {
         self.path = path
         var st = stat()
-        wasAbsent = lstat(path, &st) != 0
+        wasAbsent = Syscall.run("lstat", mock: nil, failure: -1, { lstat(path, &st) }) != .success(0)
         // (What a symbolic link points at.)
-        let found = stat(path, &st) == 0
+        let found = Syscall.run("stat", mock: nil, failure: -1, { stat(path, &st) }) == .success(0)
         isFIFO = found && (st.st_mode & S_IFMT) == S_IFIFO
         readable = !found || (st.st_mode & S_IFMT) == S_IFREG
         let thread = Thread { [self] in openInBackground() }
@@ -48,18 +49,29 @@ final class Destination: @unchecked Sendable {
     }
 
     private func openInBackground() {
-        var d = Glibc.open(path, (readable ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        var opened = Syscall.run("open", mock: nil, failure: -1) {
+            Glibc.open(path, (readable ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        }
         // (A file the user may write but not read is still written; its durations stay 0.)
-        if d < 0, readable, errno == EACCES { d = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666) }
-        let e = d < 0 ? errno : 0
+        if readable, opened == .failure(.permissionDenied) {
+            opened = Syscall.run("open", mock: nil, failure: -1) { Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666) }
+        }
+        let d: Int32, e: Int32
+        switch opened {
+        case .success(let got): (d, e) = (got, 0)
+        case .failure(let failed): (d, e) = (-1, failed.rawValue)
+        }
         var st = stat()
-        let isRegular = d >= 0 && fstat(d, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+        let isRegular =
+            d >= 0 && Syscall.run("fstat", mock: nil, failure: -1, { fstat(d, &st) }) == .success(0) && (st.st_mode & S_IFMT) == S_IFREG
         // Never blocks for good from here: a pipe that stops taking bytes is waited on in `poll`.
-        if d >= 0, !isRegular { _ = fcntl(d, F_SETFL, fcntl(d, F_GETFL) | O_NONBLOCK) }
+        if d >= 0, !isRegular, case .success(let flags) = Syscall.run("fcntl", mock: nil, failure: -1, { fcntl(d, F_GETFL) }) {
+            _ = Syscall.run("fcntl", mock: nil, failure: -1, { fcntl(d, F_SETFL, flags | O_NONBLOCK) })
+        }
         cond.lock()
         if closed {
             cond.unlock()
-            if d >= 0 { Glibc.close(d) }
+            if d >= 0 { Self.closeDescriptor(d) }
             return
         }
         fd = d
@@ -86,7 +98,8 @@ final class Destination: @unchecked Sendable {
     /// recording's, even while its open is still under way).
     var createdRegularFile: Bool {
         var st = stat()
-        return wasAbsent && lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
+        return wasAbsent && Syscall.run("lstat", mock: nil, failure: -1, { lstat(path, &st) }) == .success(0)
+            && (st.st_mode & S_IFMT) == S_IFREG
     }
 
     /// Why writing stopped (a reader that never came or stopped reading), once it did.
@@ -106,6 +119,10 @@ final class Destination: @unchecked Sendable {
     }
 
     private func pastDeadline() -> Bool { deadline.map { DispatchTime.now() >= $0 } ?? false }
+
+    // The calls on the open descriptor below (write, poll, lseek, fstat, pwrite, pread) stay
+    // outside the system funnel: `close` may come from another thread while one runs, so EBADF
+    // is an outcome to report here, where the funnel takes it for a programming error.
 
     /// Writes all of `bytes`: 0, or a negative errno (`-ETIMEDOUT` when it gave up).
     func write(_ bytes: UnsafeRawBufferPointer) -> Int32 {
@@ -195,11 +212,16 @@ final class Destination: @unchecked Sendable {
         cond.broadcast()
         cond.unlock()
         guard !wasClosed else { return }
-        if d >= 0 { Glibc.close(d) }
-        if pending, isFIFO {
-            let r = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-            if r >= 0 { Glibc.close(r) }
+        if d >= 0 { Self.closeDescriptor(d) }
+        if pending, isFIFO,
+            case .success(let r) = Syscall.run("open", mock: nil, failure: -1, { Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) })
+        {
+            Self.closeDescriptor(r)
         }
+    }
+
+    private static func closeDescriptor(_ d: Int32) {
+        _ = Syscall.run("close", mock: nil, failure: -1, retryOnInterrupt: false, { Glibc.close(d) })
     }
 
     deinit { close() }

@@ -270,7 +270,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
                 capture_server_start_daemon(flags, 0, serverAccessHandler, Unmanaged.passUnretained(self).toOpaque(), o.baseAddress)
             }
             guard let d else {
-                close(socket.descriptor)
+                socket.close()
                 throw CaptureServerError(
                     .startFailed,
                     "libmicrohttpd could not start on \(configuration.host):\(socket.port); check the system's thread and descriptor limits"
@@ -550,6 +550,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
         case ("/snapshot", _), ("/", "snapshot"): route = .snapshot
         case ("/state", _): route = .state
         case ("/", nil): route = .page
+        case ("/favicon.ico", _): route = .icon
         case ("/api/controls", _): route = .controls
         case ("/api/still", _): route = .still
         case ("/api/toggle", _): route = .toggle
@@ -579,6 +580,11 @@ public final class CaptureStreamServer: @unchecked Sendable {
             let r = HTTP.response(WebApp.page)
             addCommonHeaders(r, type: "text/html; charset=utf-8")
             return HTTP.queue(c, 200, r)
+        case .icon:
+            // Browsers ask for it whatever the page says; without it their console shows a 404.
+            let r = HTTP.response(WebApp.icon)
+            addCommonHeaders(r, type: "image/svg+xml")
+            return HTTP.queue(c, 200, r)
         case .controls: return queueJSON(c, 200, controlsJSON())
         case .album(let name):
             guard let jpeg = lock.withLock({ stills.first { $0.name == name }?.jpeg }) else {
@@ -606,7 +612,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
     }
 
     private enum Route {
-        case stream, snapshot, state, page, controls
+        case stream, snapshot, state, page, icon, controls
         case album(String)
         case still, toggle, control
         var isAction: Bool {

@@ -33,10 +33,12 @@ struct ListeningSocket {
         case .failure(let e): throw CaptureServerError(.startFailed, "cannot make a socket (\(e)); check the process's descriptor limit")
         }
         var one: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        _ = Syscall.run("setsockopt", mock: nil, failure: Int32(-1)) {
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
         let bound = Syscall.run("bind", mock: nil, failure: Int32(-1)) { Glibc.bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) }
         if case .failure(let e) = bound {
-            close(fd)
+            closeDescriptor(fd)
             switch e.rawValue {
             case EADDRINUSE:
                 throw CaptureServerError(
@@ -51,7 +53,7 @@ struct ListeningSocket {
             }
         }
         if case .failure(let e) = Syscall.run("listen", mock: nil, failure: Int32(-1), { listen(fd, 128) }) {
-            close(fd)
+            closeDescriptor(fd)
             throw CaptureServerError(
                 e.rawValue == EADDRINUSE ? .portInUse : .startFailed,
                 "cannot listen on \(host):\(port) (\(e)): choose another port (--port)")
@@ -60,7 +62,8 @@ struct ListeningSocket {
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let actualPort: Int = withUnsafeMutablePointer(to: &address) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                guard getsockname(fd, sa, &length) == 0 else { return port }
+                guard case .success = Syscall.run("getsockname", mock: nil, failure: Int32(-1), { getsockname(fd, sa, &length) })
+                else { return port }
                 if Int32(sa.pointee.sa_family) == AF_INET6 {
                     return sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
                 }
@@ -68,6 +71,13 @@ struct ListeningSocket {
             }
         }
         return ListeningSocket(descriptor: fd, port: actualPort, isIPv6: family == AF_INET6)
+    }
+
+    /// Closes the socket when libmicrohttpd did not take it over.
+    func close() { Self.closeDescriptor(descriptor) }
+
+    private static func closeDescriptor(_ fd: Int32) {
+        _ = Syscall.run("close", mock: nil, failure: Int32(-1), retryOnInterrupt: false) { Glibc.close(fd) }
     }
 }
 

@@ -7,6 +7,7 @@ enum WebApp {
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <title>swift-capture camera</title>
+        <link rel="icon" href="/favicon.ico" type="image/svg+xml">
         <style>
           html, body { margin: 0; height: 100%; background: #111; color: #eee; font: 14px system-ui, sans-serif; }
           body { display: flex; flex-direction: column; }
@@ -110,5 +111,15 @@ enum WebApp {
         </script>
         </body>
         </html>
+        """#
+
+    /// The page's icon, served at `/favicon.ico` (an SVG: a camera on the page's dark grey).
+    static let icon = #"""
+        <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16">
+        <rect width="16" height="16" rx="3" fill="#222"/>
+        <rect x="2" y="5" width="12" height="8" rx="1.5" fill="#eee"/>
+        <rect x="5" y="3" width="6" height="3" rx="1" fill="#eee"/>
+        <circle cx="8" cy="9" r="2.6" fill="#b22"/>
+        </svg>
         """#
 }

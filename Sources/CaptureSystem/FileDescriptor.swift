@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-internal import CV4L2Shim
+internal import CLinux
 
 /// An open descriptor, closed exactly once: when the last owner (device, buffer pool)
 /// lets go. There is no early `close`, so a stale number can never reach another file.
@@ -34,7 +34,7 @@ package final class FileDescriptor: Sendable {
         #else
         let mock: SyscallMock? = nil
         #endif
-        return Syscall.run("open", mock: mock, failure: -1) { cv4l2_open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC) }
+        return Syscall.run("open", mock: mock, failure: -1) { Glibc.open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC) }
             .map { FileDescriptor(rawValue: $0, path: path, mock: mock) }
             .mapError { SystemCallError(operation: "open", errno: $0) }
     }
@@ -108,7 +108,7 @@ package final class FileDescriptor: Sendable {
     /// ioctl through the funnel; returns the errno on failure (EINTR already retried).
     @inline(__always)
     package func ioctlErrno(_ request: IoctlRequest, _ arg: UnsafeMutableRawPointer) -> Errno? {
-        switch Syscall.run(request.name, mock: mock, failure: -1, { cv4l2_ioctl(rawValue, request.code, arg) }) {
+        switch Syscall.run(request.name, mock: mock, failure: -1, { Glibc.ioctl(rawValue, request.code, arg) }) {
         case .success: return nil
         case .failure(let e): return e
         }

@@ -5,7 +5,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-internal import CV4L2Shim
 
 /// An ioctl request code with the name errors and traces use.
 package struct IoctlRequest: Sendable, Hashable {

@@ -1,6 +1,6 @@
 import CaptureImaging
 import CaptureBackend
-internal import CV4L2Shim
+internal import CTurboJPEG
 #if canImport(Glibc)
 import Glibc
 #endif

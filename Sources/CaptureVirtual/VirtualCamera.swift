@@ -237,6 +237,12 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         VirtualCameraRegistry.shared.addObserver(observer)
     }
 
+    /// Calls `observer` (on the thread that called `disconnect()` or `reconnect()`) with the
+    /// camera and whether it is connected now, after each change; for hot-plug notifications.
+    package static func addConnectionObserver(_ observer: @escaping @Sendable (VirtualCamera, Bool) -> Void) {
+        VirtualCameraRegistry.shared.addConnectionObserver(observer)
+    }
+
     // MARK: Faults
 
     /// Loses the next `n` frames: the next delivered frame's sequence number is `n` higher than
@@ -280,24 +286,29 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     /// on a source opened before now, and every new open, fails with `.disconnected` until
     /// `reconnect()`. Frames already delivered stay readable.
     public func disconnect() {
-        let signal = state.withLock { s -> StreamCondition? in
+        let (signal, changed) = state.withLock { s -> (StreamCondition?, Bool) in
+            let changed = s.connected
             if s.connected {
                 s.connected = false
                 s.generation &+= 1
             }
-            return s.streamSignal
+            return (s.streamSignal, changed)
         }
         signal?.broadcast()
+        if changed { VirtualCameraRegistry.shared.connectionChanged(self, connected: false) }
     }
 
     /// Plugs the camera back in: new opens work again (sources opened before the disconnect
     /// stay dead, as a V4L2 node does), and its controls are at their defaults again, as a USB
     /// camera's are after it lost power.
     public func reconnect() {
-        state.withLock { s in
+        let changed = state.withLock { s -> Bool in
+            let changed = !s.connected
             if !s.connected { s.controlValues = VirtualCamera.defaultControlValues }
             s.connected = true
+            return changed
         }
+        if changed { VirtualCameraRegistry.shared.connectionChanged(self, connected: true) }
     }
 
     /// Whether the camera is plugged in.

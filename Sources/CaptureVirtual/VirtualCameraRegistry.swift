@@ -52,6 +52,19 @@ package final class VirtualCameraRegistry: Sendable {
         observers.withLock { $0.append(observer) }
     }
 
+    private let connectionObservers = Locked<[@Sendable (VirtualCamera, Bool) -> Void]>([])
+
+    /// Calls `observer` (on the thread that made the change) when a camera is unplugged
+    /// (`false`) or plugged back in (`true`).
+    package func addConnectionObserver(_ observer: @escaping @Sendable (VirtualCamera, Bool) -> Void) {
+        connectionObservers.withLock { $0.append(observer) }
+    }
+
+    /// `camera` was unplugged or plugged back in.
+    package func connectionChanged(_ camera: VirtualCamera, connected: Bool) {
+        for o in connectionObservers.withLock({ $0 }) { o(camera, connected) }
+    }
+
     private func notify() {
         // Outside the lock: an observer may read the list.
         for o in observers.withLock({ $0 }) { o() }

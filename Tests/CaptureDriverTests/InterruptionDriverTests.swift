@@ -1,7 +1,7 @@
 // Interruptions against vivid in the VM: another process (v4l2-ctl) that takes the camera after
 // the app made its input interrupts a session started with startRunning(), and the session
 // resumes by itself once that process lets go. (Making an input of a camera already taken fails
-// with .deviceBusy at once.)
+// with .deviceBusy at once.) The notifications AVFoundation apps observe say the same.
 import CaptureBackend
 import Capture
 import CaptureTestSupport
@@ -22,6 +22,20 @@ import Testing
         // v4l2-ctl starts streaming within a second or two even in the emulated VM.
         Thread.sleep(forTimeInterval: 3)
         try #require(child.process.isRunning, "v4l2-ctl did not stream: \(child.stderr)")
+        // The same, as an AVFoundation app observes it.
+        final class Posted: @unchecked Sendable {
+            let lock = NSLock()
+            var lines: [String] = []
+        }
+        let posted = Posted()
+        let tokens = [CaptureSession.wasInterruptedNotification, CaptureSession.interruptionEndedNotification].map { name in
+            NotificationCenter.default.addObserver(forName: name, object: rig.session, queue: nil) { n in
+                let reason = n.userInfo?[CaptureSessionInterruptionReasonKey] as? String ?? "-"
+                let same = (n.userInfo?[CaptureSessionInterruptedDeviceKey] as? CaptureDevice) === cam
+                posted.lock.withLock { posted.lines.append("\(n.name.rawValue) \(reason) \(same)") }
+            }
+        }
+        defer { tokens.forEach(NotificationCenter.default.removeObserver) }
         rig.session.startRunning()
         defer { rig.session.stopRunning() }
         #expect(rig.session.isRunning)
@@ -38,6 +52,14 @@ import Testing
         #expect(ended, "events: \(rig.events.events)")
         #expect(!rig.session.isInterrupted)
         #expect(rig.collector.wait(for: 3, timeout: 30), "no frames after the interruption ended: \(rig.events.events)")
+        // Posted on the event queue after the handlers: by now, or within moments.
+        let end = Date() + 5
+        while posted.lock.withLock({ posted.lines.count }) < 2, Date() < end { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(
+            posted.lock.withLock { posted.lines } == [
+                "CaptureSessionWasInterruptedNotification videoDeviceInUseByAnotherClient true",
+                "CaptureSessionInterruptionEndedNotification - true",
+            ])
         print("interruption: \(rig.events.events.map(\.description))")
     }
 }

@@ -375,6 +375,23 @@ enum Vivid {
         let rig = try FaultRig(cam, preset: .medium)
         let still = CaptureStillImageOutput()
         rig.session.addOutput(still)
+        // The unplug as an AVFoundation app observes it: the session's runtime error (with the
+        // error under its key) and stop, the device's disconnection.
+        final class Posted: @unchecked Sendable {
+            let lock = NSLock()
+            var lines: [String] = []
+        }
+        let posted = Posted()
+        let tokens = [
+            (CaptureSession.runtimeErrorNotification, rig.session as AnyObject),
+            (CaptureSession.didStopRunningNotification, rig.session), (CaptureDevice.wasDisconnectedNotification, cam),
+        ].map { name, object in
+            NotificationCenter.default.addObserver(forName: name, object: object, queue: nil) { n in
+                let code = (n.userInfo?[CaptureSessionErrorKey] as? CaptureError).map { " \($0.code)" } ?? ""
+                posted.lock.withLock { posted.lines.append(n.name.rawValue + code) }
+            }
+        }
+        defer { tokens.forEach(NotificationCenter.default.removeObserver) }
         try rig.session.start()
         #expect(rig.collector.wait(for: 3, timeout: 30))
         let connection = try #require(still.connection(with: .video))
@@ -404,6 +421,14 @@ enum Vivid {
         rig.collector.releaseHeld()
         #expect(rig.events.wait(timeout: 10) { if case .didStopRunning = $0 { true } else { false } })
         #expect(!rig.session.isRunning)
+        // The session's are posted after its event handlers, on the same queue: moments later.
+        let posting = Date() + 5
+        while posted.lock.withLock({ posted.lines.count }) < 3, Date() < posting { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(
+            posted.lock.withLock { posted.lines } == [
+                "CaptureDeviceWasDisconnectedNotification", "CaptureSessionRuntimeErrorNotification disconnected",
+                "CaptureSessionDidStopRunningNotification",
+            ])
         // Every descriptor on the node closes (the device's own one too), so vivid reconnects.
         let end = Date().addingTimeInterval(10)
         while Date() < end, ProcessResources.videoMappings > 0 || openDescriptors(on: cam.path) > 0 {

@@ -4,6 +4,7 @@ import CaptureImaging
 import CaptureBackend
 import Capture
 import CaptureTestSupport
+import CTurboJPEG
 import CV4L2Shim
 import Foundation
 import Testing
@@ -96,7 +97,7 @@ enum VM {
         }
     }
 
-    /// Photos (`CapturePhotoOutput`) from vivid's common formats: the delegate's three callbacks
+    /// Photos (`CapturePhotoOutput`) from vivid's common formats: the delegate's five callbacks
     /// in order, a JPEG of the format's size with the bars, Make and Model in its metadata.
     @Test(arguments: ["YUYV", "NV12", "RGB3"])
     func photoFromFormat(_ fourCC: String) async throws {
@@ -124,6 +125,12 @@ enum VM {
             func photoOutput(_ output: CapturePhotoOutput, willBeginCaptureFor resolvedSettings: CaptureResolvedPhotoSettings) {
                 lock.withLock { names.append("willBegin") }
             }
+            func photoOutput(_ output: CapturePhotoOutput, willCapturePhotoFor resolvedSettings: CaptureResolvedPhotoSettings) {
+                lock.withLock { names.append("willCapture") }
+            }
+            func photoOutput(_ output: CapturePhotoOutput, didCapturePhotoFor resolvedSettings: CaptureResolvedPhotoSettings) {
+                lock.withLock { names.append("didCapture") }
+            }
             func photoOutput(_ output: CapturePhotoOutput, didFinishProcessingPhoto photo: CapturePhoto, error: (any Error)?) {
                 lock.withLock {
                     names.append("processed"); self.photo = photo; self.error = error
@@ -139,7 +146,7 @@ enum VM {
         let calls = Calls()
         photos.capturePhoto(with: CapturePhotoSettings(format: [.codec: .jpeg]), delegate: calls)
         #expect(calls.done.wait(timeout: .now() + 60) == .success)
-        #expect(calls.lock.withLock { calls.names } == ["willBegin", "processed", "finished"])
+        #expect(calls.lock.withLock { calls.names } == ["willBegin", "willCapture", "didCapture", "processed", "finished"])
         #expect(calls.lock.withLock { calls.error == nil })
         let photo = try #require(calls.lock.withLock { calls.photo })
         let data = try #require(photo.fileDataRepresentation())

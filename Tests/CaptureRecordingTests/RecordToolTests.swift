@@ -132,4 +132,13 @@ import Testing
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.url.path).isEmpty)
     }
+
+    /// RTSP carries H.264: asked for MJPEG, the tool says what to type (`--codec h264`), not the
+    /// library's Swift name, before the camera opens.
+    @Test func rtspWithMJPEGNamesTheOptionToType() throws {
+        let r = try runProcess(try builtTool().path, ["record", "--device", "virtual", "--codec", "mjpeg", "rtsp://127.0.0.1:1/live"])
+        #expect(r.status == 1, "status \(r.status)")
+        #expect(r.stderr.split(separator: "\n").count == 1 && r.stderr.contains("use --codec h264"), "\(r.stderr)")
+        #expect(!r.stderr.contains(".h264"), "\(r.stderr)")
+    }
 }

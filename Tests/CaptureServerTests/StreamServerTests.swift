@@ -102,6 +102,21 @@ import Testing
         #expect(!(try curl(served.base + "/state").headers.lowercased().contains("access-control-allow-origin")))
     }
 
+    /// Browsers ask for /favicon.ico whatever the page says: it is there (an SVG the page also
+    /// links), so their console shows no 404.
+    @Test func theFaviconIsServed() throws {
+        let served = try ServedCamera()
+        defer { served.close() }
+        let icon = try curl(served.base + "/favicon.ico")
+        #expect(icon.status == 200, "\(icon.status)")
+        #expect(icon.headers.lowercased().contains("content-type: image/svg+xml"), "\(icon.headers)")
+        let svg = String(decoding: icon.body, as: UTF8.self)
+        #expect(svg.hasPrefix("<svg") && svg.hasSuffix("</svg>") && icon.body.count < 1024, "\(svg)")
+        #expect(try curl(served.base + "/favicon.ico", ["-I"]).status == 200)
+        let page = String(decoding: try curl(served.base + "/").body, as: UTF8.self)
+        #expect(page.contains(#"<link rel="icon" href="/favicon.ico""#))
+    }
+
     @Test func theAllowedOriginIsSentWhenConfigured() throws {
         let served = try ServedCamera { $0.allowedOrigin = "https://example.org" }
         defer { served.close() }

@@ -1,6 +1,6 @@
 // Shared by the host and driver tests: decoding JPEGs with TurboJPEG directly (independent of
 // the library's own decoder), checking colour bars, counting descriptors and mappings.
-import CV4L2Shim
+import CTurboJPEG
 import Foundation
 import Capture
 

@@ -292,3 +292,135 @@ extension CaptureToolTests {
         #expect(CaptureError(foundation: CancellationError()) == nil)
     }
 }
+
+/// The command line as a user types it (issue 28): `--name=value`, refused combinations and
+/// output names, `capture` alone, help about help, and the size snap reports.
+extension CaptureToolTests {
+    /// A JPEG's width and height, from its first SOF segment.
+    static func jpegSize(_ d: Data) -> (Int, Int)? {
+        let b = [UInt8](d)
+        var i = 2
+        while i + 8 < b.count, b[i] == 0xFF {
+            let marker = b[i + 1], length = Int(b[i + 2]) << 8 | Int(b[i + 3])
+            if [0xC0, 0xC1, 0xC2].contains(marker) { return (Int(b[i + 7]) << 8 | Int(b[i + 8]), Int(b[i + 5]) << 8 | Int(b[i + 6])) }
+            i += 2 + length
+        }
+        return nil
+    }
+
+    /// Every command takes `--name=value` as `--name value`: a snap and a stream at the size so
+    /// given, and for the others the option's own refusal, not "unknown option --name=value". A
+    /// flag takes no value.
+    @Test func everyOptionTakesTheEqualsForm() throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("x.jpg").path
+        let snap = try Self.capture(["snap", "--device=virtual", "--size=640x480", "--quality=80", "--output=\(path)"])
+        #expect(snap.status == 0, "\(snap.stderr)")
+        let jpeg = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(Self.jpegSize(jpeg).map { [$0.0, $0.1] } == [640, 480])
+        let stream = try Self.capture(["stream", "--device=virtual", "--size=320x240", "--frames=3", "--json"])
+        #expect(stream.status == 0, "\(stream.stderr)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(stream.stdout.utf8)) as? [String: Any], "\(stream.stdout)")
+        #expect(json["frames"] as? Int == 3 && json["width"] as? Int == 320 && json["height"] as? Int == 240, "\(json)")
+        let wav = dir.appendingPathComponent("a.wav").path
+        let audio = try Self.capture(["audio", "--device=virtual", "--seconds=0.2", "--rate=48000", "--output=\(wav)"])
+        #expect(audio.status == 0, "\(audio.stderr)")
+        #expect(FileManager.default.fileExists(atPath: wav))
+        let refusals: [([String], String)] = [
+            (["record", "--device=virtual", "--codec=vp9", dir.appendingPathComponent("a.mp4").path], "unknown codec 'vp9'"),
+            (["preview", "--device=virtual", "--gravity=sideways"], "--gravity takes one of"),
+            (["serve", "--device=virtual", "--port=99999"], "--port must be a whole number"),
+            (["devices", "--json=yes"], "--json takes no value"),
+            (["snap", "--bogus=1"], "unknown option --bogus"),
+        ]
+        for (args, words) in refusals {
+            let r = try Self.capture(args)
+            #expect(r.status == 1 && r.errorLines.count == 1 && r.stderr.contains(words), "\(args): \(r.stderr)")
+        }
+    }
+
+    /// `--preset` and `--size` both choose the size: given together, every camera command refuses
+    /// in one line that says to give one, before the camera opens (nothing written).
+    @Test func presetWithSizeIsRefused() throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let both = ["--device", "virtual", "--preset", "low", "--size", "640x480"]
+        let jpg = dir.appendingPathComponent("x.jpg").path, mp4 = dir.appendingPathComponent("x.mp4").path
+        // (Each ends at once should the pair be taken: one frame, one second, a port that cannot be.)
+        for args in [
+            ["snap"] + both + ["--output", jpg], ["stream"] + both + ["--frames", "1"], ["record"] + both + ["--seconds", "1", mp4],
+            ["preview"] + both, ["serve"] + both + ["--port", "99999"],
+        ] {
+            let r = try Self.capture(args)
+            #expect(r.status == 1, "\(args): \(r.status) \(r.stdout)")
+            #expect(r.errorLines.count == 1 && r.stderr.contains("give --preset or --size, not both"), "\(args): \(r.stderr)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
+
+    /// An output name whose extension says another format than the one written is refused in
+    /// one line naming the extensions the command writes, and nothing is written; the right
+    /// extension, in any case, is taken.
+    @Test func anOutputNameSaysWhatIsWritten() throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let cases: [([String], String)] = [
+            (["snap", "--device", "virtual", "--preset", "low", "--output", dir.appendingPathComponent("x.png").path], ".jpg or .jpeg"),
+            (["audio", "--device", "virtual", "--seconds", "0.2", "--output", dir.appendingPathComponent("x.mp3").path], ".wav"),
+            (["record", "--device", "virtual", "--seconds", "1", dir.appendingPathComponent("x.mov").path], ".mp4 or .mkv"),
+        ]
+        for (args, extensions) in cases {
+            let r = try Self.capture(args)
+            expectRefused(r, extensions, nothingAt: args.last!)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+        let upper = dir.appendingPathComponent("x.JPEG").path
+        let r = try Self.capture(["snap", "--device", "virtual", "--preset", "low", "--output", upper])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: upper)).prefix(2) == Data([0xFF, 0xD8]))
+    }
+
+    /// `capture` alone is a usage error (status 2) with a short summary on standard error: each
+    /// command on one line, and how to get help; not every command's usage.
+    @Test func captureAloneIsAShortSummary() throws {
+        let r = try Self.capture([])
+        #expect(r.status == 2)
+        #expect(r.stdout.isEmpty, "\(r.stdout)")
+        #expect(r.errorLines.count <= 12, "\(r.errorLines.count) lines: \(r.stderr)")
+        for c in Self.commands {
+            #expect(r.errorLines.filter { $0.hasPrefix("  \(c) ") }.count == 1, "\(c) in \(r.stderr)")
+        }
+        #expect(r.stderr.contains("capture help COMMAND"), "\(r.stderr)")
+        #expect(!r.stderr.contains("--device"), "the options are help's: \(r.stderr)")
+    }
+
+    /// `capture help --help` (and `-h`, and `help help`): help's own usage, status 0.
+    @Test func helpAboutHelp() throws {
+        for args in [["help", "--help"], ["help", "-h"], ["help", "help"]] {
+            let r = try Self.capture(args)
+            #expect(r.status == 0, "\(args): \(r.stderr)")
+            #expect(r.stdout.hasPrefix("usage: capture help"), "\(args): \(r.stdout)")
+            #expect(r.stderr.isEmpty, "\(args): \(r.stderr)")
+        }
+    }
+
+    /// `snap` prints the size of the file it wrote (EXIF included), into a file and the album.
+    @Test func snapPrintsTheSizeOfTheFileWritten() throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let home = dir.appendingPathComponent("home")
+        for (args, home) in [
+            (["snap", "--device", "virtual", "--preset", "low", "--output", dir.appendingPathComponent("x.jpg").path], nil),
+            (["snap", "--device", "virtual", "--preset", "low"], home),
+        ] {
+            let r = try Self.capture(args, home: home)
+            #expect(r.status == 0, "\(r.stderr)")
+            // PATH<TAB>WxH<TAB>N bytes<TAB>sequence S
+            let fields = r.stdout.split(separator: "\n").first?.split(separator: "\t") ?? []
+            let path = try #require(fields.first.map(String.init), "\(r.stdout)")
+            let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+            #expect(fields.count == 4 && fields[2] == "\(size) bytes", "\(r.stdout) for a file of \(size) bytes")
+        }
+    }
+}

@@ -3,7 +3,7 @@ import CaptureV4L2
 import CaptureBackend
 import Foundation
 import Testing
-import CV4L2Shim
+import CJPEGShim
 @testable import Capture
 
 /// Eight vertical 75 % colour bars (white, yellow, cyan, green, magenta, red, blue, black) in

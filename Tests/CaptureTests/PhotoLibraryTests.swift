@@ -3,7 +3,7 @@ import CaptureImaging
 import CaptureBackend
 import Foundation
 import Testing
-import CV4L2Shim
+import CTurboJPEG
 @testable import Capture
 #if canImport(Glibc)
 import Glibc

@@ -7,6 +7,8 @@ import Testing
 private final class PhotoRecorder: CapturePhotoCaptureDelegate, @unchecked Sendable {
     enum Call: Equatable {
         case willBegin(Int64)
+        case willCapture(Int64)
+        case didCapture(Int64)
         case processed(Int64, failed: Bool)
         case finished(Int64, failed: Bool)
     }
@@ -14,10 +16,21 @@ private final class PhotoRecorder: CapturePhotoCaptureDelegate, @unchecked Senda
     private(set) var calls: [Call] = []
     private(set) var photos: [CapturePhoto] = []
     private(set) var errors: [CaptureError] = []
+    /// The resolved settings' dimensions `didCapturePhotoFor` was given.
+    private(set) var dimensions: [VideoDimensions] = []
     let done = DispatchSemaphore(value: 0)
 
     func photoOutput(_ output: CapturePhotoOutput, willBeginCaptureFor resolvedSettings: CaptureResolvedPhotoSettings) {
         lock.withLock { calls.append(.willBegin(resolvedSettings.uniqueID)) }
+    }
+    func photoOutput(_ output: CapturePhotoOutput, willCapturePhotoFor resolvedSettings: CaptureResolvedPhotoSettings) {
+        lock.withLock { calls.append(.willCapture(resolvedSettings.uniqueID)) }
+    }
+    func photoOutput(_ output: CapturePhotoOutput, didCapturePhotoFor resolvedSettings: CaptureResolvedPhotoSettings) {
+        lock.withLock {
+            calls.append(.didCapture(resolvedSettings.uniqueID))
+            dimensions.append(resolvedSettings.photoDimensions)
+        }
     }
     func photoOutput(_ output: CapturePhotoOutput, didFinishProcessingPhoto photo: CapturePhoto, error: (any Error)?) {
         lock.withLock {
@@ -58,7 +71,7 @@ struct PhotoOutputTests {
     }
 
     @Test(
-        "the delegate hears willBegin, the photo, then the end, once each; the JPEG decodes to the camera's size with colour bars and carries make, model and date",
+        "the delegate hears willBegin, willCapture, didCapture, the photo, then the end, once each, with one unique ID; the JPEG decodes to the camera's size with colour bars and carries make, model and date",
         arguments: [PixelFormat.yuyv, .nv12, .mjpeg])
     func delegateOrderAndPhoto(format: PixelFormat) throws {
         let output = CapturePhotoOutput()
@@ -73,7 +86,11 @@ struct PhotoOutputTests {
         #expect(recorder.done.wait(timeout: .now() + 20) == .success)
         Thread.sleep(forTimeInterval: 0.05)
         let id = settings.uniqueID
-        #expect(recorder.lock.withLock { recorder.calls } == [.willBegin(id), .processed(id, failed: false), .finished(id, failed: false)])
+        #expect(
+            recorder.lock.withLock { recorder.calls } == [
+                .willBegin(id), .willCapture(id), .didCapture(id), .processed(id, failed: false), .finished(id, failed: false),
+            ])
+        #expect(recorder.lock.withLock { recorder.dimensions } == [VideoDimensions(width: 320, height: 180)])
         let photo = try #require(recorder.lock.withLock { recorder.photos.first })
         #expect(photo.resolvedSettings.photoDimensions == VideoDimensions(width: 320, height: 180))
         let data = try #require(photo.fileDataRepresentation())
@@ -154,8 +171,39 @@ struct PhotoOutputTests {
                 recorder.lock.withLock { recorder.calls } == [.willBegin(id), .processed(id, failed: true), .finished(id, failed: true)])
             let e = try #require(recorder.lock.withLock { recorder.errors.first })
             #expect(e.code == code && e.message.contains(words), "\(e)")
-            #expect(recorder.lock.withLock { recorder.photos.first?.fileDataRepresentation()?.isEmpty } == true)
+            // No frame was taken: no willCapture/didCapture, and no data (nil, not empty).
+            #expect(recorder.lock.withLock { recorder.photos.count } == 1)
+            #expect(recorder.lock.withLock { recorder.photos.first?.fileDataRepresentation() } == nil)
         }
+    }
+
+    @Test("a capture failing without a frame (session stopped): willBegin, a photo with nil data, the end; no willCapture")
+    func failureWithoutAFrame() throws {
+        let output = CapturePhotoOutput()
+        let (session, camera) = try Self.running(.yuyv, output)
+        defer { VirtualCamera.uninstall(camera) }
+        session.stopRunning()
+        let recorder = PhotoRecorder()
+        let settings = CapturePhotoSettings()
+        output.capturePhoto(with: settings, delegate: recorder)
+        #expect(recorder.done.wait(timeout: .now() + 10) == .success)
+        let id = settings.uniqueID
+        #expect(recorder.lock.withLock { recorder.calls } == [.willBegin(id), .processed(id, failed: true), .finished(id, failed: true)])
+        #expect(recorder.lock.withLock { recorder.errors.map(\.code) } == [.invalidState])
+        let photo = try #require(recorder.lock.withLock { recorder.photos.first })
+        #expect(photo.fileDataRepresentation() == nil)
+        #expect(photo.resolvedSettings.uniqueID == id)
+    }
+
+    @Test("jpegStillImageNSDataRepresentation, the name iOS code uses, gives the still's JPEG")
+    func nsDataRepresentationAlias() async throws {
+        let still = CaptureStillImageOutput()
+        let (session, camera) = try Self.running(.yuyv, still)
+        defer { session.stopRunning(); VirtualCamera.uninstall(camera) }
+        let sample = try await still.captureStillImage(from: try #require(still.connection(with: .video)))
+        let data = try #require(CaptureStillImageOutput.jpegStillImageNSDataRepresentation(sample))
+        #expect(data == CaptureStillImageOutput.jpegStillImageDataRepresentation(sample))
+        #expect(TestJPEG.decode(data)?.width == 320)
     }
 
     @Test("without a running session the capture fails at once with the still output's error")

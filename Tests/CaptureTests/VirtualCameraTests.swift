@@ -3,6 +3,7 @@ import CaptureV4L2
 import CaptureBackend
 import Foundation
 import Testing
+import CTurboJPEG
 import CV4L2Shim
 @testable import Capture
 

@@ -103,10 +103,23 @@ def main():
             browser = p.chromium.launch(executable_path="/usr/bin/chromium",
                                         args=["--no-sandbox", "--host-resolver-rules=MAP rebound.test 127.0.0.1"])
             page = browser.new_page(viewport={"width": 900, "height": 700})
+            # What the browser's console would show while the page loads: errors, and failed requests
+            # (a missing /favicon.ico was one).
+            failures, icons = [], []
+            page.on("console", lambda m: failures.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+            page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+            page.on("response", lambda r: icons.append(r.status) if r.url.endswith("/favicon.ico") else None)
             page.goto(url)
             page.wait_for_function("document.getElementById('live').naturalWidth > 0", timeout=30000)
             size = page.evaluate("[document.getElementById('live').naturalWidth, document.getElementById('live').naturalHeight]")
             check("the live picture loads at the camera size", size == [640, 480], f"{size}")
+            icon = page.evaluate("""async () => {
+                const r = await fetch('/favicon.ico');
+                return [r.status, r.headers.get('content-type'), (await r.text()).startsWith('<svg')];
+            }""")
+            check("the icon the page links is served (no 404 for /favicon.ico)", icon == [200, "image/svg+xml", True],
+                  f"{icon}, the browser's own requests for it: {icons}")
+            check("the page loads with no error in the console and no failed request", not failures, "; ".join(failures))
 
             # The picture's pixels, drawn from the live <img> (same origin: not tainted).
             grab = """() => {

@@ -90,6 +90,18 @@ check "impossible size exits non-zero" test $? -ne 0
 "$bin/capture" stream "${device_args[@]}" --frames abc >/dev/null 2>&1
 check "bad --frames exits non-zero" test $? -ne 0
 
+# The command line as typed: --name=value; --preset with --size refused in one line, nothing
+# written; `capture` alone a usage error (status 2) with a short summary.
+"$bin/capture" snap "${device_args[@]}" --size=$small --output="$work/eq.jpg" >/dev/null 2>"$work/eq.err"
+check "snap --size=WxH --output=FILE (the = form)" test $? -eq 0 -a -s "$work/eq.jpg"
+"$bin/capture" snap "${device_args[@]}" --preset low --size $small --output "$work/both.jpg" >/dev/null 2>"$work/both.err"
+check "--preset with --size: status 1, one line, no file" \
+    bash -c '(($1 == 1)) && (($(wc -l <"$2") == 1)) && grep -q "give --preset or --size, not both" "$2" && ! [[ -e $3 ]]' \
+    x $? "$work/both.err" "$work/both.jpg"
+"$bin/capture" >"$work/alone.out" 2>"$work/alone.err"
+check "capture alone: status 2, a short summary on stderr" \
+    bash -c '(($1 == 2)) && (($(wc -l <"$2") <= 12)) && grep -q "^  snap " "$2" && ! [[ -s $3 ]]' x $? "$work/alone.err" "$work/alone.out"
+
 # capture stream --json: frames delivered, sequence range, fps, capture-to-delegate latency.
 "$bin/capture" stream "${device_args[@]}" --size $small --frames 30 --json >"$work/stream.json" 2>"$work/stream.err"
 check "stream exits 0" test $? -eq 0
@@ -106,10 +118,28 @@ assert 0<=l['p50']<=l['p99']<=l['max'] and l['max']>0, l
 
 # capture audio: a WAV file through the library (virtual microphone on the host, the
 # snd-aloop capture side in the VM), rate/channels/frames in the JSON matching the file.
-audio_args=() stream_audio=(--audio virtual)
-[[ -n ${CAPTURE_VM_ALOOP:-} ]] && audio_args=(--device hw:Loopback,1,0) stream_audio=(--audio hw:Loopback,1,0)
+# In the VM a tone is played into the loopback's other side first (its format then holds for both
+# sides): a recording of pure digital silence is an error the tool reports (nothing was playing).
+audio_args=() stream_audio=(--audio virtual) player=
+if [[ -n ${CAPTURE_VM_ALOOP:-} ]]; then
+    audio_args=(--device hw:Loopback,1,0) stream_audio=(--audio hw:Loopback,1,0)
+    py "
+import math, struct, wave
+w=wave.open('$work/tone.wav','wb'); w.setnchannels(2); w.setsampwidth(2); w.setframerate(48000)
+period=b''.join(struct.pack('<hh',v,v) for v in (int(11000*math.sin(2*math.pi*i/100)) for i in range(100)))
+w.writeframes(period*480*30)  # 480 Hz (100 samples a period), 30 s
+"
+    aplay -q -D hw:Loopback,0,0 "$work/tone.wav" 2>"$work/aplay.err" &
+    player=$!
+    # Playing once its hardware parameters are set (ALSA's proc file), not after a delay.
+    for _ in $(seq 100); do
+        grep -q '^rate' /proc/asound/Loopback/pcm0p/sub0/hw_params 2>/dev/null && break
+        sleep 0.1
+    done
+fi
 "$bin/capture" audio "${audio_args[@]}" --seconds 1 --output "$work/a.wav" --json >"$work/audio.json" 2>"$work/audio.err"
 check "audio exits 0" test $? -eq 0
+[[ -s $work/audio.err ]] && sed 's/^/  audio: /' "$work/audio.err"
 check "audio writes a WAV the JSON describes" py "
 import json, wave
 j=json.load(open('$work/audio.json'))
@@ -123,6 +153,7 @@ import json
 s=json.load(open('$work/stream-audio.json'))
 assert s['frames']==10 and s['audio']['frames']>0, s
 "
+[[ -n $player ]] && { kill "$player" 2>/dev/null; wait "$player" 2>/dev/null; }
 
 # The examples.
 "$bin/camera-check" >"$work/check.out" 2>&1

@@ -1,5 +1,5 @@
-// V4L2: request codes (function-like macros Swift cannot import), the variadic ioctl/open,
-// and the packed extended-control struct.
+// V4L2: request codes (function-like macros Swift cannot import), a non-variadic ioctl, and the
+// packed extended-control struct.
 #ifndef CV4L2_VIDEO_H
 #define CV4L2_VIDEO_H
 #include <stdint.h>
@@ -37,10 +37,9 @@ extern const unsigned long CV4L2_VIDIOC_DQBUF;
 extern const unsigned long CV4L2_VIDIOC_STREAMON;
 extern const unsigned long CV4L2_VIDIOC_STREAMOFF;
 
-/// ioctl(2) is variadic; this is its one non-variadic door. Returns -1 and sets errno on failure.
+/// ioctl(2) is variadic; a non-variadic door for callers outside the funnel (the driver tests).
+/// Returns -1 and sets errno on failure.
 int cv4l2_ioctl(int fd, unsigned long request, void *arg);
-/// open(2) with a mode argument is variadic.
-int cv4l2_open(const char *path, int flags);
 
 /// Extended controls: `struct v4l2_ext_control` is packed, which Swift cannot lay out.
 /// Both return 0 or -1 with errno set (VIDIOC_G/S_EXT_CTRLS, V4L2_CTRL_WHICH_CUR_VAL).

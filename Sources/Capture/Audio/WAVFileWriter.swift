@@ -1,4 +1,5 @@
 import CaptureBackend
+import CaptureSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -32,15 +33,19 @@ public final class WAVFileWriter {
         }
         self.format = format
         self.path = path
-        let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw WAVFileWriter.error(errno, "open", path) }
+        let opened = Syscall.run("open", mock: nil, failure: -1) { Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        let fd: Int32
+        switch opened {
+        case .success(let d): fd = d
+        case .failure(let e): throw WAVFileWriter.error(e.rawValue, "open", path)
+        }
         self.fd = fd
         let header = WAVFileWriter.header(format: format, dataBytes: 0)
         headerSize = header.count
         do {
             try writeAll(header)
         } catch {
-            Glibc.close(fd)
+            WAVFileWriter.close(fd)
             self.fd = -1
             throw error
         }
@@ -82,14 +87,27 @@ public final class WAVFileWriter {
     public func close() throws(CaptureError) {
         guard fd >= 0 else { return }
         defer {
-            Glibc.close(fd)
+            WAVFileWriter.close(fd)
             fd = -1
         }
         let header = WAVFileWriter.header(format: format, dataBytes: dataBytes)
-        let r = header.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-        guard r == header.count else { throw WAVFileWriter.error(r < 0 ? errno : EIO, "pwrite", path) }
+        let wrote = header.withUnsafeBytes { raw in
+            Syscall.run("pwrite", mock: nil, failure: -1, { pwrite(fd, raw.baseAddress, raw.count, 0) })
+        }
+        switch wrote {
+        case .failure(let e): throw WAVFileWriter.error(e.rawValue, "pwrite", path)
+        case .success(let n) where n != header.count: throw WAVFileWriter.error(EIO, "pwrite", path)
+        case .success: break
+        }
         // Flush so that a full disk shows up here, not silently after exit.
-        if fsync(fd) != 0 && errno != EINVAL && errno != EROFS { throw WAVFileWriter.error(errno, "fsync", path) }
+        if case .failure(let e) = Syscall.run("fsync", mock: nil, failure: -1, { fsync(fd) }), e.rawValue != EINVAL, e.rawValue != EROFS {
+            throw WAVFileWriter.error(e.rawValue, "fsync", path)
+        }
+    }
+
+    /// Closes the descriptor; its result is not looked at (the header and fsync said what matters).
+    private static func close(_ fd: Int32) {
+        _ = Syscall.run("close", mock: nil, failure: -1, retryOnInterrupt: false, { Glibc.close(fd) })
     }
 
     private func writeAll(_ data: Data) throws(CaptureError) {
@@ -97,14 +115,16 @@ public final class WAVFileWriter {
         data.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let r = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if r < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
+                switch Syscall.run("write", mock: nil, failure: -1, { Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset) }) {
+                case .failure(let e):
+                    failure = e.rawValue
                     return
+                case .success(0):
+                    failure = ENOSPC
+                    return
+                case .success(let r):
+                    offset += r
                 }
-                if r == 0 { failure = ENOSPC; return }
-                offset += r
             }
         }
         if failure != 0 { throw WAVFileWriter.error(failure, "write", path) }

@@ -465,16 +465,11 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
     public static func devices(for mediaType: MediaType) -> [CaptureDevice] {
         switch mediaType {
         case .video:
+            // From the first lookup on, virtual cameras coming and going are announced.
+            _ = VirtualDeviceAnnouncer.shared
             let v4l2 = V4L2Discovery.captureDevices().map(camera)
             forgetVanished(present: Set(v4l2.map(\.uniqueID)))
-            let virtual = VirtualCamera.installed.map { cam in
-                canonical {
-                    CaptureDevice(
-                        info: cam.info, mediaType: .video, deviceType: .virtual, virtualCamera: cam,
-                        opener: { () throws(CaptureError) -> any VideoSource in try cam.makeSource() })
-                }
-            }
-            return v4l2 + virtual
+            return v4l2 + VirtualCamera.installed.map(virtualDevice)
         case .audio:
             return audioDevices()
         }
@@ -555,12 +550,15 @@ public final class CaptureDevice: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension CaptureDevice {
-    /// Posted (on the thread that noticed, `object` the device) when a camera appears, as
-    /// `AVCaptureDeviceWasConnected`: by every started `DeviceMonitor`, once per device object.
+    /// Posted on `NotificationCenter.default` (on the thread that noticed, `object` the device,
+    /// no user info) when a camera appears, as `AVCaptureDeviceWasConnectedNotification`: a
+    /// virtual camera installed or `reconnect()`ed (once any device lookup has run), a V4L2 camera
+    /// seen by a started `DeviceMonitor`; once per change per device object.
     public static let wasConnectedNotification = Notification.Name("CaptureDeviceWasConnectedNotification")
-    /// Posted (`object` the device) when a device goes away, as `AVCaptureDeviceWasDisconnected`:
-    /// when a running session's input finds it unplugged, or a started `DeviceMonitor` sees it
-    /// leave the list; once per device object.
+    /// Posted (as `wasConnectedNotification`) when a device goes away, as
+    /// `AVCaptureDeviceWasDisconnectedNotification`: a running session's input finds it unplugged,
+    /// a virtual camera is uninstalled or `disconnect()`ed, or a started `DeviceMonitor` sees it
+    /// leave the list; once per change per device object.
     public static let wasDisconnectedNotification = Notification.Name("CaptureDeviceWasDisconnectedNotification")
 
     /// Whether the device is present and usable, as `AVCaptureDevice.isConnected`: false once a

@@ -10,7 +10,6 @@ import Glibc
 #endif
 import Foundation
 import Synchronization
-internal import CV4L2Shim
 
 /// Watches the camera list and reports cameras that connect or disconnect, as AVFoundation's
 /// `AVCaptureDeviceWasConnected` / `WasDisconnected` notifications.

@@ -57,7 +57,8 @@ public struct CaptureResolvedPhotoSettings: Sendable, Hashable {
 
 /// One photo, as `AVCapturePhoto`. Immutable; any thread.
 public final class CapturePhoto: @unchecked Sendable {
-    private let data: Data
+    /// The JPEG file; nil for a capture that failed.
+    private let data: Data?
     /// When the frame was captured, on the clock the session's samples use.
     public let timestamp: CaptureTime
     /// The settings the capture resolved to.
@@ -72,7 +73,7 @@ public final class CapturePhoto: @unchecked Sendable {
     public var photoCount: Int { 1 }
 
     init(
-        jpeg: Data, timestamp: CaptureTime, sequenceNumber: UInt64, resolvedSettings: CaptureResolvedPhotoSettings,
+        jpeg: Data?, timestamp: CaptureTime, sequenceNumber: UInt64, resolvedSettings: CaptureResolvedPhotoSettings,
         pixelDimensions: VideoDimensions? = nil
     ) {
         data = jpeg
@@ -84,7 +85,7 @@ public final class CapturePhoto: @unchecked Sendable {
             "PixelXDimension": String(size.width),
             "PixelYDimension": String(size.height),
         ]
-        if let exif = jpeg.withUnsafeBytes({ EXIFInfo(jpeg: $0) }) {
+        if let exif = jpeg?.withUnsafeBytes({ EXIFInfo(jpeg: $0) }) {
             m["Orientation"] = String(exif.orientation.rawValue)
             if let v = exif.make { m["Make"] = v }
             if let v = exif.model { m["Model"] = v }
@@ -93,17 +94,28 @@ public final class CapturePhoto: @unchecked Sendable {
         metadata = m
     }
 
-    /// The photo as a JPEG file (with its EXIF), ready to write or to save to the album.
+    /// The photo as a JPEG file (with its EXIF), ready to write or to save to the album; nil
+    /// when the capture failed (the delegate's `error` says why), as in AVFoundation.
     public func fileDataRepresentation() -> Data? { data }
 }
 
 /// Receives a photo capture's progress, as `AVCapturePhotoCaptureDelegate`. Every method has an
 /// empty default: write the ones you need. Called on the photo output's private serial queue, in
-/// this order, each once per capture.
+/// this order, each at most once per capture, all with the same `uniqueID`: `willBeginCaptureFor`,
+/// `willCapturePhotoFor`, `didCapturePhotoFor`, `didFinishProcessingPhoto`, `didFinishCaptureFor`.
+/// A capture that fails before it has a frame (settings refused, no frame in time, the session
+/// stopped) skips `willCapturePhotoFor` and `didCapturePhotoFor`: there was no exposure to
+/// announce. The first and the last two always come.
 public protocol CapturePhotoCaptureDelegate: AnyObject, Sendable {
     /// The capture was accepted and waits for the camera's next frame.
     func photoOutput(_ output: CapturePhotoOutput, willBeginCaptureFor resolvedSettings: CaptureResolvedPhotoSettings)
-    /// The photo is made (`error` nil), or could not be (`photo` then holds no data).
+    /// The frame the photo is made of has been chosen (the moment to play a shutter sound or
+    /// flash the screen). A V4L2 camera exposes continuously, so the frame is already taken:
+    /// `didCapturePhotoFor` follows at once.
+    func photoOutput(_ output: CapturePhotoOutput, willCapturePhotoFor resolvedSettings: CaptureResolvedPhotoSettings)
+    /// The photo's frame is in hand; encoding comes next.
+    func photoOutput(_ output: CapturePhotoOutput, didCapturePhotoFor resolvedSettings: CaptureResolvedPhotoSettings)
+    /// The photo is made (`error` nil), or could not be (its `fileDataRepresentation()` is then nil).
     func photoOutput(_ output: CapturePhotoOutput, didFinishProcessingPhoto photo: CapturePhoto, error: (any Error)?)
     /// The capture is over; `error` is the failure, if any (the same as the photo's).
     func photoOutput(_ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?)
@@ -111,6 +123,8 @@ public protocol CapturePhotoCaptureDelegate: AnyObject, Sendable {
 
 extension CapturePhotoCaptureDelegate {
     public func photoOutput(_ output: CapturePhotoOutput, willBeginCaptureFor resolvedSettings: CaptureResolvedPhotoSettings) {}
+    public func photoOutput(_ output: CapturePhotoOutput, willCapturePhotoFor resolvedSettings: CaptureResolvedPhotoSettings) {}
+    public func photoOutput(_ output: CapturePhotoOutput, didCapturePhotoFor resolvedSettings: CaptureResolvedPhotoSettings) {}
     public func photoOutput(_ output: CapturePhotoOutput, didFinishProcessingPhoto photo: CapturePhoto, error: (any Error)?) {}
     public func photoOutput(
         _ output: CapturePhotoOutput, didFinishCaptureFor resolvedSettings: CaptureResolvedPhotoSettings, error: (any Error)?
@@ -141,9 +155,11 @@ public final class CapturePhotoOutput: CaptureStillImageOutput, @unchecked Senda
     public var maxPhotoDimensions: VideoDimensions? { connection(with: .video)?.device?.activeFormat?.dimensions }
 
     /// Takes a photo with `settings`; `delegate` hears of it on the output's queue:
-    /// `willBeginCaptureFor`, then `didFinishProcessingPhoto`, then `didFinishCaptureFor`, each
-    /// once, with the still output's errors (no running session, no frame in time, a camera
-    /// that went away, the session stopped) or `.invalidArgument` for settings it cannot do.
+    /// `willBeginCaptureFor`, `willCapturePhotoFor` and `didCapturePhotoFor` (once the frame is
+    /// chosen: not for a capture that fails before), `didFinishProcessingPhoto`, then
+    /// `didFinishCaptureFor`, each once, with the still output's errors (no running session, no
+    /// frame in time, a camera that went away, the session stopped) or `.invalidArgument` for
+    /// settings it cannot do.
     public func capturePhoto(with settings: CapturePhotoSettings, delegate: any CapturePhotoCaptureDelegate) {
         let dims = maxPhotoDimensions ?? settings.maxPhotoDimensions ?? VideoDimensions(width: 0, height: 0)
         let resolved = CaptureResolvedPhotoSettings(
@@ -153,7 +169,7 @@ public final class CapturePhotoOutput: CaptureStillImageOutput, @unchecked Senda
             callbacks.async {
                 delegate.photoOutput(self, willBeginCaptureFor: resolved)
                 let photo = CapturePhoto(
-                    jpeg: Data(), timestamp: CaptureTime(nanoseconds: 0), sequenceNumber: 0, resolvedSettings: resolved)
+                    jpeg: nil, timestamp: CaptureTime(nanoseconds: 0), sequenceNumber: 0, resolvedSettings: resolved)
                 delegate.photoOutput(self, didFinishProcessingPhoto: photo, error: problem)
                 delegate.photoOutput(self, didFinishCaptureFor: resolved, error: problem)
             }
@@ -167,7 +183,14 @@ public final class CapturePhotoOutput: CaptureStillImageOutput, @unchecked Senda
             finish(nil, e, resolved, delegate)
             return
         }
-        capture(from: connection, settings: still, alwaysEXIF: true) { sample, error in
+        // The frame is chosen on the encode queue, before the photo is made of it.
+        let frameChosen: @Sendable () -> Void = {
+            self.callbacks.async {
+                delegate.photoOutput(self, willCapturePhotoFor: resolved)
+                delegate.photoOutput(self, didCapturePhotoFor: resolved)
+            }
+        }
+        capture(from: connection, settings: still, alwaysEXIF: true, frameChosen: frameChosen) { sample, error in
             self.finish(sample, error, resolved, delegate)
         }
     }
@@ -228,9 +251,9 @@ public final class CapturePhotoOutput: CaptureStillImageOutput, @unchecked Senda
         _ delegate: any CapturePhotoCaptureDelegate
     ) {
         // The JPEG is copied out of the reused still sample, so the photo is the app's alone.
-        let jpeg = sample?.jpegData.map { Data($0) }
+        let jpeg = error == nil ? sample?.jpegData.map { Data($0) } : nil
         let photo = CapturePhoto(
-            jpeg: jpeg ?? Data(), timestamp: sample?.presentationTimeStamp ?? CaptureTime(nanoseconds: 0),
+            jpeg: jpeg, timestamp: sample?.presentationTimeStamp ?? CaptureTime(nanoseconds: 0),
             sequenceNumber: sample?.sequenceNumber ?? 0, resolvedSettings: resolved,
             pixelDimensions: sample?.dimensions)
         let failure: CaptureError? = error ?? (jpeg == nil ? CaptureError(.driverError, "the photo capture gave no JPEG") : nil)

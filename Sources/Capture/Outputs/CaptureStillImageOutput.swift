@@ -41,6 +41,9 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
         var settings: OutputSettings
         /// EXIF always (photos: orientation, make, model, date), else only to say a turn.
         var alwaysEXIF: Bool
+        /// Called on the encode queue once the capture has its frame, before `completion`
+        /// (the photo delegate's `willCapturePhotoFor`/`didCapturePhotoFor`).
+        var frameChosen: (@Sendable () -> Void)?
         var completion: @Sendable (SampleBuffer?, CaptureError?) -> Void
         var id: UInt64
         var deadline: DispatchTime
@@ -147,6 +150,7 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     /// A capture at `settings`, completed as `captureStillImageAsynchronously` describes.
     func capture(
         from connection: CaptureConnection, settings: OutputSettings, alwaysEXIF: Bool,
+        frameChosen: (@Sendable () -> Void)? = nil,
         completionHandler: @escaping @Sendable (SampleBuffer?, CaptureError?) -> Void
     ) {
         guard connection.output === self, connection.mediaType == .video else {
@@ -170,7 +174,7 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
             st.pending.append(
                 Request(
                     connection: connection, settings: settings, alwaysEXIF: alwaysEXIF,
-                    completion: completionHandler, id: st.nextID, deadline: .now() + timeout,
+                    frameChosen: frameChosen, completion: completionHandler, id: st.nextID, deadline: .now() + timeout,
                     timeout: timeout))
             runTimeouts(&st)
             return st.nextID
@@ -209,6 +213,13 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     /// buffer that is not a still.
     public static func jpegStillImageDataRepresentation(_ sampleBuffer: SampleBuffer) -> Data? {
         sampleBuffer.jpegData
+    }
+
+    /// The JPEG bytes of a still, under the name iOS code uses
+    /// (`AVCaptureStillImageOutput.jpegStillImageNSDataRepresentation(_:)`): the same as
+    /// ``jpegStillImageDataRepresentation(_:)``.
+    public static func jpegStillImageNSDataRepresentation(_ sampleBuffer: SampleBuffer) -> Data? {
+        jpegStillImageDataRepresentation(sampleBuffer)
     }
 
     override var acceptedMediaTypes: Set<MediaType> { [.video] }
@@ -311,6 +322,8 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
                 result = .failure(error)
             }
             for r in group {
+                // Not before the encode: a damaged frame skipped above was not this capture's.
+                r.frameChosen?()
                 switch result {
                 case .success(let sample): r.completion(sample, nil)
                 case .failure(let e): r.completion(nil, e)

@@ -2,7 +2,7 @@ import CaptureVirtual
 import CaptureImaging
 import CaptureBackend
 import Foundation
-internal import CV4L2Shim
+internal import CTurboJPEG
 
 // Reading the frame counter back out of the pixels, so a test can tell which frame it got
 // (a still is fresh, frames arrive in order, none is repeated) without trusting metadata.

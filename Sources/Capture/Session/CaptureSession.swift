@@ -107,8 +107,14 @@ public class CaptureSession: @unchecked Sendable {
     private var unlinkedInputs: Set<ObjectIdentifier> = []
 
     /// An empty session for one camera (and one microphone).
-    public init() { isMultiCam = false }
-    init(multiCam: Bool) { isMultiCam = multiCam }
+    public init() {
+        isMultiCam = false
+        hub.setSession(self)
+    }
+    init(multiCam: Bool) {
+        isMultiCam = multiCam
+        hub.setSession(self)
+    }
 
     deinit {
         for r in runners.values { r.stop() }

@@ -79,19 +79,37 @@ extension CaptureSession {
     }
 }
 
-/// Fans session events out to handlers and async streams. Thread-safe.
+/// Fans session events out to handlers, async streams and `NotificationCenter.default`.
+/// Thread-safe.
 final class EventHub: Sendable {
     private struct State {
         var handlers: [UUID: @Sendable (CaptureSession.Event) -> Void] = [:]
         var streams: [UUID: AsyncStream<CaptureSession.Event>.Continuation] = [:]
+        /// The session the notifications name (weak: the session owns its hub).
+        weak var session: CaptureSession?
     }
     private let state = Locked(State())
     private let queue = DispatchQueue(label: "swift-capture.session-events")
 
+    /// Names `session` as the `object` of the notifications posted from now on.
+    func setSession(_ session: CaptureSession) { state.withLock { $0.session = session } }
+
     func post(_ event: CaptureSession.Event) {
-        let (handlers, streams) = state.withLock { (Array($0.handlers.values), Array($0.streams.values)) }
+        let (handlers, streams, session) = state.withLock { (Array($0.handlers.values), Array($0.streams.values), $0.session) }
         for s in streams { s.yield(event) }
-        if !handlers.isEmpty { queue.async { for h in handlers { h(event) } } }
+        // A notification goes out on the same queue as the handlers, after them: one order for
+        // both, and an observer never runs on a capture thread or inside the session's lock.
+        // The session is held until then, so a session let go meanwhile is still the object.
+        // (Only for an event that has a notification: frequent ones, drops, hold no session.)
+        let notifying = event.notification != nil ? session : nil
+        if !handlers.isEmpty || notifying != nil {
+            queue.async {
+                for h in handlers { h(event) }
+                if let notifying, let n = event.notification {
+                    NotificationCenter.default.post(name: n.name, object: notifying, userInfo: n.userInfo)
+                }
+            }
+        }
     }
 
     func addHandler(_ h: @escaping @Sendable (CaptureSession.Event) -> Void) -> UUID {

@@ -117,7 +117,9 @@ public final class PhotoLibrary: Sendable {
         let path = url.path
         let folder = url.deletingLastPathComponent().path
         var st = stat()
-        if stat(folder, &st) != 0 { throw storageError(errno, operation: "stat", path: folder) }
+        if case .failure(let e) = Syscall.run("stat", mock: nil, failure: -1, { stat(folder, &st) }) {
+            throw storageError(e.rawValue, operation: "stat", path: folder)
+        }
         guard st.st_mode & S_IFMT == S_IFDIR else { throw storageError(ENOTDIR, operation: "stat", path: folder) }
         // Checked before writing (and again when placing): a FIFO's or a device's open would
         // block or write into it.
@@ -127,7 +129,7 @@ public final class PhotoLibrary: Sendable {
         case .success:
             syncDirectory(folder)
         case .failure(let failure):
-            unlink(temp)
+            removeFile(temp)
             switch failure {
             case .notARegularFile(let kind): throw notAFile(path, kind)
             case .failed(let e): throw storageError(e.errno.rawValue, operation: e.operation, path: folder)
@@ -223,7 +225,7 @@ public final class PhotoLibrary: Sendable {
             Self.syncDirectory(folder.path)
             return URL(fileURLWithPath: final)
         } catch {
-            unlink(temp)
+            Self.removeFile(temp)
             throw error
         }
     }
@@ -268,7 +270,7 @@ public final class PhotoLibrary: Sendable {
     /// `mkdir -p` with mode 0755.
     static func makeDirectory(_ path: String) throws(CaptureError) {
         var st = stat()
-        if stat(path, &st) == 0 {
+        if case .success = Syscall.run("stat", mock: nil, failure: -1, { stat(path, &st) }) {
             guard st.st_mode & S_IFMT == S_IFDIR else {
                 throw CaptureError(.invalidArgument, "\(path) exists and is not a folder; cannot save photos there")
             }
@@ -276,22 +278,25 @@ public final class PhotoLibrary: Sendable {
         }
         let parent = (path as NSString).deletingLastPathComponent
         if !parent.isEmpty, parent != path { try makeDirectory(parent) }
-        if mkdir(path, 0o755) != 0, errno != EEXIST {
-            throw storageError(errno, operation: "mkdir", path: path)
+        if case .failure(let e) = Syscall.run("mkdir", mock: nil, failure: -1, { mkdir(path, 0o755) }), e.rawValue != EEXIST {
+            throw storageError(e.rawValue, operation: "mkdir", path: path)
         }
     }
 
     /// Writes `bytes` to a new hidden file in `folder` and flushes it. Returns its path.
     static func writeTemporary(_ bytes: [UInt8], in folder: String) throws(CaptureError) -> String {
-        var fd: Int32 = -1
+        var opened: Result<Int32, Errno> = .failure(Errno(rawValue: EEXIST))
         var path = ""
         for _ in 0..<100 {
             path = folder + "/.IMG-\(getpid())-\(UInt64.random(in: 0...UInt64.max)).jpg.partial"
-            fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-            if fd >= 0 || errno != EEXIST { break }
+            opened = Syscall.run("open", mock: nil, failure: -1) { open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
+            if opened != .failure(Errno(rawValue: EEXIST)) { break }
         }
-        guard fd >= 0 else {
-            let e = errno
+        let fd: Int32
+        switch opened {
+        case .success(let d): fd = d
+        case .failure(let failed):
+            let e = failed.rawValue
             // The folder is there but refuses new files with ENOENT: a virtual file system.
             if e == ENOENT, case .success(.directory?) = FileSystem.kind(at: folder) {
                 throw CaptureError(
@@ -305,26 +310,29 @@ public final class PhotoLibrary: Sendable {
         bytes.withUnsafeBytes { raw in
             var done = 0
             while done < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + done, raw.count - done)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = storageError(errno, operation: "write", path: folder, size: raw.count)
+                switch Syscall.run("write", mock: nil, failure: -1, { Glibc.write(fd, raw.baseAddress! + done, raw.count - done) }) {
+                case .failure(let e):
+                    failure = storageError(e.rawValue, operation: "write", path: folder, size: raw.count)
                     return
-                }
-                if n == 0 {
+                case .success(0):
                     failure = storageError(ENOSPC, operation: "write", path: folder, size: raw.count)
                     return
+                case .success(let n):
+                    done += n
                 }
-                done += n
             }
         }
-        if failure == nil, fsync(fd) != 0 { failure = storageError(errno, operation: "fsync", path: folder, size: bytes.count) }
+        if failure == nil, case .failure(let e) = Syscall.run("fsync", mock: nil, failure: -1, { fsync(fd) }) {
+            failure = storageError(e.rawValue, operation: "fsync", path: folder, size: bytes.count)
+        }
         // close can report a deferred write error (NFS, quotas).
-        if close(fd) != 0, failure == nil, errno != EINTR {
-            failure = storageError(errno, operation: "close", path: folder, size: bytes.count)
+        if case .failure(let e) = Syscall.run("close", mock: nil, failure: -1, retryOnInterrupt: false, { close(fd) }),
+            failure == nil, e != .interrupted
+        {
+            failure = storageError(e.rawValue, operation: "close", path: folder, size: bytes.count)
         }
         if let failure {
-            unlink(path)
+            removeFile(path)
             throw failure
         }
         return path
@@ -334,8 +342,11 @@ public final class PhotoLibrary: Sendable {
     /// crashed or was killed mid-write), once they are ten minutes old. Files of running
     /// processes are left alone.
     static func removeStalePartials(in folder: String) {
-        guard let dir = opendir(folder) else { return }
-        defer { closedir(dir) }
+        guard case .success(let opened) = Syscall.run("opendir", mock: nil, failure: nil, { opendir(folder) }), let dir = opened
+        else { return }
+        defer { _ = Syscall.run("closedir", mock: nil, failure: -1, retryOnInterrupt: false, { closedir(dir) }) }
+        // (readdir stays outside the funnel: its end and its failure both return nil, told apart
+        // only by an errno cleared beforehand, and a failure here only ends the clean-up.)
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
@@ -346,8 +357,10 @@ public final class PhotoLibrary: Sendable {
             // Also older than ten minutes: a writer in another PID namespace looks dead from here.
             var st = stat()
             let path = folder + "/" + name
-            guard stat(path, &st) == 0, time(nil) - st.st_mtim.tv_sec > 600 else { continue }
-            if kill(pid, 0) != 0 && errno == ESRCH { unlink(path) }
+            guard case .success = Syscall.run("stat", mock: nil, failure: -1, { stat(path, &st) }),
+                time(nil) - st.st_mtim.tv_sec > 600
+            else { continue }
+            if case .failure(Errno(rawValue: ESRCH)) = Syscall.run("kill", mock: nil, failure: -1, { kill(pid, 0) }) { removeFile(path) }
         }
     }
 
@@ -365,18 +378,21 @@ public final class PhotoLibrary: Sendable {
         for n in 1...10_000 {
             let final = folder + "/" + stem + (n == 1 ? "" : "_\(n)") + ".jpg"
             if let rename2 = renameat2 {
-                if rename2(AT_FDCWD, temp, AT_FDCWD, final, renameNoReplace) == 0 { return final }
-                let e = errno
+                let renamed = Syscall.run("renameat2", mock: nil, failure: -1) {
+                    rename2(AT_FDCWD, temp, AT_FDCWD, final, renameNoReplace)
+                }
+                guard case .failure(let failed) = renamed else { return final }
+                let e = failed.rawValue
                 if e == EEXIST { continue }
                 // EINVAL / ENOSYS: the file system or kernel cannot refuse to replace; use link.
                 if e != EINVAL && e != ENOSYS { throw storageError(e, operation: "renameat2", path: folder) }
             }
             // link fails with EEXIST rather than replacing, atomically.
-            if link(temp, final) == 0 {
-                unlink(temp)
+            guard case .failure(let failed) = Syscall.run("link", mock: nil, failure: -1, { link(temp, final) }) else {
+                removeFile(temp)
                 return final
             }
-            let e = errno
+            let e = failed.rawValue
             if e == EEXIST { continue }
             throw storageError(e, operation: "link", path: folder)
         }
@@ -384,12 +400,18 @@ public final class PhotoLibrary: Sendable {
     }
 
     static func syncDirectory(_ folder: String) {
-        let fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
+        guard case .success(let fd) = Syscall.run("open", mock: nil, failure: -1, { open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
+        else { return }
         // The rename is what must reach the disk; a folder fsync error leaves the photo in
         // place, so it is not reported as a failed save.
-        _ = fsync(fd)
-        close(fd)
+        _ = Syscall.run("fsync", mock: nil, failure: -1, { fsync(fd) })
+        _ = Syscall.run("close", mock: nil, failure: -1, retryOnInterrupt: false, { close(fd) })
+    }
+
+    /// Removes a file this save made (a temporary one); a failure leaves it for
+    /// `removeStalePartials`.
+    static func removeFile(_ path: String) {
+        _ = Syscall.run("unlink", mock: nil, failure: -1, { unlink(path) })
     }
 
     /// A failed step of saving a photo into `folder`, in the words every file error has.

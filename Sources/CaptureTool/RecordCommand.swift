@@ -3,6 +3,27 @@ import Capture
 import CaptureRecording
 import Foundation
 
+extension Command {
+    static let record = Command(
+        name: "record", summary: "record the camera into an MP4 or Matroska file, or publish it over RTSP",
+        usage: """
+            usage: capture record [--device PATH|ID|virtual] [--audio ID|ALSA-NAME|virtual] [--preset NAME | --size WxH]
+                                  [--format FOURCC] [--codec h264|mjpeg] [--quality Q | --bitrate B] [--keyframe-interval N]
+                                  [--encoder libx264|h264_v4l2m2m] [--audio-codec aac|opus|pcm] [--seconds S]
+                                  [--pre-record S] [--json]
+                                  OUTPUT.mp4|OUTPUT.mkv|rtsp://HOST:PORT/PATH
+                   (Ctrl-C or SIGTERM finishes the file; with --pre-record it keeps the last S seconds
+                   and records from S seconds back when it gets SIGUSR1)
+            """,
+        options: Options(
+            valued: [
+                "device", "audio", "encoder", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
+                "keyframe-interval", "output", "pre-record", "audio-codec",
+            ], boolean: ["json"],
+            exclusive: [presetOrSize, ["quality", "bitrate"]], takesWords: true),
+        run: recordCommand)
+}
+
 // The JSON keys `capture` prints are snake_case; the names are the keys.
 // swift-format-ignore: AlwaysUseLowerCamelCase
 struct RecordJSON: Encodable {
@@ -34,22 +55,9 @@ private final class RecordWaiter: CaptureFileOutputRecordingDelegate, @unchecked
 /// Records until --seconds pass (on the capture clock) or Ctrl-C/SIGTERM, which finish the file
 /// and exit 0. OUTPUT is the one word that is not an option (or --output): a .mp4/.mkv file or an
 /// rtsp:// URL to publish to.
-func recordCommand(_ rest: ArraySlice<String>) throws {
-    let valued: Set<String> = [
-        "device", "audio", "encoder", "preset", "size", "format", "codec", "seconds", "quality", "bitrate",
-        "keyframe-interval", "output", "pre-record", "audio-codec",
-    ]
-    var options: [String] = [], words: [String] = []
-    var it = rest.makeIterator()
-    while let a = it.next() {
-        if a.hasPrefix("--") {
-            options.append(a)
-            if valued.contains(String(a.dropFirst(2))), let v = it.next() { options.append(v) }
-        } else {
-            words.append(a)
-        }
-    }
-    var args = try Arguments(options[...], valued: valued, boolean: ["json"])
+func recordCommand(_ args: Arguments) throws {
+    var args = args
+    let words = args.words
     guard words.count + (args.values["output"] == nil ? 0 : 1) == 1, let path = words.first ?? args.values["output"] else {
         throw ToolError(message: "record takes one OUTPUT file (.mp4 or .mkv) or rtsp:// URL: capture record [options] OUTPUT")
     }
@@ -69,11 +77,18 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     guard let destination = isRTSP ? URL(string: path) : URL(fileURLWithPath: path) else {
         throw ToolError(message: "'\(path)' is not a URL: publish to rtsp://HOST:PORT/PATH")
     }
-    guard isRTSP || ["mp4", "m4v", "mov", "mkv"].contains(destination.pathExtension.lowercased()) else {
-        throw ToolError(message: "cannot tell the container of '\(path)': name it .mp4 or .mkv")
+    // The extension names what is written: fragmented MP4 or Matroska (the library would write
+    // MP4 into a .mov too, which is not a QuickTime movie).
+    let ext = destination.pathExtension.lowercased()
+    guard isRTSP || ["mp4", "m4v", "mkv"].contains(ext) else {
+        if ext.isEmpty { throw ToolError(message: "cannot tell the container of '\(path)': name it .mp4 or .mkv") }
+        throw ToolError(
+            message: "record writes MP4 (.mp4, .m4v) or Matroska (.mkv), not .\(destination.pathExtension): name it .mp4 or .mkv")
+    }
+    guard !isRTSP || codec == .h264 else {
+        throw ToolError(message: "RTSP publishing carries H.264: use --codec h264 (the default), not --codec \(codecName)")
     }
     var settings = MovieOutputSettings(codec: codec)
-    if args.values["quality"] != nil && args.values["bitrate"] != nil { throw ToolError(message: "give --quality or --bitrate, not both") }
     if codec == .h264 {
         if args.values["quality"] != nil { settings.rateControl = .quality(try args.int("quality", default: 23, range: 0...51)) }
         if args.values["bitrate"] != nil {
@@ -137,12 +152,7 @@ func recordCommand(_ rest: ArraySlice<String>) throws {
     // spawned us from a thread blocking them, as Dispatch's threads do, would otherwise leave
     // them pending.)
     let triggered = LockedFlag(), quitBeforeTrigger = LockedFlag()
-    var stopping = sigset_t()
-    sigemptyset(&stopping)
-    sigaddset(&stopping, SIGINT)
-    sigaddset(&stopping, SIGTERM)
-    sigaddset(&stopping, SIGUSR1)
-    pthread_sigmask(SIG_UNBLOCK, &stopping, nil)
+    unblockSignals([SIGINT, SIGTERM, SIGUSR1])
     let signals = [SIGINT, SIGTERM, SIGUSR1].map { sig -> DispatchSourceSignal in
         signal(sig, SIG_IGN)
         let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())

@@ -1,0 +1,44 @@
+// Which camera or microphone a command uses: from --device (a path, a unique ID or `virtual`), or
+// the default; with none on the machine, the library's virtual ones, said on standard error.
+import Capture
+import Foundation
+
+/// Finds the camera to use; with no camera at all, says so and installs the virtual pair.
+func chooseCamera(_ spec: String?) throws -> CaptureDevice {
+    if spec == "virtual" || spec?.hasPrefix("virtual:") == true {
+        if VirtualCamera.installed.isEmpty { _ = VirtualCamera.installDefaultPair() }
+        let all = CaptureDevice.devices(for: .video).filter(\.isVirtual)
+        if let spec, spec != "virtual" { if let d = all.first(where: { $0.path == spec || $0.uniqueID == spec }) { return d } }
+        guard let d = all.first else { throw ToolError(message: "the virtual camera could not be installed") }
+        return d
+    }
+    if let spec {
+        if let d = CaptureDevice.device(withUniqueID: spec), d.mediaType == .video { return d }
+        if !FileManager.default.fileExists(atPath: spec) {
+            throw ToolError(message: "no camera at '\(spec)': run 'capture devices' to list them")
+        }
+        throw ToolError(message: "'\(spec)' is not a camera (no video capture): run 'capture devices' to list cameras")
+    }
+    if let d = CaptureDevice.default(for: .video) { return d }
+    FileHandle.standardError.write(Data("capture: no camera on this machine; using the virtual camera\n".utf8))
+    _ = VirtualCamera.installDefaultPair()
+    guard let d = CaptureDevice.default(for: .video) else { throw ToolError(message: "the virtual camera could not be installed") }
+    return d
+}
+
+/// Finds the microphone to use; with none at all, says so and installs the virtual microphone.
+func chooseMicrophone(_ spec: String?) throws -> CaptureDevice {
+    if spec == "virtual" || (spec == nil && CaptureDevice.devices(for: .audio).isEmpty) {
+        if spec == nil {
+            FileHandle.standardError.write(Data("capture: no audio capture device on this machine; using the virtual microphone\n".utf8))
+        }
+        if VirtualMicrophone.installed.isEmpty { VirtualMicrophone.install(VirtualMicrophone()) }
+        guard let d = CaptureDevice.devices(for: .audio).first(where: { $0.virtualMicrophone != nil }) else {
+            throw ToolError(message: "the virtual microphone could not be installed")
+        }
+        return d
+    }
+    if let spec { return try CaptureDevice.audioDevice(named: spec) }
+    guard let d = CaptureDevice.default(for: .audio) else { throw ToolError(message: "no audio capture device") }
+    return d
+}
