@@ -99,14 +99,15 @@ final class EventHub: Sendable {
         for s in streams { s.yield(event) }
         // A notification goes out on the same queue as the handlers, after them: one order for
         // both, and an observer never runs on a capture thread or inside the session's lock.
-        // The session is held until then, so a session let go meanwhile is still the object.
-        // (Only for an event that has a notification: frequent ones, drops, hold no session.)
-        let notifying = event.notification != nil ? session : nil
-        if !handlers.isEmpty || notifying != nil {
-            queue.async {
+        // The session is not held until then: a session let go after stopRunning() must free
+        // its camera at once for the next session (a stopped session still holds it). One let
+        // go meanwhile is posted with no object; nobody holds it to compare with.
+        let notifies = session != nil && event.notification != nil
+        if !handlers.isEmpty || notifies {
+            queue.async { [weak session] in
                 for h in handlers { h(event) }
-                if let notifying, let n = event.notification {
-                    NotificationCenter.default.post(name: n.name, object: notifying, userInfo: n.userInfo)
+                if notifies, let n = event.notification {
+                    NotificationCenter.default.post(name: n.name, object: session, userInfo: n.userInfo)
                 }
             }
         }
