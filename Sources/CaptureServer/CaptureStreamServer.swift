@@ -298,11 +298,14 @@ public final class CaptureStreamServer: @unchecked Sendable {
     /// The connections libmicrohttpd holds at most: the stream clients and 128 more (snapshots, the
     /// page, state polls, idle sockets); from one address three quarters of them, so that one
     /// client cannot take them all; and the open connections above which those still waiting
-    /// for their headers are cut (below the per-address limit: a new request is always taken).
+    /// for their headers are cut (well below the per-address limit, so that a new request is
+    /// taken: a cut connection counts for libmicrohttpd until its thread reaps it, and a burst
+    /// of connections is accepted several at a time, so with 16 of room a burst of 300 slow
+    /// connections sometimes left the next request refused at accept).
     static func connectionLimits(_ c: Configuration) -> (total: Int, perAddress: Int, soft: Int) {
         let total = c.maxClients + 128
         let perAddress = total * 3 / 4
-        return (total, perAddress, perAddress - 16)
+        return (total, perAddress, perAddress - max(48, perAddress / 3))
     }
 
     /// Stops serving: ends every stream at a part boundary, answers waiting requests, closes every
