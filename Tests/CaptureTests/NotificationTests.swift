@@ -100,6 +100,35 @@ private final class NotificationLog: @unchecked Sendable {
         #expect(session != nil)
     }
 
+    /// The same while an observer of the first session's didStopRunning is still running (the
+    /// notification names the session, so it lives until delivered): the next session's
+    /// canAddInput waits for that delivery instead of calling the camera busy. (The CI's
+    /// address-sanitizer run lost the race above without an observer: 1 of 20 rounds.)
+    @Test func aCameraIsFreedOnceTheLetGoSessionsLastNotificationIsDelivered() throws {
+        let (cam, device, first, _) = try rig("Notify Slow Observer")
+        defer { VirtualCamera.uninstall(cam) }
+        let id = ObjectIdentifier(first)
+        let entered = DispatchSemaphore(value: 0)
+        let token = NotificationCenter.default.addObserver(
+            forName: CaptureSession.didStopRunningNotification, object: nil, queue: nil
+        ) { note in
+            guard let o = note.object as AnyObject?, ObjectIdentifier(o) == id else { return }
+            entered.signal()
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        defer { NotificationCenter.default.removeObserver(token) }
+        try first.start()
+        first.stopRunning()
+        // Held until the observer has it (one let go before is posted with no object).
+        withExtendedLifetime(first) {
+            #expect(entered.wait(timeout: .now() + 20) == .success, "didStopRunning was never delivered")
+        }
+        _ = consume first
+        let next = CaptureSession()
+        let input = try CaptureDeviceInput(device: device)
+        #expect(next.canAddInput(input), "\(String(describing: next.reasonCannotAddInput(input)))")
+    }
+
     /// Start, stop, then an unplug: didStart, didStop, didStart, runtimeError (the CaptureError
     /// under CaptureSessionErrorKey), didStop, each with the session as object, none on the
     /// thread that started or stopped it; another session's are not seen.

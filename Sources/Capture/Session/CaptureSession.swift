@@ -145,13 +145,35 @@ public class CaptureSession: @unchecked Sendable {
     /// run at the session's preset (as AVFoundation, which says no to a camera that cannot).
     /// A camera refused here is remembered: `start()` names the refusal when the session then has
     /// a video output but no camera.
-    public func canAddInput(_ input: CaptureInput) -> Bool { lock.withLock { checkAdd(input) == nil } }
+    public func canAddInput(_ input: CaptureInput) -> Bool {
+        awaitReleaseOfStoppedHolder(input)
+        return lock.withLock { checkAdd(input) == nil }
+    }
 
     /// Why `canAddInput(_:)` says no, as a typed error, or nil when the input can be added:
     /// `.deviceBusy` for a device another session holds (running or not: remove it there, or let
     /// that session go), `.unsupportedFormat` for a camera that cannot run at the session's
     /// preset, `.invalidState` for an input already in the session or a second input of a kind.
-    public func reasonCannotAddInput(_ input: CaptureInput) -> CaptureError? { lock.withLock { checkAdd(input) } }
+    public func reasonCannotAddInput(_ input: CaptureInput) -> CaptureError? {
+        awaitReleaseOfStoppedHolder(input)
+        return lock.withLock { checkAdd(input) }
+    }
+
+    /// A stopped session its app has let go lives on while its last notifications are being
+    /// delivered (each names it as `object`), and holds its camera until then. Before deciding
+    /// that such a camera is busy, wait (briefly: an observer may be slow) for that delivery.
+    /// Outside `lock`: an observer of the other session may call into this one.
+    private func awaitReleaseOfStoppedHolder(_ input: CaptureInput) {
+        guard let device = (input as? CaptureDeviceInput)?.device, let hub = stoppedHolderHub(of: device) else { return }
+        hub.waitUntilDelivered(timeout: .seconds(2))
+    }
+
+    /// The event hub of the other, stopped session holding `device`, if any (without keeping
+    /// that session alive past the return).
+    private func stoppedHolderHub(of device: CaptureDevice) -> EventHub? {
+        guard let holder = device.owner, holder !== self, !holder.isRunning else { return nil }
+        return holder.hub
+    }
 
     /// `whyNotAdd`, noting for `start()` the refusal of a camera that would have been the
     /// session's only one. Called with `lock` held.
@@ -199,6 +221,7 @@ public class CaptureSession: @unchecked Sendable {
     /// a `.configurationRejected` event, and inside `beginConfiguration()` the commit returns
     /// `.rejected` with it and leaves the whole transaction undone (the session stays as it was).
     public func addInput(_ input: CaptureInput) {
+        awaitReleaseOfStoppedHolder(input)
         change {
             if let why = checkAdd(input) { refuse(why); return }
             stagedInputs.append(input)

@@ -90,6 +90,20 @@ final class EventHub: Sendable {
     }
     private let state = Locked(State())
     private let queue = DispatchQueue(label: "swift-capture.session-events")
+    // Tells a wait issued from a hub's own queue (a handler or observer) not to wait for itself.
+    private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+
+    init() { queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self)) }
+
+    /// Returns once everything posted before has been delivered, or after `timeout` (an observer
+    /// may be slow); at once when called from this hub's own queue.
+    func waitUntilDelivered(timeout: Duration) {
+        if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) { return }
+        let done = DispatchSemaphore(value: 0)
+        queue.async { done.signal() }
+        let ns = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
+        _ = done.wait(timeout: .now() + .nanoseconds(Int(ns)))
+    }
 
     /// Names `session` as the `object` of the notifications posted from now on.
     func setSession(_ session: CaptureSession) { state.withLock { $0.session = session } }
