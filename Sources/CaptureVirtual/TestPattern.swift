@@ -11,7 +11,8 @@ import Glibc
 //   rows [0, counterRows)             frame counter: the sequence number, 32 cells, MSB first,
 //                                     white = 1, black = 0
 //   rows [counterRows, barsTop)       black band with a white box that moves with the sequence
-//   rows [barsTop, height)            eight equal colour bars
+//   rows [barsTop, height)            eight equal colour bars; a camera's label, if it has
+//                                     one, in a black box at the right edge just under the band
 //
 // Rendering is cheap: a buffer gets the whole picture once (and again after a control change);
 // each frame only redraws the band and the counter.
@@ -287,22 +288,29 @@ package struct PatternRenderer {
     private(set) var bars: [PatternColor]
     package let black: PatternColor
     package let white: PatternColor
+    /// Text drawn at the right edge under the band (`PatternLabel.swift`), if any.
+    package let label: String?
 
-    package init(width: Int, height: Int, range: ColorRange, kind: TestPatternKind, adjust: PatternColor.Adjustments) {
+    package init(
+        width: Int, height: Int, range: ColorRange, kind: TestPatternKind, adjust: PatternColor.Adjustments,
+        label: String? = nil
+    ) {
         geometry = PatternGeometry(width: width, height: height)
+        self.label = label
         self.range = range
         bars = kind.bars.map { PatternColor(r: $0.0, g: $0.1, b: $0.2, range: range, adjust: adjust) }
         black = .black(range)
         white = .white(range)
     }
 
-    /// Everything: bars, band and counter.
+    /// Everything: bars, label, band and counter.
     package func drawBackground(_ canvas: PatternCanvas) {
         let g = geometry
         for i in 0..<8 {
             canvas.fill(x: g.barX(i), y: g.barsTop, w: g.barX(i + 1) - g.barX(i), h: g.height - g.barsTop, bars[i])
         }
         canvas.fill(x: 0, y: 0, w: g.width, h: g.counterRows, black)
+        if let label { drawLabel(canvas, label) }
     }
 
     /// What changes from frame to frame: the band with its box, and the counter.

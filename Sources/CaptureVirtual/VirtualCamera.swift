@@ -50,8 +50,8 @@ import CaptureSystem
 /// The picture: frame counter in the top rows (the sequence number as 32 black/white cells,
 /// most significant first; `VirtualCamera.frameNumber(in:)` reads it back), a black band with
 /// a white box that moves one step a frame, and below it the 75 % colour bars of the kernel's
-/// vivid driver in the same order (white, yellow, cyan, green, magenta, red, blue, black).
-/// Raw YUV frames use the limited video range, MJPEG and RGB the full range.
+/// vivid driver in the same order (white, yellow, cyan, green, magenta, red, blue, black), with
+/// the camera's ``label`` at the right edge under the band, if it has one. Raw YUV frames use the limited video range, MJPEG and RGB the full range.
 ///
 /// Frames come at the selected mode's rate on the monotonic clock, from a fixed pool of
 /// buffers, like a driver: a frame you hold keeps its buffer, and when every buffer is held the
@@ -183,6 +183,7 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         package var controlValues = VirtualCamera.defaultControlValues
         /// Bumped whenever the picture's static part changes.
         package var patternVersion: UInt64 = 0
+        package var label: String?
     }
 
     package let state = Locked(State())
@@ -210,6 +211,20 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         self.formats = formats
     }
 
+    /// Text drawn on the picture at its right edge, just under the moving box's band, white in a
+    /// black box (letters, digits, space, '-' and '.'; anything else as a space), or nil for none.
+    /// The pair of `installDefaultPair()` says "FRONT" and "BACK", so a switch between them can
+    /// be seen. Frames drawn after a change show the new text. Any thread.
+    public var label: String? {
+        get { state.withLock { $0.label } }
+        set {
+            state.withLock {
+                $0.label = newValue
+                $0.patternVersion &+= 1
+            }
+        }
+    }
+
     // MARK: Installation
 
     /// The installed cameras, in installation order. Device discovery lists these next to the
@@ -225,7 +240,8 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     public static func uninstall(_ camera: VirtualCamera) { VirtualCameraRegistry.shared.uninstall(camera) }
 
     /// Installs a front camera ("Virtual Front Camera") and a back camera ("Virtual Back
-    /// Camera") with the default modes, or returns the installed ones if they already are.
+    /// Camera") with the default modes, labelled "FRONT" and "BACK" on the picture (``label``),
+    /// or returns the installed ones if they already are.
     @discardableResult
     public static func installDefaultPair() -> (front: VirtualCamera, back: VirtualCamera) {
         VirtualCameraRegistry.shared.installDefaultPair()
@@ -456,7 +472,7 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     }
 
     /// The picture settings and their version, for the producer.
-    package func patternSettings() -> (kind: TestPatternKind, adjust: PatternColor.Adjustments, version: UInt64) {
+    package func patternSettings() -> (kind: TestPatternKind, adjust: PatternColor.Adjustments, label: String?, version: UInt64) {
         state.withLock { s in
             let v = s.controlValues
             let kind = TestPatternKind(rawValue: v[ControlID.testPattern] ?? 0) ?? .colorBars75
@@ -464,7 +480,7 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
                 brightness: v[ControlID.brightness] ?? 128, contrast: v[ControlID.contrast] ?? 128,
                 saturation: v[ControlID.saturation] ?? 128,
                 exposure: VirtualCamera.exposureFactor(v))
-            return (kind, adjust, s.patternVersion)
+            return (kind, adjust, s.label, s.patternVersion)
         }
     }
 }

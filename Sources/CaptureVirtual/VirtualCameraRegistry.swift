@@ -38,6 +38,7 @@ package final class VirtualCameraRegistry: Sendable {
             func camera(_ name: String, _ position: DevicePosition) -> VirtualCamera {
                 if let c = list.first(where: { $0.name == name }) { return c }
                 let c = VirtualCamera(name: name, position: position)
+                c.label = position == .front ? "FRONT" : "BACK"
                 list.append(c)
                 changed = true
                 return c

@@ -457,7 +457,7 @@ package final class FrameProducer: @unchecked Sendable {
         version = settings.version
         renderer = PatternRenderer(
             width: w, height: h, range: stream.format.colorRange, kind: settings.kind,
-            adjust: settings.adjust)
+            adjust: settings.adjust, label: settings.label)
         rendered = Array(repeating: .max, count: stream.pool.count)
     }
 
@@ -544,7 +544,8 @@ package final class FrameProducer: @unchecked Sendable {
             version = settings.version
             renderer = PatternRenderer(
                 width: stream.format.width, height: stream.format.height,
-                range: stream.format.colorRange, kind: settings.kind, adjust: settings.adjust)
+                range: stream.format.colorRange, kind: settings.kind, adjust: settings.adjust,
+                label: settings.label)
         }
         let base = stream.pool.memory[index]
         if let encoder {

@@ -60,6 +60,26 @@ private let barsRGB: [(Int, Int, Int)] = [
 
 private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(Int(a) - Int(b)) <= tolerance }
 
+/// A frame's light as one byte a pixel (MJPEG decoded to grey), for comparing pictures.
+private func greyPicture(_ f: borrowing FrameBuffer) -> [UInt8]? {
+    let w = f.image.width, h = f.image.height, bytes = f.image.plane0.bytes
+    if f.image.pixelFormat == .mjpeg {
+        guard let tj = tjInitDecompress(), let base = bytes.baseAddress else { return nil }
+        defer { tjDestroy(tj) }
+        var grey = [UInt8](repeating: 0, count: w * h)
+        let rc = grey.withUnsafeMutableBufferPointer { out in
+            tjDecompress2(
+                tj, base.assumingMemoryBound(to: UInt8.self), UInt(bytes.count), out.baseAddress, Int32(w), Int32(w),
+                Int32(h), Int32(TJPF_GRAY.rawValue), 0)
+        }
+        return rc == 0 ? grey : nil
+    }
+    guard let layout = PatternLayout(f.image.pixelFormat) else { return nil }
+    var grey = [UInt8](repeating: 0, count: w * h)
+    for y in 0..<h { for x in 0..<w { grey[y * w + x] = patternLuma(bytes, layout: layout, width: w, height: h, x: x, y: y) ?? 0 } }
+    return grey
+}
+
 @Suite struct VirtualCameraTests {
     @Test func modesAreListedAsSourceFormats() throws {
         let camera = makeCamera()
@@ -602,7 +622,74 @@ private func close(_ a: UInt8, _ b: UInt8, _ tolerance: Int = 1) -> Bool { abs(I
         #expect(pair.front === again.front && pair.back === again.back && changes.n == 4)
         #expect(pair.front.position == .front && pair.back.position == .back)
         #expect(pair.front.uniqueID == "virtual:Virtual Front Camera" && pair.back.uniqueID == "virtual:Virtual Back Camera")
+        #expect(pair.front.label == "FRONT" && pair.back.label == "BACK")
         #expect(registry.cameras.count == 2)
+    }
+
+    /// A labelled camera shows its label (read back glyph by glyph) in every format, at sizes
+    /// where the letters are 1 to 4 pixels a dot; two cameras that differ only by their label
+    /// give the same picture everywhere else (the frame counter reads, the bars are the bars).
+    @Test(arguments: [
+        (PixelFormat.yuyv, 320, 240), (.uyvy, 640, 480), (.nv12, 1280, 720), (.nv21, 160, 120), (.yuv420, 640, 360),
+        (.yvu420, 320, 180), (.nv16, 640, 480), (.yuv422p, 320, 240), (.rgb24, 640, 480), (.bgr24, 320, 240),
+        (.grey, 640, 480), (.mjpeg, 640, 480), (.mjpeg, 1280, 720),
+    ])
+    func labelsAreDrawnAndReadBack(format: PixelFormat, width: Int, height: Int) throws {
+        let mode = VirtualCamera.Mode(format, width: width, height: height)
+        let front = makeCamera([mode], position: .front), back = makeCamera([mode], position: .back)
+        front.label = "FRONT"
+        back.label = "Back"
+        let a = try open(front, format, width, height), b = try open(back, format, width, height)
+        try a.startStreaming(bufferCount: 3)
+        defer { a.stopStreaming() }
+        try b.startStreaming(bufferCount: 3)
+        defer { b.stopStreaming() }
+        let fa = try nextGood(a), fb = try nextGood(b)
+        let pictures = (greyPicture(fa), greyPicture(fb))
+        let ga = try #require(pictures.0), gb = try #require(pictures.1)
+        let g = PatternGeometry(width: width, height: height)
+        func read(_ grey: [UInt8], _ n: Int) -> String? {
+            grey.withUnsafeBytes { buf in
+                readPatternLabel(length: n, geometry: g) { x, y in
+                    patternLuma(buf, layout: .grey, width: width, height: height, x: x, y: y)
+                }
+            }
+        }
+        #expect(read(ga, 5) == "FRONT")
+        #expect(read(gb, 4) == "BACK")
+        #expect(VirtualCamera.frameNumber(in: fa.image) == fa.metadata.sequence)
+        // Below the taller box (the front's) the pictures are the same, but for JPEG's noise.
+        let box = try #require(LabelPlacement(text: "FRONT", geometry: g))
+        let lossy = format == .mjpeg
+        var differing = 0
+        for y in (box.y + box.height + 16)..<height {
+            for x in 0..<width where abs(Int(ga[y * width + x]) - Int(gb[y * width + x])) > (lossy ? 24 : 0) { differing += 1 }
+        }
+        #expect(differing == 0, "\(differing) pixels below the labels differ")
+        // The labels sit in the top half of the black bar's end of the picture.
+        #expect(box.x >= width * 3 / 4 && box.y + box.height <= height / 2, "\(box)")
+    }
+
+    /// A label set while the camera streams shows in later frames; nil takes it away.
+    @Test func aLabelChangeShowsInLaterFrames() throws {
+        let camera = makeCamera([VirtualCamera.Mode(.yuyv, width: 640, height: 480)])
+        let s = try open(camera, .yuyv, 640, 480)
+        try s.startStreaming(bufferCount: 3)
+        defer { s.stopStreaming() }
+        let g = PatternGeometry(width: 640, height: 480)
+        func label(_ f: borrowing FrameBuffer, _ n: Int) -> String? {
+            readPatternLabel(length: n, geometry: g) { x, y in luma(f, x, y) }
+        }
+        // No label: the black bar, which reads as blanks.
+        #expect(label(try nextGood(s), 5) == "     ")
+        camera.label = "CAM 2"
+        var seen = false
+        for _ in 0..<6 where !seen { seen = label(try nextGood(s), 5) == "CAM 2" }
+        #expect(seen)
+        camera.label = nil
+        var gone = false
+        for _ in 0..<6 where !gone { gone = label(try nextGood(s), 5) == "     " }
+        #expect(gone)
     }
 
     @Test func descriptorsAndStreamsDoNotLeak() throws {
