@@ -35,18 +35,20 @@ func devicesCommand(_ args: Arguments) throws {
             done.wait()
         }
     }
+    // Read before the virtual pair below is installed: a virtual camera is authorized by
+    // itself, and what the user needs to know is whether this machine's devices are theirs.
+    // Once per media type: each check looks at the device nodes and groups.
+    let status = Dictionary(uniqueKeysWithValues: MediaType.allCases.map { ($0, CaptureDevice.authorizationStatus(for: $0)) })
+    let advice = Dictionary(uniqueKeysWithValues: MediaType.allCases.map { ($0, CaptureDevice.authorizationAdvice(for: $0)) })
     var all = CaptureDevice.devices(for: .video) + CaptureDevice.devices(for: .audio)
     if all.filter({ $0.mediaType == .video }).isEmpty {
         // Cameras this user may not open are not listed: say so rather than "no camera".
-        let why = CaptureDevice.authorizationAdvice(for: .video).map { " this user may open (\($0))" } ?? " on this machine"
+        let why = (advice[.video] ?? nil).map { " this user may open (\($0))" } ?? " on this machine"
         FileHandle.standardError.write(Data("capture: no camera\(why); listing the virtual camera\n".utf8))
         _ = VirtualCamera.installDefaultPair()
         all = CaptureDevice.devices(for: .video) + CaptureDevice.devices(for: .audio)
     }
     if args.flags.contains("json") {
-        // Once per media type: each check looks at the device nodes and groups.
-        let status = Dictionary(uniqueKeysWithValues: MediaType.allCases.map { ($0, CaptureDevice.authorizationStatus(for: $0)) })
-        let advice = Dictionary(uniqueKeysWithValues: MediaType.allCases.map { ($0, CaptureDevice.authorizationAdvice(for: $0)) })
         print(
             try jsonString(
                 all.map {
@@ -61,8 +63,8 @@ func devicesCommand(_ args: Arguments) throws {
             print("\(d.path)\t\(d.mediaType.rawValue)\t\(d.position.rawValue)\t\(d.localizedName)\t\(d.uniqueID)")
         }
         for type in [MediaType.video, .audio] {
-            let advice = CaptureDevice.authorizationAdvice(for: type).map { ": " + $0 } ?? ""
-            print("\(type.rawValue) authorization: \(CaptureDevice.authorizationStatus(for: type).rawValue)\(advice)")
+            let words = (advice[type] ?? nil).map { ": " + $0 } ?? ""
+            print("\(type.rawValue) authorization: \((status[type] ?? .notDetermined).rawValue)\(words)")
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import Glibc
+import CaptureVirtual
 @testable import Capture
 
 @Suite("Authorization")
@@ -16,7 +17,8 @@ struct AuthorizationTests {
             return fd >= 0 || errno == EBUSY
         }
         let status = CaptureDevice.authorizationStatus(for: mediaType)
-        if geteuid() == 0 || opens {
+        // (Other tests install virtual devices meanwhile, which authorize by themselves.)
+        if geteuid() == 0 || opens || status == .authorized && check.virtualAllows {
             #expect(status == .authorized)
             #expect(CaptureDevice.authorizationAdvice(for: mediaType) == nil)
             #expect(await CaptureDevice.requestAccess(for: mediaType))
@@ -31,6 +33,36 @@ struct AuthorizationTests {
             CaptureDevice.requestAccess(for: mediaType) { c.resume(returning: $0) }
         }
         #expect(answer == (status == .authorized))
+    }
+
+    /// An installed virtual device is authorized whatever the nodes say (an unprivileged user
+    /// with no camera had `.notDetermined` while the virtual pair worked): here with no nodes in
+    /// a sandbox, which alone gives `.restricted` or leaves it to the portal.
+    @Test(arguments: [MediaType.video, .audio])
+    func virtualDevicesAreAuthorized(_ mediaType: MediaType) throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("auth-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: root + "/snd", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        func check(_ virtual: Bool?) -> AuthorizationCheck {
+            AuthorizationCheck(
+                mediaType: mediaType, root: root, environment: [:], sandboxed: true, askPortal: false, virtualDevices: virtual)
+        }
+        #expect(check(false).status != .authorized)
+        #expect(check(false).advice != nil)
+        #expect(check(true).status == .authorized)
+        #expect(check(true).advice == nil)
+        // Read from what is installed: a device of this test's own is there while it runs.
+        if mediaType == .video {
+            let camera = VirtualCamera(name: "Auth \(UUID().uuidString.prefix(6))")
+            VirtualCamera.install(camera)
+            defer { VirtualCamera.uninstall(camera) }
+            #expect(check(nil).virtualAllows)
+        } else {
+            let microphone = VirtualMicrophone(name: "Auth \(UUID().uuidString.prefix(6))")
+            VirtualMicrophone.install(microphone)
+            defer { VirtualMicrophone.uninstall(microphone) }
+            #expect(check(nil).virtualAllows)
+        }
     }
 
     @Test func nodesAreFoundWhereLinuxPutsThem() throws {

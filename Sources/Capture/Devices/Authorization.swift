@@ -1,6 +1,7 @@
 import CaptureBackend
 import CapturePortal
 import CaptureSystem
+import CaptureVirtual
 import Foundation
 
 extension CaptureDevice {
@@ -15,15 +16,18 @@ extension CaptureDevice {
         /// The devices exist but the user may not open them, or the camera portal refused;
         /// `authorizationAdvice(for:)` says what to do.
         case denied
-        /// The user may open the devices (or root, or a member of their group), or the camera
-        /// portal granted the camera to this process.
+        /// The user may open the devices (or root, or a member of their group), the camera
+        /// portal granted the camera to this process, or a virtual device of the kind is
+        /// installed (it needs no permission).
         case authorized
     }
 
     /// What Linux decides for `mediaType` (`.video`: the `/dev/video*` nodes, group `video`;
     /// `.audio`: the ALSA capture nodes `/dev/snd/pcmC*D*c`, group `audio`): `.authorized` when
     /// the process may open one of them read-write (root may open all), or, with none present, when
-    /// it is in the group that owns them; `.denied` when they exist and it may open none;
+    /// it is in the group that owns them, or when a virtual device of the kind is installed (a
+    /// connected `VirtualCamera`, a `VirtualMicrophone`: the process can capture from it whatever
+    /// the nodes say); `.denied` when they exist and it may open none;
     /// `.notDetermined` when none exists and it is not in the group; `.restricted` for microphones
     /// inside a Flatpak sandbox that was given no device access. Cheap (a few `access` calls); any
     /// thread.
@@ -96,7 +100,7 @@ enum PortalAuthorization {
     static func requestAccess(for mediaType: MediaType, environment: [String: String], timeout: Double? = nil) -> Bool {
         let check = AuthorizationCheck(mediaType: mediaType, environment: environment, askPortal: false)
         guard check.portalDecides else { return check.status == .authorized }
-        if check.nodesAllow { return true }
+        if check.nodesAllow || check.virtualAllows { return true }
         guard let address = DBusConnection.sessionBusAddress(environment: environment) else { return false }
         if answers.withLock({ $0[address] }) == .granted { return true }
         let answer: Answer
@@ -129,14 +133,22 @@ struct AuthorizationCheck {
     /// in a sandbox, which shows it none). Forcing the portal outside a sandbox leaves the nodes
     /// out, so the portal alone decides. (Found once: `status` and `advice` both need it.)
     let nodesAllow: Bool
+    /// Whether an installed virtual device of the kind lets this process capture (it needs no
+    /// permission). Tests pass it; otherwise read from the installed devices.
+    let virtualAllows: Bool
 
     init(
         mediaType: MediaType, root: String = "/dev", environment: [String: String] = ProcessInfo.processInfo.environment,
-        sandboxed: Bool = FileManager.default.fileExists(atPath: "/.flatpak-info"), askPortal: Bool = true
+        sandboxed: Bool = FileManager.default.fileExists(atPath: "/.flatpak-info"), askPortal: Bool = true,
+        virtualDevices: Bool? = nil
     ) {
         self.mediaType = mediaType
         self.environment = environment
         self.sandboxed = sandboxed
+        virtualAllows =
+            virtualDevices
+            ?? (mediaType == .video
+                ? VirtualCamera.installed.contains { $0.isConnected } : VirtualMicrophone.installed.contains { $0.isConnected })
         let fm = FileManager.default
         switch mediaType {
         case .video:
@@ -157,7 +169,7 @@ struct AuthorizationCheck {
             } else {
                 nodes.contains(where: { if case .success = ProcessAccess.mayOpen($0) { true } else { false } })
             }
-        guard askPortal, portalDecides, !nodesAllow else { return }
+        guard askPortal, portalDecides, !nodesAllow, !virtualAllows else { return }
         guard let address = DBusConnection.sessionBusAddress(environment: environment) else {
             cameraPresent = .failure(.noSessionBus)
             return
@@ -169,7 +181,7 @@ struct AuthorizationCheck {
     }
 
     var status: CaptureDevice.AuthorizationStatus {
-        if nodesAllow { return .authorized }
+        if nodesAllow || virtualAllows { return .authorized }
         if portalDecides {
             switch portalAnswer {
             case .granted: return .authorized
