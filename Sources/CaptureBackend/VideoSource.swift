@@ -53,6 +53,8 @@ package struct ActiveFormat: Sendable, Hashable {
     /// single-planar formats.
     package var planes: [PlaneFormat]
     package var colorRange: ColorRange
+    /// The interval frames come at, when known (set by the session once the device runs).
+    package var frameInterval: FrameInterval?
     package var dimensions: VideoDimensions { VideoDimensions(width: width, height: height) }
     /// Total `sizeimage` over all planes.
     package var sizeImage: Int { planes.reduce(0) { $0 + $1.sizeImage } }

@@ -466,15 +466,19 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         var outMeta = meta
         outMeta.bufferIndex = index
         let active: ActiveFormat
+        let interval = sample.videoFormat?.frameInterval
         if let f = convertedFormat, f.pixelFormat == want, f.width == out.width, f.height == out.height, f.colorRange == out.colorRange,
-            f.planes.count == 1, f.planes[0].bytesPerLine == size.bytesPerLine, f.planes[0].sizeImage == size.byteCount
+            f.planes.count == 1, f.planes[0].bytesPerLine == size.bytesPerLine, f.planes[0].sizeImage == size.byteCount,
+            f.frameInterval == interval
         {
             active = f
         } else {
-            active = ActiveFormat(
+            var f = ActiveFormat(
                 pixelFormat: want, width: out.width, height: out.height,
                 planes: [PlaneFormat(bytesPerLine: size.bytesPerLine, sizeImage: size.byteCount)],
                 colorRange: out.colorRange)
+            f.frameInterval = interval
+            active = f
             convertedFormat = active
         }
         return convertedSamples.wrap(FrameBuffer(image: out, metadata: outMeta, pool: pool), format: active)

@@ -576,12 +576,16 @@ public class CaptureSession: @unchecked Sendable {
         if input.device.mediaType == .video {
             guard let plan else { throw CaptureError(.invalidState, "no format planned for \(input.device.localizedName)") }
             let device = input.device
-            let active = try device.applyFormat(plan.format)
+            var active = try device.applyFormat(plan.format)
+            var interval: FrameInterval?
             if let want = plan.interval {
-                if let got = try? device.applyInterval(want), got != want {
+                interval = try? device.applyInterval(want)
+                if let got = interval, got != want {
                     notes.append("\(device.localizedName): frame interval \(want) became \(got)")
                 }
             }
+            // Sample buffers' duration.
+            active.frameInterval = interval ?? device.activeVideoMinFrameDuration
             runner = VideoPipeline(session: self, input: input, format: active, connections: connections(of: input))
         } else {
             runner = try makeAudioRunner(for: input, connections: connections(of: input))
