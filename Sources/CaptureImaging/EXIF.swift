@@ -5,9 +5,11 @@ import Glibc
 
 /// The EXIF facts a still carries: orientation, camera make and model, when it was taken.
 ///
-/// `appendSegment(to:)` writes them as an APP1 segment (TIFF little-endian: IFD0 with Make,
-/// Model, Orientation, DateTime and a pointer to the Exif IFD with ExifVersion and
-/// DateTimeOriginal); `init(jpeg:)` reads them back from a JPEG. Plain value; any thread.
+/// `appendSegment(to:pixelWidth:pixelHeight:)` writes them as an APP1 segment (TIFF
+/// little-endian, with every tag EXIF requires of a JPEG: IFD0 with Make, Model, Orientation,
+/// resolution, DateTime, YCbCrPositioning and a pointer to the Exif IFD with ExifVersion,
+/// DateTimeOriginal, ComponentsConfiguration, FlashpixVersion, ColorSpace and the pixel size);
+/// `init(jpeg:)` reads them back from a JPEG. Plain value; any thread.
 public struct EXIFInfo: Sendable, Hashable {
     /// How a viewer must turn the pixels (EXIF `Orientation`).
     public var orientation: EXIFOrientation
@@ -46,66 +48,123 @@ public struct EXIFInfo: Sendable, Hashable {
     // MARK: writing
 
     /// The APP1 payload: `Exif\0\0` and the TIFF structure (what follows the segment length).
-    public func appendPayload(to out: inout [UInt8]) {
-        let tagCount0 = (make == nil ? 0 : 1) + (model == nil ? 0 : 1) + 1 + (dateTime == nil ? 0 : 1) + 1
-        let tagCountExif = dateTime == nil ? 1 : 2
+    /// `pixelWidth` and `pixelHeight` are the compressed image's size (EXIF `PixelXDimension`
+    /// and `PixelYDimension`), which the writer of the JPEG knows; without them the payload
+    /// lacks two tags the standard requires.
+    public func appendPayload(to out: inout [UInt8], pixelWidth: Int?, pixelHeight: Int?) {
+        // Every tag EXIF 2.32 requires of a compressed (JPEG) primary image, in ascending order
+        // as TIFF wants: 72 dpi (a camera has no print size), chroma centred as JPEG samples it.
+        var ifd0: [Entry] = []
+        if let make { ifd0.append(Entry(0x010F, ascii: make)) }
+        if let model { ifd0.append(Entry(0x0110, ascii: model)) }
+        ifd0.append(Entry(0x0112, short: orientation.rawValue))
+        ifd0.append(Entry(0x011A, rational: 72, 1))
+        ifd0.append(Entry(0x011B, rational: 72, 1))
+        ifd0.append(Entry(0x0128, short: 2))  // inches
+        if let dateTime { ifd0.append(Entry(0x0132, ascii: dateTime)) }
+        ifd0.append(Entry(0x0213, short: 1))  // centred
+        var exif: [Entry] = [Entry(0x9000, undefined: [0x30, 0x32, 0x33, 0x32])]  // "0232"
+        if let dateTime { exif.append(Entry(0x9003, ascii: dateTime)) }
+        exif.append(Entry(0x9101, undefined: [1, 2, 3, 0]))  // Y, Cb, Cr
+        exif.append(Entry(0xA000, undefined: [0x30, 0x31, 0x30, 0x30]))  // "0100"
+        exif.append(Entry(0xA001, short: 1))  // sRGB
+        if let pixelWidth, let pixelHeight {
+            exif.append(Entry(0xA002, long: UInt32(clamping: pixelWidth)))
+            exif.append(Entry(0xA003, long: UInt32(clamping: pixelHeight)))
+        }
+        // IFD0 at 8, its values, then the Exif IFD and its values. Offsets are from the TIFF header.
+        let exifIFD = 8 + Self.size(of: ifd0.count + 1, ifd0)
+        ifd0.append(Entry(0x8769, long: UInt32(exifIFD)))
         let tiff = out.count + 6
         out.append(contentsOf: [0x45, 0x78, 0x69, 0x66, 0, 0])  // "Exif\0\0"
         out.append(contentsOf: [0x49, 0x49, 0x2A, 0x00, 0x08, 0x00, 0x00, 0x00])  // II, 42, IFD0 at 8
-
-        // Offsets are from the TIFF header. Values longer than 4 bytes go after the IFD, at even offsets.
-        var data = 8 + 2 + 12 * tagCount0 + 4
-        func place(_ byteCount: Int) -> Int {
-            let at = data
-            data += (byteCount + 1) & ~1
-            return at
-        }
-        let makeBytes = make.map { Self.asciiBytes($0) }
-        let modelBytes = model.map { Self.asciiBytes($0) }
-        let dateBytes = dateTime.map { Self.asciiBytes($0) }
-        let makeAt = makeBytes.map { $0.count > 4 ? place($0.count) : 0 } ?? 0
-        let modelAt = modelBytes.map { $0.count > 4 ? place($0.count) : 0 } ?? 0
-        let dateAt = dateBytes.map { $0.count > 4 ? place($0.count) : 0 } ?? 0
-        let exifIFD = data
-        data += 2 + 12 * tagCountExif + 4
-        let originalAt = dateBytes.map { $0.count > 4 ? place($0.count) : 0 } ?? 0
-
-        Self.u16(&out, UInt16(tagCount0))
-        if let makeBytes { Self.entry(&out, tag: 0x010F, type: 2, count: makeBytes.count, inline: makeBytes, offset: makeAt) }
-        if let modelBytes { Self.entry(&out, tag: 0x0110, type: 2, count: modelBytes.count, inline: modelBytes, offset: modelAt) }
-        Self.u16(&out, 0x0112); Self.u16(&out, 3); Self.u32(&out, 1)
-        Self.u16(&out, orientation.rawValue); Self.u16(&out, 0)
-        if let dateBytes { Self.entry(&out, tag: 0x0132, type: 2, count: dateBytes.count, inline: dateBytes, offset: dateAt) }
-        Self.u16(&out, 0x8769); Self.u16(&out, 4); Self.u32(&out, 1); Self.u32(&out, UInt32(exifIFD))
-        Self.u32(&out, 0)  // no IFD1
-
-        func fill(_ bytes: [UInt8]?, at offset: Int) {
-            guard let bytes, bytes.count > 4 else { return }
-            precondition(out.count - tiff == offset)
-            out.append(contentsOf: bytes)
-            if bytes.count & 1 == 1 { out.append(0) }
-        }
-        fill(makeBytes, at: makeAt)
-        fill(modelBytes, at: modelAt)
-        fill(dateBytes, at: dateAt)
-
+        Self.write(ifd0, into: &out, tiff: tiff)
         precondition(out.count - tiff == exifIFD)
-        Self.u16(&out, UInt16(tagCountExif))
-        Self.u16(&out, 0x9000); Self.u16(&out, 7); Self.u32(&out, 4)
-        out.append(contentsOf: [0x30, 0x32, 0x33, 0x32])  // "0232"
-        if let dateBytes { Self.entry(&out, tag: 0x9003, type: 2, count: dateBytes.count, inline: dateBytes, offset: originalAt) }
-        Self.u32(&out, 0)
-        fill(dateBytes, at: originalAt)
+        Self.write(exif, into: &out, tiff: tiff)
+    }
+
+    /// `appendPayload(to:pixelWidth:pixelHeight:)` without the image's size.
+    public func appendPayload(to out: inout [UInt8]) {
+        appendPayload(to: &out, pixelWidth: nil, pixelHeight: nil)
+    }
+
+    /// The whole APP1 segment, without the image's size (see `appendPayload(to:pixelWidth:pixelHeight:)`).
+    public func appendSegment(to out: inout [UInt8]) {
+        appendSegment(to: &out, pixelWidth: nil, pixelHeight: nil)
     }
 
     /// The whole APP1 segment: marker, length and payload.
-    public func appendSegment(to out: inout [UInt8]) {
+    public func appendSegment(to out: inout [UInt8], pixelWidth: Int?, pixelHeight: Int?) {
         let start = out.count
         out.append(contentsOf: [0xFF, 0xE1, 0, 0])
-        appendPayload(to: &out)
+        appendPayload(to: &out, pixelWidth: pixelWidth, pixelHeight: pixelHeight)
         let length = out.count - start - 2
         out[start + 2] = UInt8(truncatingIfNeeded: length >> 8)
         out[start + 3] = UInt8(truncatingIfNeeded: length)
+    }
+
+    /// One IFD entry: tag, TIFF type, count and the value's little-endian bytes.
+    private struct Entry {
+        var tag: UInt16
+        var type: UInt16
+        var count: Int
+        var value: [UInt8]
+
+        init(_ tag: UInt16, ascii: String) {
+            let bytes = EXIFInfo.asciiBytes(ascii)
+            self.init(tag: tag, type: 2, count: bytes.count, value: bytes)
+        }
+        init(_ tag: UInt16, short: UInt16) {
+            self.init(tag: tag, type: 3, count: 1, value: [UInt8(short & 0xFF), UInt8(short >> 8)])
+        }
+        init(_ tag: UInt16, long: UInt32) {
+            var bytes: [UInt8] = []
+            EXIFInfo.u32(&bytes, long)
+            self.init(tag: tag, type: 4, count: 1, value: bytes)
+        }
+        init(_ tag: UInt16, rational numerator: UInt32, _ denominator: UInt32) {
+            var bytes: [UInt8] = []
+            EXIFInfo.u32(&bytes, numerator)
+            EXIFInfo.u32(&bytes, denominator)
+            self.init(tag: tag, type: 5, count: 1, value: bytes)
+        }
+        init(_ tag: UInt16, undefined: [UInt8]) {
+            self.init(tag: tag, type: 7, count: undefined.count, value: undefined)
+        }
+        init(tag: UInt16, type: UInt16, count: Int, value: [UInt8]) {
+            self.tag = tag
+            self.type = type
+            self.count = count
+            self.value = value
+        }
+        /// Bytes after the IFD (values longer than 4 bytes, at even offsets).
+        var outOfLine: Int { value.count > 4 ? (value.count + 1) & ~1 : 0 }
+    }
+
+    /// Bytes of an IFD of `count` entries with `entries`' long values after it.
+    private static func size(of count: Int, _ entries: [Entry]) -> Int {
+        2 + 12 * count + 4 + entries.reduce(0) { $0 + $1.outOfLine }
+    }
+
+    /// Writes an IFD (no next IFD) and then its long values.
+    private static func write(_ entries: [Entry], into out: inout [UInt8], tiff: Int) {
+        var data = out.count - tiff + 2 + 12 * entries.count + 4
+        u16(&out, UInt16(entries.count))
+        for e in entries {
+            u16(&out, e.tag); u16(&out, e.type); u32(&out, UInt32(e.count))
+            if e.value.count <= 4 {
+                out.append(contentsOf: e.value)
+                out.append(contentsOf: repeatElement(0, count: 4 - e.value.count))
+            } else {
+                u32(&out, UInt32(data))
+                data += e.outOfLine
+            }
+        }
+        u32(&out, 0)
+        for e in entries where e.value.count > 4 {
+            out.append(contentsOf: e.value)
+            if e.value.count & 1 == 1 { out.append(0) }
+        }
     }
 
     /// ASCII with a terminating NUL, at most `maximumStringBytes` characters.
@@ -124,16 +183,6 @@ public struct EXIFInfo: Sendable, Hashable {
 
     private static func u32(_ out: inout [UInt8], _ v: UInt32) {
         for shift in stride(from: 0, to: 32, by: 8) { out.append(UInt8((v >> UInt32(shift)) & 0xFF)) }
-    }
-
-    private static func entry(_ out: inout [UInt8], tag: UInt16, type: UInt16, count: Int, inline: [UInt8], offset: Int) {
-        u16(&out, tag); u16(&out, type); u32(&out, UInt32(count))
-        if count <= 4 {
-            out.append(contentsOf: inline)
-            out.append(contentsOf: repeatElement(0, count: 4 - inline.count))
-        } else {
-            u32(&out, UInt32(offset))
-        }
     }
 
     // MARK: reading

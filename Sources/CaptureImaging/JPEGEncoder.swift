@@ -114,7 +114,7 @@ public final class JPEGEncoder {
         let sampling = subsampling ?? layout.nativeSubsampling
         var image = layout.shimImage
         exifPayload.removeAll(keepingCapacity: true)
-        if let exif { exif.appendPayload(to: &exifPayload) }
+        if let exif { exif.appendPayload(to: &exifPayload, pixelWidth: layout.width, pixelHeight: layout.height) }
         guard exifPayload.count <= 65533 else { throw CaptureError(.invalidArgument, "EXIF data too long") }
         var out: UnsafePointer<UInt8>?
         var count = 0

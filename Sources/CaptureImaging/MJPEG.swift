@@ -126,7 +126,7 @@ public enum MJPEG {
             output.append(contentsOf: UnsafeRawBufferPointer(rebasing: frame[jfif]))
             cursor = jfif.upperBound
         }
-        exif.appendSegment(to: &output)
+        exif.appendSegment(to: &output, pixelWidth: markers.frame.width, pixelHeight: markers.frame.height)
         func copy(_ range: Range<Int>) {
             guard !range.isEmpty else { return }
             output.append(contentsOf: UnsafeRawBufferPointer(rebasing: frame[range]))

@@ -288,6 +288,8 @@ package final class MovieWriter {
             par.pointee.height = Int32(video.height)
         }
         st.pointee.time_base = inputTimeBase
+        // Matroska's FlagDefault (players pick a default track of each kind); MP4 marks it anyway.
+        st.pointee.disposition |= AV_DISPOSITION_DEFAULT
         st.pointee.avg_frame_rate = fps
         st.pointee.r_frame_rate = fps
     }
@@ -305,11 +307,15 @@ package final class MovieWriter {
             // Fragmented: a moov up front, then self-contained fragments. H.264 cuts at keyframes
             // (one per interval by default) once a fragment is at least 3/4 interval long, and at
             // two intervals at the latest; JPEG (every frame a keyframe) by duration.
+            // With audio the moov waits for the first fragment: written before any packet it can
+            // hold no edit list, and the muxer then shifts every track by the AAC encoder's
+            // priming (1024 samples) and stretches the first video frame over the shift.
+            let moov = audioStream == nil ? "empty_moov" : "delay_moov"
             if video.pixelFormat == .jpeg {
-                av_dict_set(&opts, "movflags", "empty_moov+default_base_moof", 0)
+                av_dict_set(&opts, "movflags", "\(moov)+default_base_moof", 0)
                 av_dict_set(&opts, "frag_duration", "\(fragmentMicroseconds)", 0)
             } else {
-                av_dict_set(&opts, "movflags", "frag_keyframe+empty_moov+default_base_moof", 0)
+                av_dict_set(&opts, "movflags", "frag_keyframe+\(moov)+default_base_moof", 0)
                 av_dict_set(&opts, "min_frag_duration", "\(fragmentMicroseconds * 3 / 4)", 0)
                 av_dict_set(&opts, "frag_duration", "\(fragmentMicroseconds * 2)", 0)
             }
@@ -686,6 +692,7 @@ package final class MovieWriter {
             throw RecordingError(.encoderFailed, "cannot add an audio stream")
         }
         st.pointee.time_base = enc.pointee.time_base
+        st.pointee.disposition |= AV_DISPOSITION_DEFAULT
         audioStream = st
         guard let f = av_frame_alloc() else { throw RecordingError(.encoderFailed, "out of memory for an audio frame") }
         audioFrame = f

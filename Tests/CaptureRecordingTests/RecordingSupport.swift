@@ -49,14 +49,19 @@ struct Probe {
     }
 }
 
-/// What ffprobe says of each stream of a file: codec type to (codec, start time, duration).
-func streamTimes(_ url: URL) throws -> [String: (codec: String, start: Double, duration: Double)] {
+/// ffprobe's `-show_streams` entries of a file, as JSON objects.
+func probeStreams(_ url: URL) throws -> [[String: Any]] {
     let r = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_streams", "-of", "json", url.path])
     guard r.status == 0, let json = try JSONSerialization.jsonObject(with: r.stdout) as? [String: Any],
         let streams = json["streams"] as? [[String: Any]]
     else { throw TestFailure("ffprobe cannot read \(url.path): \(r.stderr)") }
+    return streams
+}
+
+/// What ffprobe says of each stream of a file: codec type to (codec, start time, duration).
+func streamTimes(_ url: URL) throws -> [String: (codec: String, start: Double, duration: Double)] {
     var out: [String: (codec: String, start: Double, duration: Double)] = [:]
-    for st in streams {
+    for st in try probeStreams(url) {
         guard let type = st["codec_type"] as? String else { continue }
         out[type] = (
             st["codec_name"] as? String ?? "?", Double(st["start_time"] as? String ?? "") ?? .nan,

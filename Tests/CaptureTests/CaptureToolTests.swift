@@ -145,6 +145,8 @@ import Testing
             let lines = exif.stdout.split(separator: "\n").map(String.init)
             #expect(lines.count == 2 && !lines[0].isEmpty, "Make/Model of \(photo): \(exif.stdout)")
             #expect(lines.last == name, "Model of \(photo): \(exif.stdout), device \(name)")
+            let valid = try Self.run("/usr/bin/exiftool", ["-validate", "-warning", "-a", "-s3", photo])
+            #expect(valid.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "OK", "exiftool -validate \(photo): \(valid.stdout)")
         }
     }
 

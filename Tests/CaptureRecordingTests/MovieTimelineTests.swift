@@ -1,0 +1,86 @@
+import Capture
+import CaptureBenchSupport
+import CaptureTestSupport
+import Foundation
+import Testing
+
+@testable import CaptureRecording
+
+/// The writer's time line with audio, on frames and samples from memory at exact times (so
+/// nothing here depends on the machine's load): 30 fps video for 2 s beside a 48 kHz tone.
+@Suite struct MovieTimelineTests {
+    private static let frames = 60
+    private static let interval: Int64 = 33_333_333
+
+    /// Records `name` (its extension picks the container) and returns its URL.
+    private func record(_ folder: TempFolder, _ name: String) throws -> URL {
+        let (width, height) = (64, 48)
+        let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: width * height * 3 / 2, alignment: 64)
+        defer { memory.deallocate() }
+        memory.initializeMemory(as: UInt8.self, repeating: 128)
+        let replay = FrameReplay(
+            pixelFormat: .nv12, width: width, height: height, bytesPerLine: 0, buffers: [UnsafeRawBufferPointer(memory)])
+        let url = folder.file(name)
+        let writer = try #require(try MovieWriter(url: url, fragmentInterval: .seconds(1)))
+        let format = AudioFormat(sampleRate: 48_000, channelCount: 1, sampleFormat: .s16)
+        try writer.begin(
+            .init(width: width, height: height, pixelFormat: .nv12, frameInterval: FrameInterval(framesPerSecond: 30)),
+            audio: format, settings: MovieOutputSettings(rateControl: .quality(30)))
+        // One video frame's worth of a 1 kHz tone (1600 samples) at each frame's time.
+        let perFrame = 1600
+        for i in 0..<Self.frames {
+            try writer.write(replay.sample(0, sequence: UInt32(i)), at: Int64(i) * Self.interval)
+            var pcm = Data(capacity: perFrame * 2)
+            for n in 0..<perFrame {
+                let v = Int16(8000 * sin(2 * Double.pi * 1000 * Double(i * perFrame + n) / 48_000))
+                withUnsafeBytes(of: v.littleEndian) { pcm.append(contentsOf: $0) }
+            }
+            try writer.writeAudio(AudioPCMBuffer(format: format, frameCount: perFrame, data: pcm), at: Int64(i) * Self.interval)
+        }
+        try writer.finish(videoEnd: Int64(Self.frames) * Self.interval)
+        return url
+    }
+
+    /// The MP4 carries AAC's priming samples as the audio track's edit list: the first video
+    /// frame lasts one frame (it lasted 1/30 s + 1024 samples, 55 ms, when the muxer shifted
+    /// every track by the priming instead), every frame is at its time, the rate is constant
+    /// (`avg_frame_rate` == `r_frame_rate`), and audio starts with the video.
+    @Test func mp4KeepsTheFirstFrameAndTheRateWithAAC() throws {
+        let folder = try TempFolder("timeline")
+        defer { folder.remove() }
+        let url = try record(folder, "av.mp4")
+        let times = try packetTimes(url)
+        let frame = 1.0 / 30
+        #expect(times.count == Self.frames)
+        #expect(
+            times.count > 1 && abs(times[1] - times[0] - frame) < 0.001,
+            "the first frame lasts \(zip(times.dropFirst(), times).map { $0 - $1 }.first ?? .nan) s")
+        let misplaced = times.enumerated().filter { abs($0.element - Double($0.offset) * frame) >= 0.001 }
+        #expect(misplaced.isEmpty, "\(misplaced.count) frames away from their time, first: \(misplaced.prefix(3))")
+        let streams = try probeStreams(url)
+        let video = try #require(streams.first { $0["codec_type"] as? String == "video" })
+        let audio = try #require(streams.first { $0["codec_type"] as? String == "audio" })
+        func rate(_ s: Any?) -> Double {
+            let parts = (s as? String ?? "").split(separator: "/").compactMap { Double($0) }
+            return parts.count == 2 && parts[1] > 0 ? parts[0] / parts[1] : .nan
+        }
+        let nominal = rate(video["r_frame_rate"]), average = rate(video["avg_frame_rate"])
+        #expect(abs(nominal - 30) < 0.01 && abs(average - nominal) < 0.01, "r_frame_rate \(nominal), avg_frame_rate \(average)")
+        let videoStart = Double(video["start_time"] as? String ?? "") ?? .nan
+        let audioStart = Double(audio["start_time"] as? String ?? "") ?? .nan
+        #expect(abs(audioStart - videoStart) < frame, "start: audio \(audioStart) s, video \(videoStart) s")
+    }
+
+    /// Matroska marks its video and audio tracks default (FlagDefault), as ffprobe's
+    /// `disposition.default` reads it.
+    @Test func matroskaTracksAreDefault() throws {
+        let folder = try TempFolder("timeline")
+        defer { folder.remove() }
+        let streams = try probeStreams(try record(folder, "av.mkv"))
+        #expect(streams.count == 2)
+        for s in streams {
+            let disposition = s["disposition"] as? [String: Any]
+            #expect(disposition?["default"] as? Int == 1, "\(s["codec_type"] ?? "?"): \(disposition ?? [:])")
+        }
+    }
+}
