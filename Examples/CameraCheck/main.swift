@@ -3,6 +3,13 @@
 import Capture
 import Foundation
 
+// Whether this app may use this machine's cameras and microphones, and what to do if not (inside
+// Flatpak: the camera portal's answer); read before the virtual pair, which needs no permission.
+let authorization = [MediaType.video, .audio].map { type in
+    let advice = CaptureDevice.authorizationAdvice(for: type).map { ": " + $0 } ?? ""
+    return "\(type.rawValue) authorization: \(CaptureDevice.authorizationStatus(for: type).rawValue)\(advice)"
+}
+
 if CommandLine.arguments.contains("--virtual") || !CaptureDevice.isCameraAvailable {
     if !CommandLine.arguments.contains("--virtual") { print("no camera found: installing the virtual camera") }
     _ = VirtualCamera.installDefaultPair()
@@ -21,8 +28,4 @@ for device in CaptureDevice.devices(for: .video) {
 for device in CaptureDevice.devices(for: .audio) {
     print("microphone: \(device.localizedName) | \(device.path) | id \(device.uniqueID)")
 }
-// Whether this app may use them, and what to do if not (inside Flatpak: the camera portal's answer).
-for type in [MediaType.video, .audio] {
-    let advice = CaptureDevice.authorizationAdvice(for: type).map { ": " + $0 } ?? ""
-    print("\(type.rawValue) authorization: \(CaptureDevice.authorizationStatus(for: type).rawValue)\(advice)")
-}
+for line in authorization { print(line) }

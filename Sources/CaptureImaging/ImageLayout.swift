@@ -85,7 +85,7 @@ package struct ImageLayout {
         case .grey: (.grey, false)
         case .rgb24: (.rgb24, false)
         case .bgr24: (.bgr24, false)
-        case .xbgr32: (.bgrx32, false)
+        case .xbgr32, PixelFormatConverter.bgra32: (.bgrx32, false)
         default:
             throw CaptureError(.unsupportedFormat, "cannot read \(format) frames as uncompressed pixels")
         }

@@ -20,7 +20,7 @@ package final class PixelFormatConverter {
         guard destinations.contains(destination) else { return false }
         if source.isCompressed { return true }
         guard ImageLayout.supports(source) else { return false }
-        let isRGB = source == .rgb24 || source == .bgr24 || source == .xbgr32
+        let isRGB = source == .rgb24 || source == .bgr24 || source == .xbgr32 || source == bgra32
         return !isRGB || destination == bgra32 || destination == .xbgr32
     }
 

@@ -169,7 +169,8 @@ extension PortalBus {
 @Suite("Camera portal", .serialized)
 struct CameraPortalTests {
     private func check(_ bus: PortalBus) -> AuthorizationCheck {
-        AuthorizationCheck(mediaType: .video, environment: bus.forcedEnvironment, sandboxed: false)
+        // (Other tests' virtual cameras would authorize by themselves.)
+        AuthorizationCheck(mediaType: .video, environment: bus.forcedEnvironment, sandboxed: false, virtualDevices: false)
     }
 
     /// Not determined until asked; a stored "yes" grants the request at once, and the camera stays
@@ -180,27 +181,31 @@ struct CameraPortalTests {
         #expect(check(bus).advice?.contains("requestAccess") == true)
         try bus.setCameraPermission("yes")
         let start = ContinuousClock.now
-        #expect(PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20), "\(bus.log)")
+        #expect(
+            PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20, virtualDevices: false),
+            "\(bus.log)")
         #expect(ContinuousClock.now - start < .seconds(10))
         #expect(check(bus).status == .authorized)
         #expect(check(bus).advice == nil)
         // Asked again: remembered, whatever the store says now.
         try bus.setCameraPermission("no")
-        #expect(PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20))
+        #expect(PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20, virtualDevices: false))
     }
 
     /// A stored "no" refuses: denied, with the words that say where to allow it.
     @Test func portalRefuses() throws {
         let bus = try PortalBus()
         try bus.setCameraPermission("no")
-        #expect(!PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20), "\(bus.log)")
+        #expect(
+            !PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20, virtualDevices: false),
+            "\(bus.log)")
         let refused = check(bus)
         #expect(refused.status == .denied)
         #expect(refused.advice?.contains("privacy settings") == true, "\(refused.advice ?? "")")
         #expect(refused.advice?.contains("flatpak permission-set devices camera APPID yes") == true, "\(refused.advice ?? "")")
         // Allowed later (in the settings): the next request asks again and is granted.
         try bus.setCameraPermission("yes")
-        #expect(PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20))
+        #expect(PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20, virtualDevices: false))
         #expect(check(bus).status == .authorized)
     }
 
@@ -209,7 +214,9 @@ struct CameraPortalTests {
     @Test func unansweredPromptTimesOut() throws {
         let bus = try PortalBus()
         let start = ContinuousClock.now
-        #expect(!PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 1), "\(bus.log)")
+        #expect(
+            !PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 1, virtualDevices: false),
+            "\(bus.log)")
         let waited = ContinuousClock.now - start
         #expect(waited >= .seconds(1) && waited < .seconds(10), "\(waited)")
         let after = check(bus)
@@ -304,7 +311,7 @@ struct CameraPortalTests {
         #expect(before.status == .restricted)
         #expect(before.advice?.contains("xdg-desktop-portal") == true, "\(before.advice ?? "")")
         let start = ContinuousClock.now
-        #expect(!PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20))
+        #expect(!PortalAuthorization.requestAccess(for: .video, environment: bus.forcedEnvironment, timeout: 20, virtualDevices: false))
         #expect(ContinuousClock.now - start < .seconds(5))
         #expect(check(bus).status == .restricted)
     }
@@ -315,10 +322,10 @@ struct CameraPortalTests {
         env["DBUS_SESSION_BUS_ADDRESS"] = nil
         env["XDG_RUNTIME_DIR"] = NSTemporaryDirectory()
         env["CAPTURE_FORCE_PORTAL"] = "1"
-        let none = AuthorizationCheck(mediaType: .video, environment: env, sandboxed: false)
+        let none = AuthorizationCheck(mediaType: .video, environment: env, sandboxed: false, virtualDevices: false)
         #expect(none.status == .restricted)
         #expect(none.advice?.contains("no session bus") == true, "\(none.advice ?? "")")
-        #expect(!PortalAuthorization.requestAccess(for: .video, environment: env, timeout: 5))
+        #expect(!PortalAuthorization.requestAccess(for: .video, environment: env, timeout: 5, virtualDevices: false))
     }
 
     /// The portal decides for cameras only: in a sandbox that shows no camera nodes, or anywhere

@@ -97,8 +97,10 @@ enum PortalAuthorization {
 
     /// `requestAccess(for:)`'s work, blocking: asks the portal where it decides (and the nodes do
     /// not already allow it), remembering the answer.
-    static func requestAccess(for mediaType: MediaType, environment: [String: String], timeout: Double? = nil) -> Bool {
-        let check = AuthorizationCheck(mediaType: mediaType, environment: environment, askPortal: false)
+    static func requestAccess(
+        for mediaType: MediaType, environment: [String: String], timeout: Double? = nil, virtualDevices: Bool? = nil
+    ) -> Bool {
+        let check = AuthorizationCheck(mediaType: mediaType, environment: environment, askPortal: false, virtualDevices: virtualDevices)
         guard check.portalDecides else { return check.status == .authorized }
         if check.nodesAllow || check.virtualAllows { return true }
         guard let address = DBusConnection.sessionBusAddress(environment: environment) else { return false }

@@ -125,10 +125,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     // (Its value is unused but not empty on purpose: see `Locked`.)
     private let conversion = Locked(0)
     private var converter: PixelFormatConverter?
-    private var convertedPool: ConvertedBufferPool?
-    /// The format of the converted frames, kept so that a frame does not allocate its plane list.
-    private var convertedFormat: ActiveFormat?
-    private let convertedSamples = FrameLeasePool(capacity: 4)
+    private let conversions = OwnedFrames()
+    private let turns = OwnedFrames()
     // The views the delegate and the sequences get (used under `conversion`, like `converter`).
     private let views = SampleViewPool()
 
@@ -137,6 +135,10 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// A frame consumer for `CaptureSession.addFrameConsumer` (the package's preview, server
     /// and recorder): the same delivery as an output, beside the app's outputs.
     package init(frameConsumer: Void) { super.init(frameConsumer: true) }
+
+    // Turns and mirrors pixels as its connection asks (a preview, a frame consumer, shows them
+    // turned instead).
+    override var supportsOrientation: Bool { true }
 
     /// Pixel formats `videoSettings` can ask for when the device does not deliver them.
     public static let convertiblePixelFormats: [PixelFormat] = [.bgra32, .xbgr32, .nv12, .yuyv]
@@ -404,7 +406,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                 // holds it for the app) or converted.
                 defer { sample.release() }
                 do throws(CaptureError) {
-                    let out = try conversion.withLock { _ throws(CaptureError) in try handOut(sample) }
+                    let out = try conversion.withLock { _ throws(CaptureError) in try handOut(sample, connection: connection) }
                     forStreams = out
                     if let delegate {
                         handed = CaptureTime.now() - out.presentationTimeStamp
@@ -423,11 +425,20 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
 
     /// What the app gets for `sample`: a view of its frame lease (or of the converted frame's),
     /// or the JPEG sample. Under `conversion`.
-    private func handOut(_ sample: SampleBuffer) throws(CaptureError) -> SampleBuffer {
-        let made = try converted(sample)
+    private func handOut(_ sample: SampleBuffer, connection: CaptureConnection) throws(CaptureError) -> SampleBuffer {
+        let converted = try converted(sample)
+        let made: SampleBuffer
+        do {
+            made = try turned(converted, for: connection)
+        } catch {
+            if converted !== sample { converted.release() }
+            throw error
+        }
+        // A converted frame's own hold: the turned one (or the view) holds what it needs now.
+        if converted !== sample, converted !== made { converted.release() }
         guard made.isFrameLease else { return made }
         let view = views.view(of: made)
-        // A converted frame's own hold: the view holds it now.
+        // A converted or turned frame's own hold: the view holds it now.
         if made !== sample { made.release() }
         return view
     }
@@ -442,46 +453,31 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         else { return sample }
         let conv = converter ?? PixelFormatConverter()
         converter = conv
-        if convertedPool?.byteCount != size.byteCount {
-            convertedSamples.abandon()
-            convertedPool = ConvertedBufferPool(byteCount: size.byteCount, count: 4)
-        }
-        guard let pool = convertedPool, let index = pool.take() else {
-            throw CaptureError(.invalidState, "every converted buffer is held by the app")
-        }
-        let buffer = pool.buffer(index)
-        do {
+        let shape = OwnedFrames.Shape(
+            pixelFormat: want, width: image.width, height: image.height,
+            colorRange: want == .nv12 || want == .yuyv ? .limited : .full, bytesPerLine: size.bytesPerLine,
+            byteCount: size.byteCount, frameInterval: sample.videoFormat?.frameInterval)
+        return try conversions.make(shape, metadata: meta) { (buffer) throws(CaptureError) in
             try sample.withVideoImage { _ throws(CaptureError) in
                 try conv.convert(image, to: want, into: buffer, bytesPerLine: size.bytesPerLine)
             }
-        } catch {
-            pool.recycle(index: index)
-            throw error
         }
-        var out = ImageBuffer(
-            pixelFormat: want, width: image.width, height: image.height,
-            colorRange: want == .nv12 || want == .yuyv ? .limited : .full,
-            plane0: PlaneView(base: UnsafeRawPointer(buffer.baseAddress), count: size.byteCount, bytesPerLine: size.bytesPerLine))
-        out.planeCount = 1
-        var outMeta = meta
-        outMeta.bufferIndex = index
-        let active: ActiveFormat
-        let interval = sample.videoFormat?.frameInterval
-        if let f = convertedFormat, f.pixelFormat == want, f.width == out.width, f.height == out.height, f.colorRange == out.colorRange,
-            f.planes.count == 1, f.planes[0].bytesPerLine == size.bytesPerLine, f.planes[0].sizeImage == size.byteCount,
-            f.frameInterval == interval
-        {
-            active = f
-        } else {
-            var f = ActiveFormat(
-                pixelFormat: want, width: out.width, height: out.height,
-                planes: [PlaneFormat(bytesPerLine: size.bytesPerLine, sizeImage: size.byteCount)],
-                colorRange: out.colorRange)
-            f.frameInterval = interval
-            active = f
-            convertedFormat = active
+    }
+
+    /// The frame turned and mirrored as `connection` asks (`videoRotationAngle`,
+    /// `isVideoMirrored`), into an owned buffer; as it is when it needs neither, or is in a format
+    /// or size `FrameTransform` cannot take (JPEG, MJPEG, odd sizes of subsampled formats).
+    private func turned(_ sample: SampleBuffer, for connection: CaptureConnection) throws(CaptureError) -> SampleBuffer {
+        guard !isFrameConsumer, let transform = connection.frameTransform, !transform.isIdentity, let image = sample.videoImage,
+            let meta = sample.videoMetadata,
+            let size = transform.output(image.pixelFormat, width: image.width, height: image.height)
+        else { return sample }
+        let shape = OwnedFrames.Shape(
+            pixelFormat: image.pixelFormat, width: size.width, height: size.height, colorRange: image.colorRange,
+            bytesPerLine: size.bytesPerLine, byteCount: size.byteCount, frameInterval: sample.videoFormat?.frameInterval)
+        return try turns.make(shape, metadata: meta) { (buffer) throws(CaptureError) in
+            try sample.withVideoImage { _ throws(CaptureError) in try transform.apply(image, into: buffer) }
         }
-        return convertedSamples.wrap(FrameBuffer(image: out, metadata: outMeta, pool: pool), format: active)
     }
 
     override func inputDidStop(_ connection: CaptureConnection, error: CaptureError?) {
@@ -492,23 +488,4 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         }
         for s in streams { s.finish() }
     }
-}
-
-/// Buffers the video data output converts frames into; a frame's buffer comes back when its
-/// last `SampleBuffer` goes away.
-final class ConvertedBufferPool: BufferPool, @unchecked Sendable {
-    let byteCount: Int
-    private let storage: [UnsafeMutableRawBufferPointer]
-    private let free: Locked<[Int]>
-
-    init(byteCount: Int, count: Int) {
-        self.byteCount = byteCount
-        storage = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: byteCount, alignment: 64) }
-        free = Locked(Array(0..<count))
-    }
-    deinit { for b in storage { b.deallocate() } }
-
-    func take() -> Int? { free.withLock { $0.popLast() } }
-    func buffer(_ i: Int) -> UnsafeMutableRawBufferPointer { storage[i] }
-    func recycle(index: Int) { free.withLock { $0.append(index) } }
 }

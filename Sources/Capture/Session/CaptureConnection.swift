@@ -6,9 +6,10 @@ import Foundation
 
 /// Links one input to one output for one media type, as `AVCaptureConnection`.
 ///
-/// Thread-safe. Still-image connections support orientation and mirroring: the JPEG carries
-/// them as its EXIF orientation tag (lossless, no re-encoding); video data connections deliver
-/// the sensor's pixels unturned, so they report both as unsupported.
+/// Thread-safe. Video connections of still-image, photo, video data and preview outputs support
+/// a turn (`videoRotationAngle`, or `videoOrientation`) and mirroring: a still's JPEG carries them
+/// as its EXIF orientation tag (lossless, no re-encoding); a video data output turns and mirrors
+/// the pixels (one pass into a buffer of its own); a preview shows them turned.
 public final class CaptureConnection: @unchecked Sendable, CustomStringConvertible {
     /// The input feeding the connection.
     public let input: CaptureInput
@@ -49,20 +50,49 @@ public final class CaptureConnection: @unchecked Sendable, CustomStringConvertib
     /// Whether the connection is part of a running session.
     public var isActive: Bool { output?.session?.isRunning ?? false }
 
-    /// Whether `videoOrientation` has an effect (still-image connections).
+    /// Whether `videoOrientation` has an effect (video connections of still, photo, video data
+    /// and preview outputs).
     public var isVideoOrientationSupported: Bool { mediaType == .video && output?.supportsOrientation == true }
-    /// The orientation applied to stills.
+    /// How the picture is turned (the same setting as `videoRotationAngle`).
     public var videoOrientation: VideoOrientation {
         get { state.withLock { $0.orientation } }
         set { state.withLock { $0.orientation = newValue } }
     }
 
-    /// Whether `isVideoMirrored` has an effect (still-image connections).
+    /// The clockwise turn in degrees applied to the picture, as AVFoundation's
+    /// `videoRotationAngle`: 0 (the sensor's landscape, `videoOrientation` `.landscapeRight`),
+    /// 90 (`.portrait`), 180 (`.landscapeLeft`) or 270 (`.portraitUpsideDown`). A video data
+    /// output turned 90 or 270 delivers frames with width and height swapped. Assigning an angle
+    /// `isVideoRotationAngleSupported(_:)` refuses traps, as AVFoundation raises.
+    public var videoRotationAngle: Double {
+        get { videoOrientation.rotationAngle }
+        set {
+            guard isVideoRotationAngleSupported(newValue), let o = VideoOrientation(rotationAngle: newValue) else {
+                fatalError(
+                    "CaptureConnection.videoRotationAngle = \(newValue): not supported on this connection (a video connection of a still, photo, video data or preview output takes 0, 90, 180 or 270); check isVideoRotationAngleSupported(_:) first"
+                )
+            }
+            videoOrientation = o
+        }
+    }
+
+    /// Whether `angle` can be assigned to `videoRotationAngle`: a quarter-turn multiple (0, 90,
+    /// 180, 270) on a connection whose output turns the picture.
+    public func isVideoRotationAngleSupported(_ angle: Double) -> Bool {
+        isVideoOrientationSupported && VideoOrientation(rotationAngle: angle) != nil
+    }
+
+    /// Whether `isVideoMirrored` has an effect (as `isVideoOrientationSupported`).
     public var isVideoMirroringSupported: Bool { mediaType == .video && output?.supportsOrientation == true }
-    /// Whether stills are mirrored left to right.
+    /// Whether the picture is mirrored left to right (after the turn).
     public var isVideoMirrored: Bool {
         get { state.withLock { $0.mirrored } }
         set { state.withLock { $0.mirrored = newValue } }
+    }
+
+    /// The turn and mirroring a video data output applies to pixels.
+    var frameTransform: FrameTransform? {
+        state.withLock { FrameTransform(angle: Int($0.orientation.rotationAngle), mirrored: $0.mirrored) }
     }
 
     /// Per-channel levels of the newest audio buffer (audio connections), as `audioChannels`.
