@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the `capture` tool and the examples, and checks what they print. On the host (no camera)
 # they must fall back to the virtual camera; in the VM (CAPTURE_VM=1) they run against vivid.
-# Usage: Tests/tools/check-tools.sh BIN_DIR   (BIN_DIR holds capture, still-camera, camera-check, live-capture)
+# Usage: Tests/tools/check-tools.sh BIN_DIR [CONSUMER]   (BIN_DIR holds capture, still-camera,
+# camera-check, live-capture; CONSUMER is Tests/ConsumerPackage's executable, run when given)
 set -uo pipefail
 bin=${1:?usage: check-tools.sh BIN_DIR}
 work=$(mktemp -d "${TMPDIR:-/tmp}/capture-tools.XXXXXX")
@@ -167,6 +168,14 @@ check "still-camera toggles" grep -q "^toggled to" "$work/still.out"
 check "live-capture runs" test $? -eq 0
 check "live-capture toggles mid-stream" grep -q "^toggle: now" "$work/live.out"
 check "live-capture counts frames" grep -qE "^done: [1-9][0-9]* video frames" "$work/live.out"
+
+# The AVFoundation-style consumer package: NV12 turned to 720x1280 and I420 planes, settings in
+# the lock, notifications, the photo delegate's five callbacks (its own PASS/FAIL lines).
+if [[ -n ${2:-} ]]; then
+    "$2" "${device_args[@]}" >"$work/consumer.out" 2>&1
+    check "the AVFoundation-style consumer package passes" test $? -eq 0
+    check "the consumer printed its checks" grep -q "^consumer: all passed" "$work/consumer.out"
+fi
 
 for f in "$work"/*.out "$work"/*.err; do echo "--- $(basename "$f")"; head -20 "$f"; done
 echo "$passed passed, $failed failed"
