@@ -853,10 +853,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// the recording's file.
     private func writeAudio(_ pcm: AudioPCMBuffer, captured: CaptureTime, _ rec: Recording, removed: Int64) {
         let at = captured - rec.firstTime! - removed
-        // The limit is on the recorded time line (the capture clock less the pauses): audio past it is left out, and a camera stalled
-        // half a second past it does not let the recording run on (otherwise the video's next
-        // frame ends it, so that frames still on their way are in). Frames captured and waiting
-        // for this recorder (a slow encoder) are not a stall: they are written first.
+        // The limit is on the recorded time line (the capture clock less the pauses): audio past
+        // it is left out, and a camera stalled half a second past it does not let the recording
+        // run on (otherwise the video's next frame ends it, so that frames still on their way are
+        // in). Frames captured and waiting for this recorder (a slow encoder) are not a stall:
+        // they are written first.
         if let max = rec.maxDuration, Duration.nanoseconds(at) >= max {
             if Duration.nanoseconds(at) >= max + .milliseconds(500), consumer.framesWaiting == 0 {
                 finish(
