@@ -479,28 +479,25 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// waiting for the recorder are written. `didPauseRecordingTo` follows on the recording
     /// queue. Does nothing when not recording, when already paused, or after `stopRecording()`;
     /// a stop while paused finishes the file as any stop does.
-    public func pauseRecording() {
-        // (The time is taken under the lock, so no frame captured after it is judged by the
-        // timeline before it.)
-        let generation: Int? = locked { s in
-            guard s.isRecording, s.stopAt == nil, s.pauses.pause(at: .now()) else { return nil }
-            return s.generation
-        }
-        guard let generation else { return }
-        queue.async { [self] in notify(paused: true, generation: generation) }
-    }
+    public func pauseRecording() { setPaused(true) }
 
     /// Resumes a paused recording, as AVFoundation's `resumeRecording()`: frames and audio
     /// captured from this call on are written again, the video from a keyframe (H.264), right
     /// after those before the pause in the file's time line. `didResumeRecordingTo` follows on
     /// the recording queue. Does nothing when the recording is not paused.
-    public func resumeRecording() {
+    public func resumeRecording() { setPaused(false) }
+
+    private func setPaused(_ paused: Bool) {
+        // (The time is taken under the lock, so no frame captured after it is judged by the
+        // timeline before it.)
         let generation: Int? = locked { s in
-            guard s.isRecording, s.stopAt == nil, s.pauses.resume(at: .now()) else { return nil }
+            guard s.isRecording, s.stopAt == nil, paused ? s.pauses.pause(at: .now()) : s.pauses.resume(at: .now()) else {
+                return nil
+            }
             return s.generation
         }
         guard let generation else { return }
-        queue.async { [self] in notify(paused: false, generation: generation) }
+        queue.async { [self] in notify(paused: paused, generation: generation) }
     }
 
     /// On the queue: tells the recording's delegate of a pause or resume, after its start
