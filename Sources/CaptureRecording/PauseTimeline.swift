@@ -4,47 +4,49 @@ import Foundation
 /// The pauses of one recording on the capture clock, from `pauseRecording()` to
 /// `resumeRecording()`: what was captured within one is left out of the file, and what comes
 /// after is moved earlier by the pauses before it, so that the file's time line has no hole.
-/// Video and audio move by the same amount, so they stay in sync.
+/// Video and audio move by the same amount, so they stay in sync. (Package access for its tests.)
 ///
 /// Decided by capture time, not by when the recording queue gets to a sample: frames captured
 /// before the pause and still waiting for a slow encoder are written all the same.
-struct PauseTimeline: Sendable {
-    struct Span: Sendable {
-        var from: CaptureTime
+package struct PauseTimeline: Sendable {
+    package struct Span: Sendable {
+        package var from: CaptureTime
         /// nil while paused.
-        var to: CaptureTime?
+        package var to: CaptureTime?
     }
-    private(set) var spans: [Span] = []
+    package private(set) var spans: [Span] = []
 
-    var isPaused: Bool { spans.last.map { $0.to == nil } ?? false }
+    package init() {}
+
+    package var isPaused: Bool { spans.last.map { $0.to == nil } ?? false }
 
     /// Starts a pause at `time`; false when already paused.
-    mutating func pause(at time: CaptureTime) -> Bool {
+    package mutating func pause(at time: CaptureTime) -> Bool {
         guard !isPaused else { return false }
         spans.append(Span(from: time, to: nil))
         return true
     }
 
     /// Ends the pause at `time`; false when not paused.
-    mutating func resume(at time: CaptureTime) -> Bool {
+    package mutating func resume(at time: CaptureTime) -> Bool {
         guard isPaused else { return false }
         spans[spans.count - 1].to = time
         return true
     }
 
     /// Whether something captured at `time` falls in a pause.
-    func contains(_ time: CaptureTime) -> Bool {
+    package func contains(_ time: CaptureTime) -> Bool {
         spans.contains { !(time < $0.from) && $0.to.map { time < $0 } ?? true }
     }
 
     /// The pauses that ended at or before `time`.
-    func resumes(before time: CaptureTime) -> Int {
+    package func resumes(before time: CaptureTime) -> Int {
         spans.count(where: { s in s.to.map { !(time < $0) } ?? false })
     }
 
     /// Nanoseconds of pause before `time`, counting the pauses that began after `origin` (the
     /// capture time of the frame that began the file: earlier ones held back nothing written).
-    func removed(before time: CaptureTime, after origin: CaptureTime) -> Int64 {
+    package func removed(before time: CaptureTime, after origin: CaptureTime) -> Int64 {
         var total: Int64 = 0
         for s in spans where origin < s.from {
             guard let to = s.to, !(time < to) else { continue }
@@ -54,7 +56,7 @@ struct PauseTimeline: Sendable {
     }
 
     /// The parts of `[start, start + nanoseconds)` outside every pause, as offsets from `start`.
-    func kept(from start: CaptureTime, nanoseconds: Int64) -> [Range<Int64>] {
+    package func kept(from start: CaptureTime, nanoseconds: Int64) -> [Range<Int64>] {
         var parts = [0..<nanoseconds]
         for s in spans {
             let a = s.from - start
@@ -72,7 +74,7 @@ struct PauseTimeline: Sendable {
 
 extension AudioPCMBuffer {
     /// Frames `range` of this buffer (a copy of their bytes).
-    func frames(_ range: Range<Int>) -> AudioPCMBuffer {
+    package func frames(_ range: Range<Int>) -> AudioPCMBuffer {
         // (As `floatSamples` reads them: no more frames than the bytes hold.)
         let n = min(frameCount, data.count / max(1, format.bytesPerFrame))
         let r = range.clamped(to: 0..<n)
