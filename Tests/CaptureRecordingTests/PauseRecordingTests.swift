@@ -180,6 +180,39 @@ import Testing
         if pausedInTime { #expect(summary.sequenceRuns.count == 2, "\(summary.sequenceRuns)") }
     }
 
+    /// Paused at once after the start: the file begins at the resume (audio too), and the
+    /// delegate hears of the pause and the resume after the start all the same.
+    @Test func aPauseBeforeTheFirstFrameIsToldAfterTheStart() throws {
+        let rig = try RecordingRig("pause first", .init(.nv12, width: 320, height: 240, frameRates: [30]))
+        try rig.addMicrophone()
+        defer { rig.stop() }
+        let folder = try TempFolder("pause-first")
+        defer { folder.remove() }
+        let movie = CaptureMovieFileOutput()
+        rig.session.addOutput(movie)
+        try rig.session.start()
+        // The camera and the microphone running first, so that frames come at once.
+        Thread.sleep(forTimeInterval: 0.5)
+        let url = folder.file("first.mkv")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        movie.pauseRecording()
+        Thread.sleep(forTimeInterval: 0.5)
+        let r0 = CaptureTime.now()
+        movie.resumeRecording()
+        Thread.sleep(forTimeInterval: 0.7)
+        movie.stopRecording()
+        let e1 = CaptureTime.now()
+        #expect(events.waitForFinish())
+        #expect(events.events == [.started(url), .paused(url), .resumed(url), .finished(url, nil)], "\(events.events)")
+        let frame = 1.0 / 30
+        let video = try packetSpan(url, stream: "v:0"), audio = try packetSpan(url, stream: "a:0")
+        // (At most one frame may have been captured between the start and the pause.)
+        let after = Self.seconds(r0, e1)
+        #expect(video.end - video.first <= after + 3 * frame, "the file lasts \(video.end - video.first) s, \(after) s after the resume")
+        #expect(abs(audio.first - video.first) <= frame && abs(audio.end - video.end) <= frame, "audio \(audio), video \(video)")
+    }
+
     /// As in AVFoundation, pausing when not recording or already paused, and resuming when not
     /// paused, do nothing (no delegate call); a stop while paused finishes the file as any stop.
     @Test func pauseAndResumeOutOfTurnDoNothing() throws {
