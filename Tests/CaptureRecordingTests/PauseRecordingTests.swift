@@ -16,6 +16,23 @@ import Testing
         var description: String { "\(codec) and \(audio) in \(file)" }
     }
 
+    /// A session with a virtual camera (and microphone) and a movie output in it, and a folder.
+    struct Setup {
+        let rig: RecordingRig
+        let folder: TempFolder
+        let movie = CaptureMovieFileOutput()
+        init(_ name: String, _ camera: PixelFormat = .nv12, microphone: Bool) throws {
+            rig = try RecordingRig(name, .init(camera, width: 320, height: 240, frameRates: [30]))
+            if microphone { try rig.addMicrophone() }
+            folder = try TempFolder(name.replacingOccurrences(of: " ", with: "-"))
+            rig.session.addOutput(movie)
+        }
+        func close() {
+            rig.stop()
+            folder.remove()
+        }
+    }
+
     /// Seconds between two capture times.
     private static func seconds(_ a: CaptureTime, _ b: CaptureTime) -> Double { Double(b - a) / 1e9 }
 
@@ -30,13 +47,9 @@ import Testing
         Case(file: "mkv", codec: .mjpeg, camera: .mjpeg),
     ])
     func thePauseIsLeftOutOfTheFile(_ c: Case) throws {
-        let rig = try RecordingRig("pause \(c)", .init(c.camera, width: 320, height: 240, frameRates: [30]))
-        try rig.addMicrophone()
-        defer { rig.stop() }
-        let folder = try TempFolder("pause")
-        defer { folder.remove() }
-        let movie = CaptureMovieFileOutput()
-        rig.session.addOutput(movie)
+        let setup = try Setup("pause \(c.codec) \(c.file)", c.camera, microphone: true)
+        defer { setup.close() }
+        let (rig, folder, movie) = (setup.rig, setup.folder, setup.movie)
         // H.264 with keyframes far apart: the one at the resume is the one forced there.
         movie.setOutputSettings(
             .init(codec: c.codec, keyframeInterval: c.codec == .h264 ? 1000 : nil, audioCodec: c.audio), for: nil)
@@ -143,12 +156,9 @@ import Testing
     /// `maxRecordedDuration` counts recorded time only: a 1.5 s limit with a pause of a second
     /// after half a second ends after the resume, with 1.5 s in the file.
     @Test func theDurationLimitCountsRecordedTimeOnly() throws {
-        let rig = try RecordingRig("pause limit", .init(.nv12, width: 320, height: 240, frameRates: [30]))
-        defer { rig.stop() }
-        let folder = try TempFolder("pause-limit")
-        defer { folder.remove() }
-        let movie = CaptureMovieFileOutput()
-        rig.session.addOutput(movie)
+        let setup = try Setup("pause limit", microphone: false)
+        defer { setup.close() }
+        let (rig, folder, movie) = (setup.rig, setup.folder, setup.movie)
         movie.maxRecordedDuration = .milliseconds(1500)
         try rig.session.start()
         let url = folder.file("limited.mkv")
@@ -183,13 +193,9 @@ import Testing
     /// Paused at once after the start: the file begins at the resume (audio too), and the
     /// delegate hears of the pause and the resume after the start all the same.
     @Test func aPauseBeforeTheFirstFrameIsToldAfterTheStart() throws {
-        let rig = try RecordingRig("pause first", .init(.nv12, width: 320, height: 240, frameRates: [30]))
-        try rig.addMicrophone()
-        defer { rig.stop() }
-        let folder = try TempFolder("pause-first")
-        defer { folder.remove() }
-        let movie = CaptureMovieFileOutput()
-        rig.session.addOutput(movie)
+        let setup = try Setup("pause first", microphone: true)
+        defer { setup.close() }
+        let (rig, folder, movie) = (setup.rig, setup.folder, setup.movie)
         try rig.session.start()
         // The camera and the microphone running first, so that frames come at once.
         Thread.sleep(forTimeInterval: 0.5)
@@ -216,12 +222,9 @@ import Testing
     /// As in AVFoundation, pausing when not recording or already paused, and resuming when not
     /// paused, do nothing (no delegate call); a stop while paused finishes the file as any stop.
     @Test func pauseAndResumeOutOfTurnDoNothing() throws {
-        let rig = try RecordingRig("pause no-op", .init(.nv12, width: 320, height: 240, frameRates: [30]))
-        defer { rig.stop() }
-        let folder = try TempFolder("pause-noop")
-        defer { folder.remove() }
-        let movie = CaptureMovieFileOutput()
-        rig.session.addOutput(movie)
+        let setup = try Setup("pause no-op", microphone: false)
+        defer { setup.close() }
+        let (rig, folder, movie) = (setup.rig, setup.folder, setup.movie)
         try rig.session.start()
         movie.pauseRecording()
         #expect(!movie.isRecordingPaused, "not recording: nothing to pause")
