@@ -107,8 +107,8 @@ import Testing
         #expect(length <= around + 2 * frame + priming, "the file lasts \(length) s, recorded around the pause: \(around) s")
         #expect(abs(length - summary.duration.seconds) < 0.002 + priming, "file \(length) s, recorder \(summary.duration)")
         #expect(abs(movie.recordedDuration.seconds - summary.duration.seconds) < 0.000_001)
-        // Audio cut as the video is: it starts and ends with it (within what a camera late under
-        // load may leave between them; the pause is twice that).
+        // The audio starts and ends with the video (at the end within what a camera late under
+        // load may leave between them; where the pause was cut out of it is checked below).
         #expect(abs(audio.first - video.first) <= frame, "start: audio \(audio.first) s, video \(video.first) s")
         #expect(abs(audio.end - video.end) < 0.5, "end: audio \(audio.end) s, video \(video.end) s")
 
@@ -150,8 +150,9 @@ import Testing
             // Lossless audio: the tone's phase jumps where the pause was cut out, between the
             // last frame before it and the first after (when the jump is big enough to see).
             if c.audio == .pcm {
-                let cuts = try toneBreaks(url, frequency: rig.microphone!.frequency)
-                let jump = (lo: 2 * Double.pi * 1000 * Self.seconds(p1, r0), hi: 2 * Double.pi * 1000 * Self.seconds(p0, r1))
+                let tone = rig.microphone!.frequency
+                let cuts = try toneBreaks(url, frequency: tone)
+                let jump = (lo: 2 * Double.pi * tone * Self.seconds(p1, r0), hi: 2 * Double.pi * tone * Self.seconds(p0, r1))
                 let turns = (jump.lo / (2 * .pi)).rounded(.down)
                 let visible = jump.hi - jump.lo < 1 && jump.lo - turns * 2 * .pi > 0.2 && (turns + 1) * 2 * .pi - jump.hi > 0.2
                 // (One break per audio buffer, a sample lost in each, would be dozens; a
