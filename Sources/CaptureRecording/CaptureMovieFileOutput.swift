@@ -73,6 +73,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         var keepAlive: CaptureMovieFileOutput?
         /// Notices the release of the session the output is in.
         weak var sessionWatch: SessionWatch?
+        /// The recording's pauses (see `pauseRecording()`).
+        var pauses = PauseTimeline()
+        /// Counts recordings, so that a pause's notice reaches the recording it was made in.
+        var generation = 0
     }
 
     /// A stop's wait for a destination that does not take the bytes (a FIFO with no reader or
@@ -112,6 +116,15 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         /// The writer's time 0 (its first frame's capture time: a pre-record writer's began
         /// before the file's first frame).
         var writerOrigin: CaptureTime?
+        /// The capture time of the frame that began the file: pauses after it shift what follows.
+        var pauseOrigin: CaptureTime?
+        /// The pauses the video has passed (a frame after a new one starts a run and a keyframe).
+        var resumesPassed = 0
+        /// `startRecording`'s count (see `Shared.generation`).
+        var generation = 0
+        /// Pause and resume notices that came before the first frame (true: a pause), sent
+        /// after `didStartRecordingTo`.
+        var heldNotices: [Bool] = []
         init(
             url: URL, delegate: any CaptureFileOutputRecordingDelegate, settings: MovieOutputSettings, maxDuration: Duration?,
             maxFileSize: Int64?, writer: MovieWriter
@@ -128,10 +141,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         var lastCamera: String?
         /// Notes a frame written: it extends the current run, or starts one when it comes from
         /// another camera or its number does not follow the last.
-        func noteSequence(_ n: UInt64, camera: String? = nil) {
+        func noteSequence(_ n: UInt64, camera: String? = nil, newRun: Bool = false) {
             let sameCamera = camera == nil || lastCamera == nil || camera == lastCamera
             if camera != nil { lastCamera = camera }
-            if sameCamera, let last = sequenceRuns.last, n > last.upperBound {
+            if sameCamera, !newRun, let last = sequenceRuns.last, n > last.upperBound {
                 sequenceRuns[sequenceRuns.count - 1] = last.lowerBound...n
             } else {
                 sequenceRuns.append(n...n)
@@ -309,9 +322,12 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     /// Whether a recording is under way (from `startRecording` until its finish is reported).
     public var isRecording: Bool { locked { $0.isRecording } }
+    /// Whether the recording is paused: from `pauseRecording()` until `resumeRecording()` or
+    /// the recording's end. False when not recording.
+    public var isRecordingPaused: Bool { locked { $0.isRecording && $0.pauses.isPaused } }
     /// The file being recorded, or nil.
     public var outputFileURL: URL? { locked { $0.url } }
-    /// Media recorded so far: from the first frame to the end of the newest.
+    /// Media recorded so far: from the first frame to the end of the newest, pauses left out.
     public var recordedDuration: Duration { locked { $0.duration } }
     /// Bytes in the file so far.
     public var recordedFileSize: Int64 { locked { $0.fileSize } }
@@ -343,6 +359,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             s.duration = .zero
             s.fileSize = 0
             s.framesWritten = 0
+            s.pauses = PauseTimeline()
+            s.generation += 1
             return nil
         }
         if let refused {
@@ -351,10 +369,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         }
         let requested = CaptureTime.now()
         let connection = consumer.connection(with: .video)
-        let (settings, maxDuration, maxFileSize, fragment, minFree) = locked { s in
+        let (settings, maxDuration, maxFileSize, fragment, minFree, generation) = locked { s in
             (
                 (connection.flatMap { s.settings[ObjectIdentifier($0)] } ?? s.defaultSettings), s.maxDuration, s.maxFileSize,
-                s.fragmentInterval, s.minFreeDiskSpace
+                s.fragmentInterval, s.minFreeDiskSpace, s.generation
             )
         }
         queue.async { [self] in
@@ -409,6 +427,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                     url: outputFileURL, delegate: delegate, settings: settings, maxDuration: maxDuration,
                     maxFileSize: maxFileSize, writer: writer)
                 rec.requested = requested
+                rec.generation = generation
                 rec.minFreeDiskSpace = outputFileURL.isFileURL ? minFree : nil
                 rec.standby = fromStandby
                 if fromStandby != nil {
@@ -450,6 +469,57 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         }
         destination?.giveUp(after: Self.stopGrace, grace: Self.stopGrace)
         queue.async { [self] in finish(error: nil) }
+    }
+
+    /// Pauses the recording, as AVFoundation's `pauseRecording()`: frames and audio captured
+    /// from this call until `resumeRecording()` are not written (nor counted as dropped: they
+    /// are no loss), and the file's time line leaves the pause out, so that the video and the
+    /// audio after the resume follow those before it at once, in sync. `recordedDuration` and
+    /// `maxRecordedDuration` count recorded time only. Frames captured before the call and still
+    /// waiting for the recorder are written. `didPauseRecordingTo` follows on the recording
+    /// queue. Does nothing when not recording, when already paused, or after `stopRecording()`;
+    /// a stop while paused finishes the file as any stop does.
+    public func pauseRecording() { setPaused(true) }
+
+    /// Resumes a paused recording, as AVFoundation's `resumeRecording()`: frames and audio
+    /// captured from this call on are written again, the video from a keyframe (H.264), right
+    /// after those before the pause in the file's time line. `didResumeRecordingTo` follows on
+    /// the recording queue. Does nothing when the recording is not paused.
+    public func resumeRecording() { setPaused(false) }
+
+    private func setPaused(_ paused: Bool) {
+        // (The time is taken under the lock, so no frame captured after it is judged by the
+        // timeline before it.)
+        let generation: Int? = locked { s in
+            guard s.isRecording, s.stopAt == nil, paused ? s.pauses.pause(at: .now()) : s.pauses.resume(at: .now()) else {
+                return nil
+            }
+            return s.generation
+        }
+        guard let generation else { return }
+        queue.async { [self] in notify(paused: paused, generation: generation) }
+    }
+
+    /// On the queue: tells the recording's delegate of a pause or resume, after its start
+    /// (held until then when no frame was written yet).
+    private func notify(paused: Bool, generation: Int) {
+        guard let rec = active, rec.generation == generation else { return }
+        guard rec.began else {
+            rec.heldNotices.append(paused)
+            return
+        }
+        if paused {
+            rec.delegate.fileOutput(self, didPauseRecordingTo: rec.url, from: rec.connections)
+        } else {
+            rec.delegate.fileOutput(self, didResumeRecordingTo: rec.url, from: rec.connections)
+        }
+    }
+
+    /// On the queue, after `didStartRecordingTo`: the notices held until then.
+    private func sendHeldNotices(_ rec: Recording) {
+        let held = rec.heldNotices
+        rec.heldNotices = []
+        for paused in held { notify(paused: paused, generation: rec.generation) }
     }
 
     /// The session the output is in was released while recording: the recording ends as
@@ -509,6 +579,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         // Frames asked for before this recording (another product) are not part of it.
         let wanted: Bool = rec.settings.codec == .h264 ? (pixelFormat == .nv12 || pixelFormat == .yuv420) : pixelFormat == .jpeg
         guard wanted, !(sample.presentationTimeStamp < rec.requested) else { return }
+        // Captured while paused: not part of the recording, and no loss.
+        let pauses = locked { $0.pauses }
+        if pauses.contains(sample.presentationTimeStamp) { return }
         if !rec.began {
             // With a microphone, the file opens once its format is known (its first buffer),
             // or without audio after a second of video and no audio.
@@ -528,8 +601,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             rec.began = true
             rec.format = (pixelFormat, dims)
             rec.firstTime = sample.presentationTimeStamp
+            rec.pauseOrigin = sample.presentationTimeStamp
+            rec.resumesPassed = pauses.resumes(before: sample.presentationTimeStamp)
             rec.connections = [connection] + (rec.writer.hasAudio ? audioConsumer.connections : [])
             rec.delegate.fileOutput(self, didStartRecordingTo: rec.url, from: rec.connections)
+            sendHeldNotices(rec)
             let early = rec.earlyAudio
             rec.earlyAudio = []
             for a in early {
@@ -546,7 +622,14 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                     "the camera's frames changed from \(rec.format!.1) to \(dims) mid-recording; the file ends before the change"))
             return
         }
-        let at = sample.presentationTimeStamp - rec.firstTime!
+        let captured = sample.presentationTimeStamp
+        var at = captured - rec.firstTime! - pauses.removed(before: captured, after: rec.pauseOrigin ?? rec.firstTime!)
+        // The first frame after a pause starts a run of sequence numbers (those in the pause
+        // were neither written nor lost) and a keyframe, and comes at least half a frame after
+        // the last one (the pause's cut need not fall midway between two frames).
+        let resumes = pauses.resumes(before: captured)
+        let resumed = resumes > rec.resumesPassed
+        if resumed { at = Swift.max(at, rec.lastNanoseconds + rec.frameNanoseconds / 2) }
         if let max = rec.maxDuration, Duration.nanoseconds(at + rec.frameNanoseconds / 2) > max {
             finish(
                 error: RecordingError(
@@ -561,6 +644,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                     recordingSuccessfullyFinished: true))
             return
         }
+        if resumed {
+            rec.resumesPassed = resumes
+            rec.writer.nextFrameIsKey = true
+        }
         do {
             try rec.writer.write(sample, at: at + (rec.firstTime! - (rec.writerOrigin ?? rec.firstTime!)))
         } catch {
@@ -569,7 +656,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         }
         rec.frames += 1
         rec.lastNanoseconds = at
-        rec.noteSequence(sample.sequenceNumber, camera: connection.device?.uniqueID)
+        rec.noteSequence(sample.sequenceNumber, camera: connection.device?.uniqueID, newRun: resumed)
         let duration = rec.duration, size = rec.writer.fileSize, frames = rec.frames
         locked { s in
             s.duration = duration
@@ -664,6 +751,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         rec.frameNanoseconds = sb.frameNanoseconds
         rec.writerOrigin = origin
         rec.firstTime = first
+        rec.pauseOrigin = sample.presentationTimeStamp
+        rec.resumesPassed = locked { $0.pauses }.resumes(before: sample.presentationTimeStamp)
         // (The origin is on the encoder's 90 kHz clock: within a tick of the frame's time.)
         let written = sb.frames.filter { $0.at > attached.origin - sb.frameNanoseconds / 2 }
         rec.frames = attached.frames
@@ -678,6 +767,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             s.framesWritten = frames
         }
         rec.delegate.fileOutput(self, didStartRecordingTo: rec.url, from: rec.connections)
+        sendHeldNotices(rec)
         let early = rec.earlyAudio
         rec.earlyAudio = []
         for a in early {
@@ -734,12 +824,37 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         guard rec.writer.hasAudio else { return }
         // Audio captured after a stop is not part of the recording (the video's first frame
         // after it ends the recording; audio may get there first).
-        if let stopAt = locked({ $0.stopAt }), stopAt < sample.presentationTimeStamp { return }
-        let at = sample.presentationTimeStamp - rec.firstTime!
-        // The limit is on the capture clock: audio past it is left out, and a camera stalled
-        // half a second past it does not let the recording run on (otherwise the video's next
-        // frame ends it, so that frames still on their way are in). Frames captured and waiting
-        // for this recorder (a slow encoder) are not a stall: they are written first.
+        let (stopAt, pauses) = locked { ($0.stopAt, $0.pauses) }
+        if let stopAt, stopAt < sample.presentationTimeStamp { return }
+        guard !pauses.spans.isEmpty else {
+            writeAudio(pcm, captured: sample.presentationTimeStamp, rec, removed: 0)
+            return
+        }
+        // The parts outside the pauses, each moved earlier by the pauses before it.
+        let start = sample.presentationTimeStamp
+        let rate = Int64(Swift.max(1, pcm.format.sampleRate))
+        let length = Int64(pcm.frameCount) * 1_000_000_000 / rate
+        for part in pauses.kept(from: start, nanoseconds: length) {
+            // (Rounded to the nearest sample; a part that runs to the end keeps the last one.)
+            let from = Int((part.lowerBound * rate + 500_000_000) / 1_000_000_000)
+            let to = part.upperBound == length ? pcm.frameCount : Int((part.upperBound * rate + 500_000_000) / 1_000_000_000)
+            guard to > from else { continue }
+            let piece = from == 0 && to >= pcm.frameCount ? pcm : pcm.frames(from..<to)
+            let captured = CaptureTime(nanoseconds: start.nanoseconds &+ UInt64(part.lowerBound))
+            writeAudio(piece, captured: captured, rec, removed: pauses.removed(before: captured, after: rec.pauseOrigin ?? rec.firstTime!))
+            if active !== rec { return }
+        }
+    }
+
+    /// On the queue: audio captured at `captured`, less the pauses' `removed` nanoseconds, into
+    /// the recording's file.
+    private func writeAudio(_ pcm: AudioPCMBuffer, captured: CaptureTime, _ rec: Recording, removed: Int64) {
+        let at = captured - rec.firstTime! - removed
+        // The limit is on the recorded time line (the capture clock less the pauses): audio past
+        // it is left out, and a camera stalled half a second past it does not let the recording
+        // run on (otherwise the video's next frame ends it, so that frames still on their way are
+        // in). Frames captured and waiting for this recorder (a slow encoder) are not a stall:
+        // they are written first.
         if let max = rec.maxDuration, Duration.nanoseconds(at) >= max {
             if Duration.nanoseconds(at) >= max + .milliseconds(500), consumer.framesWaiting == 0 {
                 finish(
@@ -758,6 +873,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             return
         }
         guard let rec = active, rec.began else { return }
+        // A frame lost while paused would not have been written: no loss.
+        if locked({ $0.pauses }).contains(drop.time) { return }
         var count = drop.count
         // A recorder behind learns of frames lost past the duration limit before it reaches the
         // frame that ends the recording: those are not part of it (counted up to the last frame
@@ -830,6 +947,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             s.isRecording = false
             s.url = nil
             s.destination = nil
+            s.pauses = PauseTimeline()
             s.last = summary
             s.duration = summary.duration
             s.fileSize = summary.fileSize

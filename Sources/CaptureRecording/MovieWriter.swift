@@ -97,6 +97,8 @@ package final class MovieWriter {
     private var headerWritten = false
     /// The file (nil for RTSP and before `open`).
     private(set) var destination: Destination?
+    /// Makes the next H.264 frame a keyframe (IDR), as after a pause (JPEG frames all are).
+    var nextFrameIsKey = false
 
     /// A writer for `url` (its extension or scheme chooses the container), or nil for one it does not name.
     package convenience init?(url: URL, fragmentInterval: Duration) throws(RecordingError) {
@@ -434,16 +436,21 @@ package final class MovieWriter {
             var p = pts(nanoseconds, in: encoder.pointee.time_base)
             if p <= lastPTS { p = lastPTS + 1 }
             lastPTS = p
+            // (x264 makes a forced I frame an IDR, GOPs being closed.)
+            let type = nextFrameIsKey ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
+            nextFrameIsKey = false
             let r: Int32
             if let d = direct, borrow(sample, into: d) {
                 // The recorder's copy, read where it lies.
                 d.pointee.pts = p
+                d.pointee.pict_type = type
                 r = avcodec_send_frame(encoder, d)
                 unborrow(d)
             } else {
                 guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
                 copy(sample, into: frame)
                 frame.pointee.pts = p
+                frame.pointee.pict_type = type
                 r = avcodec_send_frame(encoder, frame)
             }
             guard r >= 0 else { throw RecordingError(.encoderFailed, "libx264 failed on a frame: \(ffMessage(r))") }

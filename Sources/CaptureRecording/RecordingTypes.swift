@@ -178,6 +178,12 @@ enum MovieContainer: Sendable {
 public protocol CaptureFileOutputRecordingDelegate: AnyObject, Sendable {
     /// The first frame was written: the file exists and grows from here.
     func fileOutput(_ output: CaptureMovieFileOutput, didStartRecordingTo fileURL: URL, from connections: [CaptureConnection])
+    /// `pauseRecording()` took effect: what is captured from its call on is not written. After
+    /// `didStartRecordingTo` (a pause made before the first frame is told once it is written).
+    func fileOutput(_ output: CaptureMovieFileOutput, didPauseRecordingTo fileURL: URL, from connections: [CaptureConnection])
+    /// `resumeRecording()` took effect: what is captured from its call on is written again,
+    /// right after what came before the pause in the file's time line.
+    func fileOutput(_ output: CaptureMovieFileOutput, didResumeRecordingTo fileURL: URL, from connections: [CaptureConnection])
     /// The recording ended and the file is closed. `error` is nil after `stopRecording()`; when a
     /// limit ended it, `error.recordingSuccessfullyFinished` is true and the file is complete;
     /// otherwise the file holds what was written up to the failure (nothing for a destination
@@ -189,6 +195,8 @@ public protocol CaptureFileOutputRecordingDelegate: AnyObject, Sendable {
 
 extension CaptureFileOutputRecordingDelegate {
     public func fileOutput(_ output: CaptureMovieFileOutput, didStartRecordingTo fileURL: URL, from connections: [CaptureConnection]) {}
+    public func fileOutput(_ output: CaptureMovieFileOutput, didPauseRecordingTo fileURL: URL, from connections: [CaptureConnection]) {}
+    public func fileOutput(_ output: CaptureMovieFileOutput, didResumeRecordingTo fileURL: URL, from connections: [CaptureConnection]) {}
 }
 
 /// What one recording wrote.
@@ -200,7 +208,7 @@ public struct RecordingSummary: Sendable, Hashable {
     /// Frames lost while recording, by reason (reported by the session: the recorder itself
     /// never discards a frame it was given).
     public var framesDropped: [DropReason: Int]
-    /// Media duration: from the first frame to the end of the last one.
+    /// Media duration: from the first frame to the end of the last one, pauses left out.
     public var duration: Duration
     /// Bytes in the file.
     public var fileSize: Int64
@@ -216,7 +224,8 @@ public struct RecordingSummary: Sendable, Hashable {
     }
     /// The camera's sequence numbers of the frames written, one range per run: a run ends where
     /// the numbers start over or go back (the session switched to another camera mid-recording,
-    /// whose numbers begin at 0). Frames written = the ranges' counts less the frames dropped
+    /// whose numbers begin at 0), and at each resume after a pause (the frames captured while
+    /// paused are neither written nor dropped). Frames written = the ranges' counts less the frames dropped
     /// within them.
     public var sequenceRuns: [ClosedRange<UInt64>] = []
     /// nil when stopped by `stopRecording()`; the limit or the failure otherwise.

@@ -115,6 +115,8 @@ final class RecordingRig {
 final class RecordingEvents: CaptureFileOutputRecordingDelegate, @unchecked Sendable {
     enum Event: Equatable {
         case started(URL)
+        case paused(URL)
+        case resumed(URL)
         case finished(URL, RecordingError?)
     }
     private let lock = NSLock()
@@ -122,6 +124,12 @@ final class RecordingEvents: CaptureFileOutputRecordingDelegate, @unchecked Send
     var events: [Event] { lock.withLock { _events } }
     func fileOutput(_ output: CaptureMovieFileOutput, didStartRecordingTo fileURL: URL, from connections: [CaptureConnection]) {
         lock.withLock { _events.append(.started(fileURL)) }
+    }
+    func fileOutput(_ output: CaptureMovieFileOutput, didPauseRecordingTo fileURL: URL, from connections: [CaptureConnection]) {
+        lock.withLock { _events.append(.paused(fileURL)) }
+    }
+    func fileOutput(_ output: CaptureMovieFileOutput, didResumeRecordingTo fileURL: URL, from connections: [CaptureConnection]) {
+        lock.withLock { _events.append(.resumed(fileURL)) }
     }
     func fileOutput(
         _ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
@@ -132,6 +140,15 @@ final class RecordingEvents: CaptureFileOutputRecordingDelegate, @unchecked Send
     var finishError: RecordingError?? {
         for case .finished(_, let e) in events { return .some(e) }
         return nil
+    }
+    /// Waits (a deadline for hangs only) until the start was reported.
+    func waitForStart(timeout: Double = 90) -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        while Date() < end {
+            if events.contains(where: { if case .started = $0 { true } else { false } }) { return true }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return false
     }
     /// Waits (a deadline for hangs only) until the finish was reported.
     func waitForFinish(timeout: Double = 90) -> Bool {
