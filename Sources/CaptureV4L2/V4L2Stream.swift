@@ -50,6 +50,22 @@ package final class V4L2Queue: Sendable {
         }
     }
 
+    /// Lets go of the driver's buffers a stopped pool still owns because clients hold its frames
+    /// (`REQBUFS 0` orphans them: they stay mapped until let go), so that the format can change.
+    /// Throws `.previousStreamHeld` where the driver cannot orphan buffers (EBUSY).
+    package func orphanStoppedBuffers() throws(BackendError) {
+        try state.withLock { s throws(BackendError) in
+            guard s.owner != 0 else { return }
+            if case .failure(let e) = requestBuffers(0) {
+                if e == .resourceBusy {
+                    throw BackendError.video(.previousStreamHeld, fd.path, operation: "VIDIOC_REQBUFS", errno: e)
+                }
+                throw BackendError.video(e, "VIDIOC_REQBUFS", fd.path)
+            }
+            s.owner = 0
+        }
+    }
+
     /// Whether some pool of this queue holds the driver's buffers.
     package var isAllocated: Bool { state.withLock { $0.owner != 0 } }
 

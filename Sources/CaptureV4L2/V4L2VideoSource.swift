@@ -37,7 +37,11 @@ package final class V4L2VideoSource: VideoSource {
     package func formats() throws(BackendError) -> [SourceFormat] { try device.sourceFormats() }
 
     package func setFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> ActiveFormat {
-        try device.setFormat(pixelFormat, width: width, height: height)
+        // S_FMT answers EBUSY while the driver has buffers: a stopped stream whose frames an
+        // output or the app still holds keeps them until they are let go (a reconfiguration of a
+        // running session would fail). Orphan them first, as a new stream's start does.
+        if pool.withLock({ $0 == nil }) { try queue.orphanStoppedBuffers() }
+        return try device.setFormat(pixelFormat, width: width, height: height)
     }
 
     package func tryFormat(pixelFormat: PixelFormat, width: Int, height: Int) throws(BackendError) -> ActiveFormat {

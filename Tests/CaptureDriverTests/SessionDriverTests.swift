@@ -2,6 +2,7 @@
 // from each raw format, MJPEG passthrough, video data output behaviour, rejected commits.
 import CaptureImaging
 import CaptureBackend
+import CaptureSystem
 import Capture
 import CaptureTestSupport
 import CTurboJPEG
@@ -155,6 +156,39 @@ enum VM {
         #expect(ColorBars.mismatches(image, row: image.height * 3 / 4) == [], "\(fourCC)")
         #expect(photo.metadata["Model"] == cam.localizedName)
         #expect(photo.metadata["Make"] == "vivid")
+    }
+
+    /// A running session changes its camera's format (NV12 VGA to I420 at 320x180) while the app
+    /// still holds a frame of the stream before: the commit is applied and the new frames come
+    /// (S_FMT had answered EBUSY, the held frame keeping the driver's buffers: `deviceBusy`).
+    @Test func aFormatChangeWhileAFrameIsHeldIsApplied() throws {
+        let cam = try VM.vividCameras()[0]
+        let session = CaptureSession()
+        session.addInput(try CaptureDeviceInput(device: cam))
+        let output = CaptureVideoDataOutput()
+        output.videoSettings = .init(pixelFormat: .nv12)
+        let collector = FrameCollector()
+        collector.holdAll = true
+        let formats = Locked<[String]>([])
+        collector.onFrame = { s in formats.withLock { $0.append(s.formatDescription?.mediaSubType ?? "?") } }
+        output.setSampleBufferDelegate(collector, queue: collector.queue)
+        session.addOutput(output)
+        session.sessionPreset = .vga640x480
+        try session.start()
+        defer { session.stopRunning() }
+        #expect(collector.wait(for: 1, timeout: 30))
+        // One frame of the first stream stays held by the app through the change.
+        collector.holdAll = false
+        #expect(collector.heldCount >= 1)
+        session.beginConfiguration()
+        session.sessionPreset = .low
+        output.videoSettings = .init(pixelFormat: .yuv420)
+        let result = session.commitConfiguration()
+        #expect(!result.isRejected, "\(result)")
+        let end = Date() + 30
+        while Date() < end, !formats.withLock({ $0.contains("YU12") }) { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(formats.withLock { $0.contains("YU12") }, "\(formats.withLock { $0 })")
+        collector.releaseHeld()
     }
 
     /// A still's orientation and mirroring come out as the EXIF orientation tag.

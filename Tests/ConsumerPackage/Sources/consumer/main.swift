@@ -146,16 +146,19 @@ if let connection = videoOutput.connection(with: .video), connection.isVideoRota
     check(false, "the video data output's connection takes videoRotationAngle 90")
 }
 
-@MainActor func waitForFrames(_ n: Int) -> [FrameReader.Seen] {
+/// The first frame in `subType` (frames of the configuration before may still be on their way).
+@MainActor func firstFrame(in subType: String) -> FrameReader.Seen? {
     let end = Date() + 60
-    while Date() < end, reader.frames().count < n { Thread.sleep(forTimeInterval: 0.02) }
-    return reader.frames()
+    while Date() < end {
+        if let f = reader.frames().first(where: { $0.subType == subType }) { return f }
+        Thread.sleep(forTimeInterval: 0.02)
+    }
+    return nil
 }
 
 session.startRunning()
 check(session.isRunning, "the session runs")
-// (Frames on their way while the connection turned may come unturned: read the newest.)
-let nv12 = waitForFrames(4).last
+let nv12 = firstFrame(in: "NV12")
 check(
     nv12?.subType == "NV12" && nv12?.planeCount == 2,
     "NV12 frames have two planes (\(nv12.map { "\($0.subType) \($0.planeCount)" } ?? "no frame"))")
@@ -184,9 +187,10 @@ session.beginConfiguration()
 session.sessionPreset = .vga640x480
 videoOutput.videoSettings = .init(pixelFormat: .yuv420)
 videoOutput.connection(with: .video)?.videoRotationAngle = 0
-session.commitConfiguration()
 reader.reset()
-let i420 = waitForFrames(4).last
+let result = session.commitConfiguration()
+check(!result.isRejected, "the session takes I420 at VGA (\(result))")
+let i420 = firstFrame(in: "YU12")
 check(
     i420?.subType == "YU12" && i420?.planeCount == 3,
     "I420 frames have three planes (\(i420.map { "\($0.subType) \($0.planeCount)" } ?? "no frame"))")
