@@ -44,6 +44,24 @@ TYPES = [
     ("capturerecording/capture/capturesession", "CaptureSession"),
 ]
 SEEDS = ["Seed 1", "Seed 2", "Seed 3", "Seed 4", "Seed 5"]
+# Every AVFoundation, Core Media and UIKit-album symbol the five seeds use (read off the seeds in
+# ../shared/seeds, which the repository does not carry): the porting guide's table names each.
+SEED_SYMBOLS = [
+    "AVCaptureDevice", "devicesWithMediaType:", "defaultDeviceWithMediaType:", "hasMediaType:", "position",
+    "AVCaptureDevicePosition", "AVCaptureDevicePositionFront", "AVCaptureDevicePositionBack",
+    "AVCaptureDevicePositionUnspecified", "AVMediaTypeVideo", "AVMediaTypeAudio", "AVCaptureInput",
+    "AVCaptureDeviceInput", "deviceInputWithDevice:error:", "initWithDevice:error:", "device", "AVCaptureSession",
+    "inputs", "canAddInput:", "addInput:", "removeInput:", "canAddOutput:", "addOutput:", "beginConfiguration",
+    "commitConfiguration", "startRunning", "stopRunning", "sessionPreset", "AVCaptureSessionPreset1280x720",
+    "AVCaptureOutput", "AVCaptureStillImageOutput", "setOutputSettings:", "AVVideoCodecKey", "AVVideoCodecJPEG",
+    "connections", "connectionWithMediaType:", "captureStillImageAsynchronouslyFromConnection:completionHandler:",
+    "jpegStillImageNSDataRepresentation:", "AVCaptureConnection", "isVideoOrientationSupported",
+    "setVideoOrientation:", "AVCaptureVideoOrientationPortrait", "AVCaptureVideoDataOutput",
+    "AVCaptureAudioDataOutput", "setSampleBufferDelegate:queue:", "captureOutput:didOutputSampleBuffer:fromConnection:",
+    "CMSampleBufferRef", "AVCaptureVideoPreviewLayer", "layerWithSession:", "setVideoGravity:",
+    "AVLayerVideoGravityResizeAspect", "AVLayerVideoGravityResizeAspectFill", "addSublayer:", "insertSublayer:atIndex:",
+    "insertSublayer:below:", "setMasksToBounds:", "UIImageWriteToSavedPhotosAlbum",
+]
 
 
 def check(name, ok, detail=""):
@@ -125,6 +143,16 @@ def main():
                 "main .row", "rows => rows.map(r => [...r.querySelectorAll('pre')].length)")
             check("the porting guide shows Objective-C beside Swift", len(rows) >= 10 and all(n == 2 for n in rows),
                   f"rows with code listings: {rows}")
+            # The table of every symbol the seeds use: each in its left column, with an answer.
+            cells = page.eval_on_selector_all(
+                "main table", """tables => tables
+                    .filter(t => (t.querySelector('th') || {}).innerText === 'In the seeds')
+                    .flatMap(t => [...t.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.innerText)))""")
+            named = {sym.strip() for row in cells if len(row) == 2 and row[1].strip()
+                     for sym in re.findall(r"[A-Za-z_][A-Za-z0-9_:]*", row[0])}
+            unnamed = [sym for sym in SEED_SYMBOLS if sym not in named]
+            check("the porting guide's table names every symbol the seeds use", cells and not unnamed,
+                  f"{len(cells)} rows; missing {unnamed}")
             check("the porting guide's listings include both languages",
                   "captureStillImageAsynchronouslyFromConnection" in text and "captureStillImageAsynchronously(from:" in text)
             browser.close()
