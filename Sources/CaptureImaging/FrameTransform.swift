@@ -15,7 +15,11 @@ package struct FrameTransform: Sendable, Hashable {
     package let mirrored: Bool
 
     package init?(angle: Int, mirrored: Bool) {
-        guard [0, 90, 180, 270].contains(angle) else { return nil }
+        // (A switch, not an array's `contains`: this runs for every frame of a data output.)
+        switch angle {
+        case 0, 90, 180, 270: break
+        default: return nil
+        }
         self.angle = angle
         self.mirrored = mirrored
     }
