@@ -63,18 +63,8 @@ private final class NotificationLog: @unchecked Sendable {
 
     /// A session on a new virtual camera with a video data output.
     private func rig(_ name: String) throws -> (VirtualCamera, CaptureDevice, CaptureSession, FrameCollector) {
-        let cam = VirtualCamera(
-            name: "\(name) \(UUID().uuidString.prefix(6))", position: .external,
-            formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
-        VirtualCamera.install(cam)
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let video = CaptureVideoDataOutput()
-        let collector = FrameCollector()
-        video.setSampleBufferDelegate(collector, queue: collector.queue)
-        session.addOutput(video)
-        return (cam, device, session, collector)
+        let r = try VirtualSessionRig(name, modes: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        return (r.camera, r.device, r.session, r.collector)
     }
 
     /// A session let go right after stopRunning() frees its camera for the next session at once:

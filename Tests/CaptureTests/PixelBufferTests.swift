@@ -14,24 +14,14 @@ import Testing
     static func firstFrame(
         _ format: PixelFormat, _ w: Int, _ h: Int, fps: Double = 30, asking wanted: PixelFormat? = nil
     ) throws -> SampleBuffer {
-        let cam = VirtualCamera(
-            name: "Planes \(format) \(UUID().uuidString.prefix(6))", position: .external,
-            formats: [.init(format, width: w, height: h, frameRates: [fps])])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let output = CaptureVideoDataOutput()
-        if let wanted { output.videoSettings = .init(pixelFormat: wanted) }
-        let collector = FrameCollector()
+        let rig = try VirtualSessionRig(
+            "Planes \(format)", modes: [.init(format, width: w, height: h, frameRates: [fps])], videoSettings: .init(pixelFormat: wanted))
+        defer { VirtualCamera.uninstall(rig.camera) }
         let first = Locked<SampleBuffer?>(nil)
-        collector.onFrame = { s in first.withLock { if $0 == nil { $0 = s } } }
-        output.setSampleBufferDelegate(collector, queue: collector.queue)
-        session.addOutput(output)
-        try session.start()
-        defer { session.stopRunning() }
-        #expect(collector.wait(for: 1, timeout: 20))
+        rig.collector.onFrame = { s in first.withLock { if $0 == nil { $0 = s } } }
+        try rig.session.start()
+        defer { rig.session.stopRunning() }
+        #expect(rig.collector.wait(for: 1, timeout: 20))
         return try #require(first.withLock { $0 })
     }
 

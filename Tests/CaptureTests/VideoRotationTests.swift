@@ -106,23 +106,15 @@ import Testing
     /// preview's kind of output) is left unturned: it shows the turn itself.
     @Test(arguments: [PixelFormat.nv12, .yuyv, .yuv420])
     func aDataOutputTurnsAndMirrorsTheFrames(format: PixelFormat) throws {
-        let cam = VirtualCamera(
-            name: "Turn \(format) \(UUID().uuidString.prefix(6))", position: .external,
-            formats: [.init(format, width: 640, height: 480, frameRates: [30])])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let output = CaptureVideoDataOutput()
+        let rig = try VirtualSessionRig("Turn \(format)", modes: [.init(format, width: 640, height: 480, frameRates: [30])])
+        defer { VirtualCamera.uninstall(rig.camera) }
+        let (session, output, collector) = (rig.session, rig.output, rig.collector)
         let consumer = CaptureVideoDataOutput(frameConsumer: ())
         let latest = Locked<[ObjectIdentifier: SampleBuffer]>([:])
-        let collector = FrameCollector(), consumerCollector = FrameCollector()
+        let consumerCollector = FrameCollector()
         collector.onFrame = { s in latest.withLock { $0[ObjectIdentifier(output)] = s } }
         consumerCollector.onFrame = { s in latest.withLock { $0[ObjectIdentifier(consumer)] = s } }
-        output.setSampleBufferDelegate(collector, queue: collector.queue)
         consumer.setSampleBufferDelegate(consumerCollector, queue: consumerCollector.queue)
-        session.addOutput(output)
         session.addOutput(consumer)
         let connection = try #require(output.connection(with: .video))
         let consumerConnection = try #require(consumer.connection(with: .video))
