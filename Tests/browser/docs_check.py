@@ -13,7 +13,9 @@ import subprocess
 import sys
 import time
 
-failed = 0
+from checklib import Reporter, launch
+
+check = Reporter("docs")
 
 # Path under /documentation/, and the title the page must show.
 ARTICLES = [
@@ -64,14 +66,6 @@ SEED_SYMBOLS = [
 ]
 
 
-def check(name, ok, detail=""):
-    global failed
-    if ok:
-        print(f"PASS  docs: {name}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL  docs: {name}" + (f"  ({detail})" if detail else ""), flush=True)
-    return ok
 
 
 def main():
@@ -86,7 +80,7 @@ def main():
     except ImportError as e:
         check("playwright is installed (pip install playwright)", False, str(e))
         return 1
-    if not check("chromium is installed (/usr/bin/chromium)", os.access("/usr/bin/chromium", os.X_OK)):
+    if not check.chromium_installed():
         return 1
     # What `scripts/docs --serve` runs, on a free port.
     server = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1",
@@ -105,7 +99,7 @@ def main():
             return 1
 
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            browser = launch(p)
             page = browser.new_page()
 
             def title_of(path):
@@ -159,7 +153,7 @@ def main():
     finally:
         server.terminate()
         server.wait(timeout=10)
-    return 1 if failed else 0
+    return 1 if check.failed else 0
 
 
 if __name__ == "__main__":

@@ -17,17 +17,11 @@ import sys
 import tempfile
 import threading
 
-failed = 0
+from checklib import Reporter, launch
+
+check = Reporter("movie")
 
 
-def check(name, ok, detail=""):
-    global failed
-    if ok:
-        print(f"PASS  movie: {name}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL  movie: {name}" + (f"  ({detail})" if detail else ""), flush=True)
-    return ok
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -65,7 +59,7 @@ def main():
         base = f"http://127.0.0.1:{server.server_address[1]}/"
         try:
             with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+                browser = launch(pw)
                 page = browser.new_page()
                 page.goto(base)
                 duration = page.evaluate("""(src) => new Promise((done) => {
@@ -84,7 +78,7 @@ def main():
         check("chromium's duration at loadedmetadata is ffprobe's", ok, f"chromium {duration}, ffprobe {reference}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return 1 if failed else 0
+    return 1 if check.failed else 0
 
 
 if __name__ == "__main__":

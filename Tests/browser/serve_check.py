@@ -20,17 +20,11 @@ import tempfile
 import time
 import urllib.request
 
-failed = 0
+from checklib import Reporter, launch
+
+check = Reporter("browser")
 
 
-def check(name, ok, detail=""):
-    global failed
-    if ok:
-        print(f"PASS  browser: {name}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL  browser: {name}" + (f"  ({detail})" if detail else ""), flush=True)
-    return ok
 
 
 def free_port():
@@ -74,7 +68,7 @@ def main():
     except ImportError as e:
         check("playwright is installed (pip install playwright)", False, str(e))
         return 1
-    if not check("chromium is installed (/usr/bin/chromium)", os.access("/usr/bin/chromium", os.X_OK)):
+    if not check.chromium_installed():
         return 1
     home = tempfile.mkdtemp(prefix="serve-check-home-")
     env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"))
@@ -100,8 +94,7 @@ def main():
 
         with sync_playwright() as p:
             # rebound.test resolves to this machine, as a DNS rebinding attack makes a site's name do.
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium",
-                                        args=["--no-sandbox", "--host-resolver-rules=MAP rebound.test 127.0.0.1"])
+            browser = launch(p, "--host-resolver-rules=MAP rebound.test 127.0.0.1")
             page = browser.new_page(viewport={"width": 900, "height": 700})
             # What the browser's console would show while the page loads: errors, and failed requests
             # (a missing /favicon.ico was one).
@@ -219,7 +212,7 @@ def main():
                 status = None
             check("capture serve stops on SIGTERM with status 0", status == 0, f"status {status}")
         subprocess.run(["rm", "-rf", home])
-    return 1 if failed else 0
+    return 1 if check.failed else 0
 
 
 def cross_site_checks(page, tool, env, url, home):
