@@ -11,7 +11,7 @@ import Foundation
 ///
 /// Thread-safe, like every `Layer`. Draw it in one window at a time.
 public final class CaptureVideoPreviewLayer: Layer, @unchecked Sendable {
-    private let consumer = CaptureVideoDataOutput(frameConsumer: ())
+    private let consumer = CaptureVideoDataOutput(frameConsumer: (), showsOrientation: true)
     let sink = PreviewFrameSink()
     private let queue = DispatchQueue(label: "swift-capture.preview")
     private var _session: CaptureSession?

@@ -102,24 +102,29 @@ import Testing
 
     /// A running session's video data output turned 90° delivers 480x640 frames whose first rows
     /// are the sensor's left column (the white bar) and last rows its right one (black); 270°
-    /// the other way round; 180° and a mirror put white on the right. A frame consumer (the
-    /// preview's kind of output) is left unturned: it shows the turn itself.
+    /// the other way round; 180° and a mirror put white on the right. A frame consumer is left
+    /// unturned: the preview's says it supports turning (it shows it), others say they do not.
     @Test(arguments: [PixelFormat.nv12, .yuyv, .yuv420])
     func aDataOutputTurnsAndMirrorsTheFrames(format: PixelFormat) throws {
         let rig = try VirtualSessionRig("Turn \(format)", modes: [.init(format, width: 640, height: 480, frameRates: [30])])
         defer { VirtualCamera.uninstall(rig.camera) }
         let (session, output, collector) = (rig.session, rig.output, rig.collector)
-        let consumer = CaptureVideoDataOutput(frameConsumer: ())
+        let consumer = CaptureVideoDataOutput(frameConsumer: (), showsOrientation: true)
         let latest = Locked<[ObjectIdentifier: SampleBuffer]>([:])
         let consumerCollector = FrameCollector()
         collector.onFrame = { s in latest.withLock { $0[ObjectIdentifier(output)] = s } }
         consumerCollector.onFrame = { s in latest.withLock { $0[ObjectIdentifier(consumer)] = s } }
         consumer.setSampleBufferDelegate(consumerCollector, queue: consumerCollector.queue)
         session.addOutput(consumer)
+        // A consumer whose product does not show the turn (the recorder's, the server's) says so.
+        let plain = CaptureVideoDataOutput(frameConsumer: ())
+        session.addOutput(plain)
         let connection = try #require(output.connection(with: .video))
         let consumerConnection = try #require(consumer.connection(with: .video))
         #expect(connection.isVideoRotationAngleSupported(90) && !connection.isVideoRotationAngleSupported(45))
         #expect(connection.isVideoMirroringSupported && consumerConnection.isVideoRotationAngleSupported(270))
+        let plainConnection = try #require(plain.connection(with: .video))
+        #expect(!plainConnection.isVideoOrientationSupported && !plainConnection.isVideoRotationAngleSupported(90))
         try session.start()
         defer { session.stopRunning() }
 

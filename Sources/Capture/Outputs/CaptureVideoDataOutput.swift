@@ -130,15 +130,26 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     // The views the delegate and the sequences get (used under `conversion`, like `converter`).
     private let views = SampleViewPool()
 
-    public override init() { super.init() }
+    public override init() {
+        consumerShowsOrientation = false
+        super.init()
+    }
 
     /// A frame consumer for `CaptureSession.addFrameConsumer` (the package's preview, server
-    /// and recorder): the same delivery as an output, beside the app's outputs.
-    package init(frameConsumer: Void) { super.init(frameConsumer: true) }
+    /// and recorder): the same delivery as an output, beside the app's outputs. Its frames are
+    /// never turned; `showsOrientation`: its product shows its connection's turn (the preview).
+    package init(frameConsumer: Void, showsOrientation: Bool = false) {
+        consumerShowsOrientation = showsOrientation
+        super.init(frameConsumer: true)
+    }
 
-    // Turns and mirrors pixels as its connection asks (a preview, a frame consumer, shows them
-    // turned instead).
-    override var supportsOrientation: Bool { true }
+    // An app's output turns and mirrors pixels as its connection asks; a frame consumer only
+    // when its product shows the turn itself (the preview), never its pixels.
+    override var supportsOrientation: Bool { !isFrameConsumer || consumerShowsOrientation }
+
+    /// Whether this frame consumer's product applies its connection's turn and mirroring itself
+    /// (the preview draws them), so that the connection says it supports them.
+    private let consumerShowsOrientation: Bool
 
     /// Pixel formats `videoSettings` can ask for when the device does not deliver them.
     public static let convertiblePixelFormats: [PixelFormat] = [.bgra32, .xbgr32, .nv12, .yuyv]
