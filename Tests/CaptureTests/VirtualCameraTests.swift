@@ -296,7 +296,7 @@ private func greyPicture(_ f: borrowing FrameBuffer) -> [UInt8]? {
         camera.injectDroppedFrames(Int(UInt32.max - first) - 3)
         var seen: [UInt32] = []
         // Until a few frames past the wrap (frames queued before the jump come first).
-        while seen.count < 40, (seen.filter { $0 < 1000 }.count < 3) { seen.append(try nextGood(s).metadata.sequence) }
+        while seen.count < 40, seen.filter({ $0 < 1000 }).count < 3 { seen.append(try nextGood(s).metadata.sequence) }
         let afterJump = try #require(seen.firstIndex { $0 > UInt32.max - 10 })
         let run = Array(seen[afterJump...])
         #expect(run.contains { $0 < 1000 }, "\(seen)")
