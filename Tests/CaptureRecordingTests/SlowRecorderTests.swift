@@ -342,4 +342,43 @@ import Testing
             "slow stop: backlog \(backlog) at the stop (\(stop) s), video to \(lastVideo) s (\(summary.duration)), audio \(audio) s, "
                 + "\(summary.framesWritten) written + \(dropped) dropped, frames \(range) of \(range.lowerBound)...\(a) before the stop")
     }
+
+    /// A stop while behind whose camera then stalls (no frame comes after the stop): the frames
+    /// captured before it are still written, and the recording ends (the stall is not waited
+    /// out: nothing after the stop is needed once the backlog is written).
+    @Test func aStopWhileBehindWithTheCameraStalledEnds() throws {
+        let rig = try RecordingRig("slow stop stall", .init(.nv12, width: 1920, height: 1080, frameRates: [30]))
+        try rig.addMicrophone()
+        defer { rig.stop() }
+        let folder = try TempFolder("slow-stop-stall")
+        defer { folder.remove() }
+        let app = CaptureVideoDataOutput()
+        app.alwaysDiscardsLateVideoFrames = false
+        let stamps = Stamps()
+        app.setSampleBufferDelegate(stamps, queue: DispatchQueue(label: "test.slow-stop-stall.app"))
+        rig.session.addOutput(app)
+        let movie = Self.placeboMovie(in: rig)
+        try rig.session.start()
+        let url = folder.file("stalled.mp4")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(events.waitForStart(), "the recording never started")
+        let end = Date().addingTimeInterval(90)
+        while movie.framesWaiting < 5, Date() < end { Thread.sleep(forTimeInterval: 0.005) }
+        rig.camera.stall(for: nil)
+        movie.stopRecording()
+        #expect(events.waitForFinish(timeout: 120), "the recording never finished with the camera stalled")
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.error == nil, "\(String(describing: summary.error))")
+        rig.camera.resume()
+        rig.session.stopRunning()
+        // Every frame the camera made (all before the stop) was written or counted lost.
+        let range = try #require(summary.sequenceRange, "\(summary)")
+        let last = try #require(stamps.frames.last).seq
+        let dropped = summary.framesDropped.values.reduce(0, +)
+        #expect(
+            summary.framesWritten + dropped == Int(last - range.lowerBound) + 1,
+            "\(summary.framesWritten) written + \(dropped) dropped of frames \(range.lowerBound)...\(last)")
+        print("slow stop, stalled: \(summary.framesWritten) written + \(dropped) dropped of \(range.lowerBound)...\(last)")
+    }
 }
