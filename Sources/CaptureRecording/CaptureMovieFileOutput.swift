@@ -37,6 +37,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     package static let heldFrameLimit = 1
     /// The most camera buffers this output ever held at once (at most `heldFrameLimit`). Any thread.
     package var cameraBuffersHeldPeak: Int { consumer.heldFramesPeak }
+    /// Frames captured and waiting for the recording queue (the recorder's backlog). Any thread.
+    package var framesWaiting: Int { consumer.framesWaiting }
     /// Serial: frames, drops, starts, stops and delegate calls, in order.
     let queue = DispatchQueue(label: "swift-capture.recording")
     private let lock = NSLock()
@@ -82,6 +84,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// A stop's wait for a destination that does not take the bytes (a FIFO with no reader or
     /// a stalled one): after this the recording ends with `.cannotWriteFile`.
     static let stopGrace = 0.5
+    /// A stop's wait for a camera (or microphone) that gives nothing more: with no frame waiting
+    /// for the recorder this long after the stop, the stream counts as stalled and the recording
+    /// ends with what it has (as the duration limit's half-second grace).
+    static let stopStall = 0.5
 
     private final class Recording {
         let url: URL
@@ -125,6 +131,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         /// Pause and resume notices that came before the first frame (true: a pause), sent
         /// after `didStartRecordingTo`.
         var heldNotices: [Bool] = []
+        /// After a stop: the video (the audio) has reached what was captured after it, so all
+        /// captured before it is in.
+        var videoPastStop = false
+        var audioPastStop = false
         init(
             url: URL, delegate: any CaptureFileOutputRecordingDelegate, settings: MovieOutputSettings, maxDuration: Duration?,
             maxFileSize: Int64?, writer: MovieWriter
@@ -452,14 +462,19 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     }
 
     /// Ends the recording: the encoder's last frames and the final fragment are written and the
-    /// file closed, then `didFinishRecordingTo` is called with no error. Frames captured before
-    /// this call and still waiting for the recorder are written first. A destination that takes
-    /// no byte for half a second after the stop (a FIFO nobody reads, or a stalled reader) is
-    /// given up: the recording ends with `.cannotWriteFile`. Does nothing when not recording.
+    /// file closed, then `didFinishRecordingTo` is called with no error. Every frame and audio
+    /// buffer captured before this call is written first (by capture time: a recorder behind,
+    /// such as a slow encoder, finishes the frames from before the stop that wait for it, and
+    /// counts those it could not keep as dropped); nothing captured after it is. A camera or
+    /// microphone that gives nothing more for half a second after the stop (stalled) ends the
+    /// wait. A destination that takes no byte for half a second after the stop (a FIFO nobody
+    /// reads, or a stalled reader) is given up: the recording ends with `.cannotWriteFile`. Does
+    /// nothing when not recording.
     public func stopRecording() {
-        // The frames queued before the stop are handled first; a frame captured after it ends
-        // the recording as soon as it is reached, so a recorder that stays behind (a slow
-        // encoder) does not hold the stop until its backlog runs dry.
+        // Decided by capture time, not by when the queue gets to a sample (the frames captured
+        // before the stop may still wait in the consumer's backlog for a slow encoder): the
+        // recording ends once the video and the audio have reached what was captured after the
+        // stop, so a recorder that stays behind writes at most its backlog from before the stop.
         // A destination that does not take the bytes (a FIFO nobody reads) is given up a short
         // while after the stop, so that the queue is free for it.
         let now = CaptureTime.now()
@@ -468,7 +483,35 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             return s.destination
         }
         destination?.giveUp(after: Self.stopGrace, grace: Self.stopGrace)
-        queue.async { [self] in finish(error: nil) }
+        queue.async { [self] in
+            guard let rec = active else {
+                locked { $0.stopAt = nil }
+                return
+            }
+            watchStop(generation: rec.generation)
+        }
+    }
+
+    /// On the queue, while a stop waits: ends the recording once both streams passed the stop,
+    /// or once a stream has nothing waiting `stopStall` after it (a stalled camera or
+    /// microphone, a session no longer running); checks again a little later otherwise.
+    private func watchStop(generation: Int) {
+        guard let rec = active, rec.generation == generation, let stopAt = locked({ $0.stopAt }) else { return }
+        if endStopIfDone(rec, stopAt) { return }
+        queue.asyncAfter(deadline: .now() + 0.05) { [self] in watchStop(generation: generation) }
+    }
+
+    /// On the queue, with a stop pending: finishes the recording when nothing captured before
+    /// the stop is still to come. True when it did.
+    @discardableResult
+    private func endStopIfDone(_ rec: Recording, _ stopAt: CaptureTime) -> Bool {
+        let stalled = Double(CaptureTime.now() - stopAt) / 1e9 >= Self.stopStall || session?.isRunning != true
+        // (Frames waiting may be from before the stop: their drain gets to the first after it.)
+        let videoDone = rec.videoPastStop || (stalled && consumer.framesWaiting == 0)
+        let audioDone = rec.audioPastStop || !rec.began || !rec.writer.hasAudio || stalled
+        guard videoDone, audioDone else { return false }
+        finish(error: nil)
+        return true
     }
 
     /// Pauses the recording, as AVFoundation's `pauseRecording()`: frames and audio captured
@@ -556,8 +599,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     fileprivate func handle(_ sample: SampleBuffer, connection: CaptureConnection) {
         guard let pixelFormat = sample.pixelFormat, let dims = sample.dimensions else { return }
-        if active != nil, let stopAt = locked({ $0.stopAt }), stopAt < sample.presentationTimeStamp {
-            finish(error: nil)
+        if let rec = active, let stopAt = locked({ $0.stopAt }), stopAt < sample.presentationTimeStamp {
+            // Every frame captured before the stop is in: the recording ends once the audio is
+            // too (this frame and those after it are not part of it).
+            rec.videoPastStop = true
+            if !endStopIfDone(rec, stopAt) { return }
         }
         guard let rec = active else {
             if let sb = standby, !feed(sb, sample, pixelFormat, dims, connection: connection), sb.format != nil,
@@ -822,10 +868,22 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             return
         }
         guard rec.writer.hasAudio else { return }
-        // Audio captured after a stop is not part of the recording (the video's first frame
-        // after it ends the recording; audio may get there first).
+        // Audio captured after a stop is not part of the recording; the buffer the stop falls
+        // in is the last (the recording ends once the video has reached the stop too).
         let (stopAt, pauses) = locked { ($0.stopAt, $0.pauses) }
-        if let stopAt, stopAt < sample.presentationTimeStamp { return }
+        if let stopAt {
+            let rate = Int64(Swift.max(1, pcm.format.sampleRate))
+            let end = CaptureTime(
+                nanoseconds: sample.presentationTimeStamp.nanoseconds &+ UInt64(Int64(pcm.frameCount) * 1_000_000_000 / rate))
+            if stopAt < end { rec.audioPastStop = true }
+            if stopAt < sample.presentationTimeStamp {
+                endStopIfDone(rec, stopAt)
+                return
+            }
+        }
+        defer {
+            if rec.audioPastStop, active === rec, let stopAt { endStopIfDone(rec, stopAt) }
+        }
         guard !pauses.spans.isEmpty else {
             writeAudio(pcm, captured: sample.presentationTimeStamp, rec, removed: 0)
             return
@@ -872,17 +930,25 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             sb.drops.append(drop)
             return
         }
-        guard let rec = active, rec.began else { return }
+        guard let rec = active, rec.began, !rec.videoPastStop else { return }
         // A frame lost while paused would not have been written: no loss.
-        if locked({ $0.pauses }).contains(drop.time) { return }
+        let (pauses, stopAt) = locked { ($0.pauses, $0.stopAt) }
+        if pauses.contains(drop.time) { return }
         var count = drop.count
-        // A recorder behind learns of frames lost past the duration limit before it reaches the
-        // frame that ends the recording: those are not part of it (counted up to the last frame
-        // within the limit, from the last frame written at the camera's frame interval).
-        if let max = rec.maxDuration, let seq = drop.sequenceNumber, let last = rec.lastSequence, rec.frameNanoseconds > 0 {
+        // A recorder behind learns of frames lost past the duration limit (or the stop) before
+        // it reaches the frame that ends the recording: those are not part of it (counted up to
+        // the last frame within, from the last frame written at the camera's frame interval).
+        var end: Int64?
+        if let max = rec.maxDuration {
             let (s, a) = max.components
-            let limit = s * 1_000_000_000 + a / 1_000_000_000 - rec.frameNanoseconds / 2
-            let lastWithin = Int64(last) + (limit - rec.lastNanoseconds) / rec.frameNanoseconds
+            end = s * 1_000_000_000 + a / 1_000_000_000 - rec.frameNanoseconds / 2
+        }
+        if let stopAt, let first = rec.firstTime {
+            let at = stopAt - first - pauses.removed(before: stopAt, after: rec.pauseOrigin ?? first)
+            end = Swift.min(end ?? at, at)
+        }
+        if let end, let seq = drop.sequenceNumber, let last = rec.lastSequence, rec.frameNanoseconds > 0 {
+            let lastWithin = Int64(last) + (end - rec.lastNanoseconds) / rec.frameNanoseconds
             count = Int(min(Int64(count), Swift.max(0, lastWithin - Int64(seq) + 1)))
         }
         if count > 0 { rec.drops[drop.reason, default: 0] += count }

@@ -258,4 +258,127 @@ import Testing
         let probe = try Probe(url)
         #expect(probe.frames == summary.framesWritten, "ffprobe \(probe.frames), written \(summary.framesWritten)")
     }
+
+    /// Notes each frame's sequence number and capture time.
+    final class Stamps: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+        private let lock = NSLock()
+        private var seen: [(seq: UInt64, at: CaptureTime)] = []
+        func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+            let f = (sampleBuffer.sequenceNumber, sampleBuffer.presentationTimeStamp)
+            lock.withLock { seen.append(f) }
+        }
+        var frames: [(seq: UInt64, at: CaptureTime)] { lock.withLock { seen } }
+    }
+
+    /// `stopRecording()` while frames wait for a slow encoder, with a microphone: every frame
+    /// captured before the stop is written (or counted lost), none captured after it, and the
+    /// video reaches the stop as the audio does. (Before, the stop finished the file from its own
+    /// turn of the recording queue and cut off the frames still waiting: 0.41 s of video against
+    /// 0.92 s of audio.)
+    @Test func aStopWhileBehindWritesEveryFrameCapturedBeforeIt() throws {
+        let rig = try RecordingRig("slow stop av", .init(.nv12, width: 1920, height: 1080, frameRates: [30]))
+        try rig.addMicrophone()
+        defer { rig.stop() }
+        let folder = try TempFolder("slow-stop-av")
+        defer { folder.remove() }
+        // Which frames the camera captured when: an app output that gets every one it delivers.
+        let app = CaptureVideoDataOutput()
+        app.alwaysDiscardsLateVideoFrames = false
+        let stamps = Stamps()
+        app.setSampleBufferDelegate(stamps, queue: DispatchQueue(label: "test.slow-stop.app"))
+        rig.session.addOutput(app)
+        let movie = Self.placeboMovie(in: rig)
+        try rig.session.start()
+        let url = folder.file("stopped-av.mp4")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(events.waitForStart(), "the recording never started")
+        // Stop once frames wait for the encoder (a deadline for hangs only).
+        let end = Date().addingTimeInterval(90)
+        while movie.framesWaiting < 10, Date() < end { Thread.sleep(forTimeInterval: 0.005) }
+        let backlog = movie.framesWaiting
+        let before = CaptureTime.now()
+        movie.stopRecording()
+        let after = CaptureTime.now()
+        #expect(backlog >= 10, "x264 placebo kept up at 1920x1080 (no backlog at the stop)")
+        #expect(events.waitForFinish(timeout: 120), "the recording never finished")
+        rig.session.stopRunning()
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.error == nil, "\(String(describing: summary.error))")
+        let range = try #require(summary.sequenceRange, "\(summary)")
+        let seen = stamps.frames
+        func at(_ seq: UInt64) -> CaptureTime? { seen.first { $0.seq == seq }?.at }
+        let first = try #require(at(range.lowerBound), "the app did not get the recording's first frame")
+        let lastWritten = try #require(at(range.upperBound), "the app did not get the recording's last frame")
+        // The last frame captured before the stop, and the first after it.
+        let a = try #require(seen.last { !(before < $0.at) }).seq
+        let b = try #require(seen.first { after < $0.at }, "no frame came after the stop").seq
+        let dropped = summary.framesDropped.values.reduce(0, +)
+        // Every frame captured before the stop was written or counted lost, once; none after it.
+        // (Frames the camera lost between a and b may be from either side of the stop.)
+        let accounted = summary.framesWritten + dropped
+        #expect(
+            accounted >= Int(a - range.lowerBound) + 1 && accounted <= Int(b - range.lowerBound),
+            "\(summary.framesWritten) written + \(dropped) dropped for frames \(range.lowerBound)...\(a) before the stop")
+        #expect(!(after < lastWritten), "frame \(range.upperBound) was captured after the stop")
+        #expect(range.upperBound == a || dropped > 0, "the file ends at frame \(range.upperBound), \(a) was the last before the stop")
+
+        // The file: its video runs to the last frame before the stop, its audio to the stop.
+        let interval = 1.0 / 30
+        let times = try packetTimes(url)
+        #expect(times.count == summary.framesWritten, "ffprobe listed \(times.count) packets, \(summary.framesWritten) written")
+        let lastVideo = times.max() ?? 0
+        #expect(abs(lastVideo - Double(lastWritten - first) / 1e9) < 0.002, "last packet at \(lastVideo) s")
+        let stop = Double(before - first) / 1e9
+        let audio = try #require(summary.audioDuration, "no audio: \(summary)").seconds
+        // (Audio is written to the end of the buffer the stop falls in.)
+        #expect(audio >= stop - 0.002 && audio <= Double(after - first) / 1e9 + 0.1, "audio \(audio) s for a stop at \(stop) s")
+        // (The camera's own gap around the stop, when a loaded machine made one, is no loss.)
+        let gap = Double((at(b) ?? after) - (at(a) ?? first)) / 1e9
+        #expect(
+            abs(audio - summary.duration.seconds) <= 2 * interval + Swift.max(0, gap - interval),
+            "video \(summary.duration), audio \(audio) s, stop at \(stop) s")
+        print(
+            "slow stop: backlog \(backlog) at the stop (\(stop) s), video to \(lastVideo) s (\(summary.duration)), audio \(audio) s, "
+                + "\(summary.framesWritten) written + \(dropped) dropped, frames \(range) of \(range.lowerBound)...\(a) before the stop")
+    }
+
+    /// A stop while behind whose camera then stalls (no frame comes after the stop): the frames
+    /// captured before it are still written, and the recording ends (the stall is not waited
+    /// out: nothing after the stop is needed once the backlog is written).
+    @Test func aStopWhileBehindWithTheCameraStalledEnds() throws {
+        let rig = try RecordingRig("slow stop stall", .init(.nv12, width: 1920, height: 1080, frameRates: [30]))
+        try rig.addMicrophone()
+        defer { rig.stop() }
+        let folder = try TempFolder("slow-stop-stall")
+        defer { folder.remove() }
+        let app = CaptureVideoDataOutput()
+        app.alwaysDiscardsLateVideoFrames = false
+        let stamps = Stamps()
+        app.setSampleBufferDelegate(stamps, queue: DispatchQueue(label: "test.slow-stop-stall.app"))
+        rig.session.addOutput(app)
+        let movie = Self.placeboMovie(in: rig)
+        try rig.session.start()
+        let url = folder.file("stalled.mp4")
+        let events = RecordingEvents()
+        movie.startRecording(to: url, recordingDelegate: events)
+        #expect(events.waitForStart(), "the recording never started")
+        let end = Date().addingTimeInterval(90)
+        while movie.framesWaiting < 5, Date() < end { Thread.sleep(forTimeInterval: 0.005) }
+        rig.camera.stall(for: nil)
+        movie.stopRecording()
+        #expect(events.waitForFinish(timeout: 120), "the recording never finished with the camera stalled")
+        let summary = try #require(movie.lastRecording)
+        #expect(summary.error == nil, "\(String(describing: summary.error))")
+        rig.camera.resume()
+        rig.session.stopRunning()
+        // Every frame the camera made (all before the stop) was written or counted lost.
+        let range = try #require(summary.sequenceRange, "\(summary)")
+        let last = try #require(stamps.frames.last).seq
+        let dropped = summary.framesDropped.values.reduce(0, +)
+        #expect(
+            summary.framesWritten + dropped == Int(last - range.lowerBound) + 1,
+            "\(summary.framesWritten) written + \(dropped) dropped of frames \(range.lowerBound)...\(last)")
+        print("slow stop, stalled: \(summary.framesWritten) written + \(dropped) dropped of \(range.lowerBound)...\(last)")
+    }
 }
