@@ -12,11 +12,17 @@ import Testing
     final class Counter: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
         private let lock = NSLock()
         private var seqs: [UInt64] = []
+        private var stamps: [UInt64: CaptureTime] = [:]
         func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
-            let s = sampleBuffer.sequenceNumber
-            lock.withLock { seqs.append(s) }
+            let s = sampleBuffer.sequenceNumber, t = sampleBuffer.presentationTimeStamp
+            lock.withLock {
+                seqs.append(s)
+                stamps[s] = t
+            }
         }
         var sequences: [UInt64] { lock.withLock { seqs } }
+        /// The capture time of each frame the app got, by sequence number.
+        var captureTimes: [UInt64: CaptureTime] { lock.withLock { stamps } }
     }
 
     /// A movie output with x264's `placebo` preset (the slow encoder a user can pick) in `rig`'s session.
@@ -116,11 +122,17 @@ import Testing
         #expect(times.count == summary.framesWritten && zip(times, times.dropFirst()).allSatisfy { $0 < $1 })
         let longest = zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 0
         #expect(longest > 1.5 / 30, "no gap in time: the longest step is \(longest) s")
-        // Spread over the capture time, not packed one frame interval apart.
+        // Spread over the capture time, not packed one frame interval apart: the file lasts from
+        // its first frame's capture to its last one's, plus a frame (the camera's own times, as
+        // the app got them: a loaded machine stretches the virtual camera's intervals).
         let interval = 1.0 / 30
+        let captured = counter.captureTimes
+        let first = try #require(captured[UInt64(range.lowerBound)], "the app did not get frame \(range.lowerBound)")
+        let last = try #require(captured[UInt64(range.upperBound)], "the app did not get frame \(range.upperBound)")
+        let span = Double(last - first) / 1e9 + interval
         #expect(
-            abs(summary.duration.seconds - Double(range.count) * interval) < 2 * interval,
-            "duration \(summary.duration) for camera frames \(range)")
+            abs(summary.duration.seconds - span) < 2 * interval,
+            "duration \(summary.duration) for camera frames \(range) captured over \(span) s")
         #expect(abs(probe.duration - summary.duration.seconds) < 0.002, "ffprobe \(probe.duration) s, recorder \(summary.duration)")
     }
 
