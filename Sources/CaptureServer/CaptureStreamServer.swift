@@ -516,6 +516,10 @@ public final class CaptureStreamServer: @unchecked Sendable {
 
     func handle(_ c: HTTP.Connection, url: String, method: String) -> MHD_Result {
         // No route reads a body: a big one is refused before anything else (libmicrohttpd drops it).
+        // A chunked body's size is not known before the route would run, so it needs a length.
+        if HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Transfer-Encoding") != nil {
+            return queueText(c, 411, "send a request body with a Content-Length (no route needs a body)\n")
+        }
         if let length = HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Content-Length").flatMap({ UInt64($0) }),
             length > UInt64(RequestLimits.bodyBytes)
         {

@@ -4,7 +4,7 @@ import CaptureSystem
 import Foundation
 
 /// What one request may carry: no route takes more than a few query arguments or any body. A
-/// request beyond a limit gets its status (414, 413), never silence.
+/// request beyond a limit gets its status (414, 413, 411 for a body of unknown length), never silence.
 enum RequestLimits {
     /// Query arguments at most (the web app sends two).
     static let queryArguments = 64
