@@ -47,3 +47,82 @@ extension CaptureError {
     /// USB bandwidth for this camera beside the others on its controller).
     public var isInsufficientBandwidth: Bool { errno == ENOSPC && operation == "VIDIOC_STREAMON" }
 }
+
+// The links behind `CaptureMultiCamSession`'s connection calls (the session's lock and staged
+// graph are the base class's).
+extension CaptureSession {
+    // MARK: Multi-camera connections
+
+    /// Multi-camera: each output's connections are the links made for it. An output added with
+    /// `addOutput` (or a frame consumer) is linked, per media type, to the first input added with
+    /// `addInput` that feeds no output of its kind yet (a second video data output goes to the
+    /// second camera); outputs and inputs added without connections only get the links the app
+    /// adds. Called with `lock` held.
+    func rebuildLinks(inputs: [CaptureInput], outputs: [CaptureOutput]) {
+        stagedLinks.removeAll { l in
+            !inputs.contains { $0 === l.input } || !outputs.contains { $0 === l.output }
+        }
+        for o in outputs where automaticOutputs.contains(ObjectIdentifier(o)) {
+            for m in o.acceptedMediaTypes where !stagedLinks.contains(where: { $0.output === o && $0.mediaType == m }) {
+                let free = inputs.first { i in
+                    i.mediaTypes.contains(m) && !unlinkedInputs.contains(ObjectIdentifier(i))
+                        && !stagedLinks.contains { l in
+                            guard l.input === i, l.mediaType == m, let other = l.output else { return false }
+                            return type(of: other) == type(of: o) && other.isFrameConsumer == o.isFrameConsumer
+                        }
+                }
+                if let free { stagedLinks.append(CaptureConnection(input: free, output: o, mediaType: m)) }
+            }
+        }
+        var list: [CaptureConnection] = []
+        for o in outputs {
+            let mine = stagedLinks.filter { $0.output === o }
+            o.setConnections(mine)
+            list += mine
+        }
+        allConnections = list
+    }
+
+    func addInputWithoutLinks(_ input: CaptureInput) {
+        change {
+            if let why = checkAdd(input) { refuse(why); return }
+            stagedInputs.append(input)
+            unlinkedInputs.insert(ObjectIdentifier(input))
+        }
+    }
+
+    func addOutputWithoutLinks(_ output: CaptureOutput) {
+        change {
+            guard canAddOutput(output) else { return }
+            stagedOutputs.append(output)
+            automaticOutputs.remove(ObjectIdentifier(output))
+            output.attach(to: self)
+        }
+    }
+
+    func canAddLink(_ c: CaptureConnection) -> Bool {
+        lock.withLock {
+            guard isMultiCam, let o = c.output, stagedInputs.contains(where: { $0 === c.input }),
+                stagedOutputs.contains(where: { $0 === o }),
+                c.input.mediaTypes.contains(c.mediaType), o.acceptedMediaTypes.contains(c.mediaType)
+            else { return false }
+            // An output takes one connection per media type, as in AVFoundation.
+            return !stagedLinks.contains { $0 === c || ($0.output === o && $0.mediaType == c.mediaType) }
+        }
+    }
+
+    func addLink(_ c: CaptureConnection) {
+        change {
+            guard canAddLink(c) else { return }
+            stagedLinks.append(c)
+        }
+    }
+
+    func removeLink(_ c: CaptureConnection) {
+        change {
+            stagedLinks.removeAll { $0 === c }
+            // Removed by hand: the output is not linked again automatically.
+            if let o = c.output { automaticOutputs.remove(ObjectIdentifier(o)) }
+        }
+    }
+}

@@ -142,3 +142,17 @@ final class EventHub: Sendable {
         return stream
     }
 }
+
+extension CaptureSession {
+    // MARK: Events
+
+    /// A new stream of the session's events (each call gets its own stream).
+    public func events() -> AsyncStream<Event> { hub.stream() }
+
+    /// Calls `handler` (on a private serial queue) for every event; returns a token for
+    /// `removeEventHandler`.
+    @discardableResult
+    public func addEventHandler(_ handler: @escaping @Sendable (Event) -> Void) -> UUID { hub.addHandler(handler) }
+    /// Stops calling the handler `token` names.
+    public func removeEventHandler(_ token: UUID) { hub.removeHandler(token) }
+}

@@ -1,0 +1,199 @@
+// The session's graph: which inputs and outputs (and frame consumers) it holds, and the checks
+// that decide whether one can join.
+import CaptureBackend
+import Foundation
+
+extension CaptureSession {
+    // MARK: Graph
+
+    /// The inputs, including changes not yet committed.
+    public var inputs: [CaptureInput] { lock.withLock { stagedInputs } }
+    /// The outputs, including changes not yet committed.
+    public var outputs: [CaptureOutput] { lock.withLock { stagedOutputs.filter { !$0.isFrameConsumer } } }
+    /// Every connection between the session's inputs and outputs.
+    public var connections: [CaptureConnection] { lock.withLock { allConnections } }
+
+    /// Whether `input` can be added: it is not in a session already, its device is not used by
+    /// another session, the session has no other input of the same media type (a multi-camera session: no other microphone), and a camera can
+    /// run at the session's preset (as AVFoundation, which says no to a camera that cannot).
+    /// A camera refused here is remembered: `start()` names the refusal when the session then has
+    /// a video output but no camera.
+    public func canAddInput(_ input: CaptureInput) -> Bool {
+        awaitReleaseOfStoppedHolder(input)
+        return lock.withLock { checkAdd(input) == nil }
+    }
+
+    /// Why `canAddInput(_:)` says no, as a typed error, or nil when the input can be added:
+    /// `.deviceBusy` for a device another session holds (running or not: remove it there, or let
+    /// that session go), `.unsupportedFormat` for a camera that cannot run at the session's
+    /// preset, `.invalidState` for an input already in the session or a second input of a kind.
+    public func reasonCannotAddInput(_ input: CaptureInput) -> CaptureError? {
+        awaitReleaseOfStoppedHolder(input)
+        return lock.withLock { checkAdd(input) }
+    }
+
+    /// A stopped session its app has let go lives on while its last notifications are being
+    /// delivered (each names it as `object`), and holds its camera until then. Before deciding
+    /// that such a camera is busy, wait (briefly: an observer may be slow) for that delivery.
+    /// Outside `lock`: an observer of the other session may call into this one.
+    private func awaitReleaseOfStoppedHolder(_ input: CaptureInput) {
+        guard let device = (input as? CaptureDeviceInput)?.device, let hub = stoppedHolderHub(of: device) else { return }
+        hub.waitUntilDelivered(timeout: .seconds(2))
+    }
+
+    /// The event hub of the other, stopped session holding `device`, if any (without keeping
+    /// that session alive past the return).
+    private func stoppedHolderHub(of device: CaptureDevice) -> EventHub? {
+        guard let holder = device.owner, holder !== self, !holder.isRunning else { return nil }
+        return holder.hub
+    }
+
+    /// `whyNotAdd`, noting for `start()` the refusal of a camera that would have been the
+    /// session's only one. Called with `lock` held.
+    func checkAdd(_ input: CaptureInput) -> CaptureError? {
+        let why = whyNotAdd(input)
+        if let why, input.mediaTypes.contains(.video), !stagedInputs.contains(where: { $0.mediaTypes.contains(.video) }) {
+            cameraRefusal = why
+        }
+        return why
+    }
+
+    /// Why `canAddInput` says no, or nil.
+    private func whyNotAdd(_ input: CaptureInput) -> CaptureError? {
+        guard let di = input as? CaptureDeviceInput else { return CaptureError(.invalidArgument, "only device inputs can be added") }
+        let name = di.device.localizedName
+        if stagedInputs.contains(where: { $0 === input }) {
+            return CaptureError(.invalidState, "\(name)'s input is in the session already")
+        }
+        if let owner = di.device.owner, owner !== self {
+            return CaptureError(.deviceBusy, "\(name) is used by another session; remove it there first")
+        }
+        if stagedInputs.contains(where: { ($0 as? CaptureDeviceInput)?.device === di.device }) {
+            return CaptureError(.invalidState, "\(name) is in the session already (through another input)")
+        }
+        // A multi-camera session takes any number of cameras (one microphone).
+        if !(isMultiCam && di.device.mediaType == .video), stagedInputs.contains(where: { $0.mediaTypes.contains(di.device.mediaType) }) {
+            return CaptureError(
+                .invalidState,
+                "the session has a \(di.device.mediaType.rawValue) input already; remove it first (beginConfiguration, removeInput, addInput, commitConfiguration)"
+            )
+        }
+        // A camera whose formats cannot be read is left to the commit, which reports why.
+        if di.device.mediaType == .video, stagedPreset != .inputPriority, !di.device.formats.isEmpty,
+            PresetResolver.format(for: stagedPreset, in: di.device.formats, preferred: preferredPixelFormat(stagedOutputs)) == nil
+        {
+            return CaptureError(
+                .unsupportedFormat,
+                "\(name) cannot run at the session's preset \(stagedPreset.rawValue) (sizes it has: \(Set(di.device.formats.map(\.dimensions.description)).sorted().joined(separator: ", "))); set a preset it can do first (canSetSessionPreset)"
+            )
+        }
+        return nil
+    }
+
+    /// Adds `input`. When `canAddInput` says no, nothing is added and the refusal is reported:
+    /// a `.configurationRejected` event, and inside `beginConfiguration()` the commit returns
+    /// `.rejected` with it and leaves the whole transaction undone (the session stays as it was).
+    public func addInput(_ input: CaptureInput) {
+        awaitReleaseOfStoppedHolder(input)
+        change {
+            if let why = checkAdd(input) { refuse(why); return }
+            stagedInputs.append(input)
+        }
+    }
+
+    /// Removes `input`.
+    public func removeInput(_ input: CaptureInput) {
+        change {
+            stagedInputs.removeAll { $0 === input }
+            unlinkedInputs.remove(ObjectIdentifier(input))
+        }
+    }
+
+    /// Whether `output` can be added: not in a session yet, and no output of its kind present.
+    public func canAddOutput(_ output: CaptureOutput) -> Bool {
+        lock.withLock {
+            if output.session != nil && output.session !== self { return false }
+            // A multi-camera session takes an output of each kind per camera.
+            if isMultiCam { return !stagedOutputs.contains { $0 === output } }
+            // Frame consumers (preview, server, recorder) may be many, beside the outputs.
+            return !stagedOutputs.contains {
+                $0 === output || (!output.isFrameConsumer && !$0.isFrameConsumer && type(of: $0) == type(of: output))
+            }
+        }
+    }
+
+    /// Adds `output`; does nothing if `canAddOutput` says no.
+    public func addOutput(_ output: CaptureOutput) {
+        change {
+            guard canAddOutput(output) else { return }
+            stagedOutputs.append(output)
+            if isMultiCam { automaticOutputs.insert(ObjectIdentifier(output)) }
+            output.attach(to: self)
+        }
+    }
+
+    /// Removes `output`. Once the change is committed (at once outside `beginConfiguration()`),
+    /// the session's capture threads no longer call into the output; a frame already queued for
+    /// its delegate may still be delivered.
+    public func removeOutput(_ output: CaptureOutput) {
+        change {
+            stagedOutputs.removeAll { $0 === output }
+            automaticOutputs.remove(ObjectIdentifier(output))
+            if !appliedOutputs.contains(where: { $0 === output }) {
+                // Added and removed inside one configuration: it never ran, so let it go now.
+                output.setConnections([])
+                output.attach(to: nil)
+            }
+        }
+    }
+
+    // MARK: Frame consumers (the extension point of the preview, server and recorder products)
+
+    /// The seeds' camera toggle: inside one begin/commit, the session's inputs are replaced by
+    /// `input`; if the commit is refused (the camera cannot do the session's preset), the old
+    /// inputs come back and the refusal is thrown. For the package's tools and server.
+    package func replaceInputs(with input: CaptureDeviceInput) throws(CaptureError) {
+        beginConfiguration()
+        for i in inputs { removeInput(i) }
+        addInput(input)
+        // A refusal undoes the whole transaction: the camera that worked stays.
+        if case .rejected(let e) = commitConfiguration() { throw e }
+    }
+
+    /// Adds a frame consumer: a video data output made with `init(frameConsumer:)`. Like an
+    /// output it gets a connection per camera and its frames (raw, converted or JPEG, per its
+    /// `videoSettings`; a JPEG product is encoded once for every consumer and output that wants
+    /// it), on its own queue, newest first when it falls behind (`alwaysDiscardsLateVideoFrames`),
+    /// with every lost frame reported; unlike one it is not in `outputs`, and any number may be
+    /// added. Returns false (and changes nothing) if it is not a frame consumer or is in a session.
+    @discardableResult
+    package func addFrameConsumer(_ consumer: CaptureVideoDataOutput) -> Bool { addConsumer(consumer) }
+
+    private func addConsumer(_ consumer: CaptureOutput) -> Bool {
+        guard consumer.isFrameConsumer else { return false }
+        var added = false
+        change {
+            guard canAddOutput(consumer) else { return }
+            stagedOutputs.append(consumer)
+            if isMultiCam { automaticOutputs.insert(ObjectIdentifier(consumer)) }
+            consumer.attach(to: self)
+            added = true
+        }
+        return added
+    }
+
+    /// Removes a frame consumer; once this returns the capture threads no longer call it.
+    package func removeFrameConsumer(_ consumer: CaptureVideoDataOutput) { removeOutput(consumer) }
+
+    /// Adds an audio consumer (an audio data output made with `init(frameConsumer:)`, the
+    /// recorder's), as `addFrameConsumer` does for video: a connection per microphone, beside the
+    /// app's outputs and not in `outputs`. Returns false (and changes nothing) if it is not a
+    /// consumer or is in a session. Remove it with `removeOutput`.
+    @discardableResult
+    package func addAudioConsumer(_ consumer: CaptureAudioDataOutput) -> Bool { addConsumer(consumer) }
+
+    /// The frame consumers, in the order they were added.
+    package var frameConsumers: [CaptureVideoDataOutput] {
+        lock.withLock { stagedOutputs.compactMap { $0.isFrameConsumer ? $0 as? CaptureVideoDataOutput : nil } }
+    }
+}
