@@ -1,0 +1,213 @@
+import Capture
+import CaptureSystem
+import Foundation
+
+// On the recording queue: the frames, audio and drops the session hands the output.
+extension CaptureMovieFileOutput {
+    func handle(_ sample: SampleBuffer, connection: CaptureConnection) {
+        guard let pixelFormat = sample.pixelFormat, let dims = sample.dimensions else { return }
+        if let rec = active, let stopAt = locked({ $0.stopAt }), stopAt < sample.presentationTimeStamp {
+            // Every frame captured before the stop is in: the recording ends once the audio is
+            // too (this frame and those after it are not part of it).
+            rec.videoPastStop = true
+            if !endStopIfDone(rec, stopAt) { return }
+        }
+        guard let rec = active else {
+            if let sb = standby, !feed(sb, sample, pixelFormat, dims, connection: connection), sb.format != nil,
+                sb.format?.0 != pixelFormat || sb.format?.1 != dims, Self.wanted(pixelFormat, sb.settings)
+            {
+                // The camera's frames changed: the past kept is of another size; start over.
+                sb.writer.close()
+                standby = nil
+                audioRing = []
+                refreshStandby()
+                if let fresh = standby { _ = feed(fresh, sample, pixelFormat, dims, connection: connection) }
+            }
+            return
+        }
+        if let sb = rec.standby {
+            startFromStandby(rec, sb, sample, pixelFormat, dims, connection: connection)
+            return
+        }
+        // Frames asked for before this recording (another product) are not part of it.
+        let wanted: Bool = rec.settings.codec == .h264 ? (pixelFormat == .nv12 || pixelFormat == .yuv420) : pixelFormat == .jpeg
+        guard wanted, !(sample.presentationTimeStamp < rec.requested) else { return }
+        // Captured while paused: not part of the recording, and no loss.
+        let pauses = locked { $0.pauses }
+        if pauses.contains(sample.presentationTimeStamp) { return }
+        if !rec.began {
+            // With a microphone, the file opens once its format is known (its first buffer),
+            // or without audio after a second of video and no audio.
+            let wantsAudio = rec.settings.recordsAudio && audioConsumer.connection(with: .audio) != nil
+            let audio = rec.earlyAudio.first?.audioBuffer?.format
+            if wantsAudio, audio == nil, sample.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
+            let interval = connection.device?.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
+            rec.frameNanoseconds = Int64(interval.numerator) * 1_000_000_000 / Int64(max(1, interval.denominator))
+            do {
+                try rec.writer.begin(
+                    .init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
+                    audio: wantsAudio ? audio : nil, settings: rec.settings)
+            } catch {
+                finish(error: error)
+                return
+            }
+            rec.began = true
+            rec.format = (pixelFormat, dims)
+            rec.firstTime = sample.presentationTimeStamp
+            rec.pauseOrigin = sample.presentationTimeStamp
+            rec.resumesPassed = pauses.resumes(before: sample.presentationTimeStamp)
+            rec.connections = [connection] + (rec.writer.hasAudio ? audioConsumer.connections : [])
+            rec.delegate.fileOutput(self, didStartRecordingTo: rec.url, from: rec.connections)
+            sendHeldNotices(rec)
+            let early = rec.earlyAudio
+            rec.earlyAudio = []
+            for a in early {
+                guard let pcm = a.audioBuffer else { continue }
+                do { try rec.writer.writeAudio(pcm, at: a.presentationTimeStamp - rec.firstTime!) } catch {
+                    finish(error: error)
+                    return
+                }
+            }
+        } else if rec.format?.0 != pixelFormat || rec.format?.1 != dims {
+            finish(
+                error: RecordingError(
+                    .formatChanged,
+                    "the camera's frames changed from \(rec.format!.1) to \(dims) mid-recording; the file ends before the change"))
+            return
+        }
+        let captured = sample.presentationTimeStamp
+        var at = captured - rec.firstTime! - pauses.removed(before: captured, after: rec.pauseOrigin ?? rec.firstTime!)
+        // The first frame after a pause starts a run of sequence numbers (those in the pause
+        // were neither written nor lost) and a keyframe, and comes at least half a frame after
+        // the last one (the pause's cut need not fall midway between two frames).
+        let resumes = pauses.resumes(before: captured)
+        let resumed = resumes > rec.resumesPassed
+        if resumed { at = Swift.max(at, rec.lastNanoseconds + rec.frameNanoseconds / 2) }
+        if finishAtDurationLimit(rec, frameAt: at) || finishAtFileSizeLimit(rec) { return }
+        if resumed {
+            rec.resumesPassed = resumes
+            rec.writer.nextFrameIsKey = true
+        }
+        do {
+            try rec.writer.write(sample, at: at + (rec.firstTime! - (rec.writerOrigin ?? rec.firstTime!)))
+        } catch {
+            finish(error: error)
+            return
+        }
+        rec.frames += 1
+        rec.lastNanoseconds = at
+        rec.noteSequence(sample.sequenceNumber, camera: connection.device?.uniqueID, newRun: resumed)
+        let duration = rec.duration, size = rec.writer.fileSize, frames = rec.frames
+        locked { s in
+            s.duration = duration
+            s.fileSize = size
+            s.framesWritten = frames
+        }
+        // After the frame, so that the file ends with it.
+        checkFreeSpace(rec, at: at)
+    }
+
+    /// Keeps `buffers` from the one playing at `from` on (the newest half second when nil).
+    private static func trimAudio(_ buffers: inout [SampleBuffer], from: CaptureTime?) {
+        if let from {
+            var drop = 0
+            while drop + 1 < buffers.count, !(from < buffers[drop + 1].presentationTimeStamp) { drop += 1 }
+            if drop > 0 { buffers.removeFirst(drop) }
+            return
+        }
+        guard let rate = buffers.first?.audioBuffer?.format.sampleRate else { return }
+        while buffers.count > 1,
+            Double(buffers.dropFirst().reduce(0) { $0 + ($1.audioBuffer?.frameCount ?? 0) }) / Double(max(1, rate)) > 0.5
+        {
+            buffers.removeFirst()
+        }
+    }
+
+    func handleAudio(_ sample: SampleBuffer) {
+        guard let pcm = sample.audioBuffer else { return }
+        guard let rec = active else {
+            // Pre-record: as far back as the frames kept.
+            if let sb = standby, sb.settings.recordsAudio {
+                audioRing.append(sample)
+                Self.trimAudio(&audioRing, from: sb.keptFrom)
+            }
+            return
+        }
+        guard rec.settings.recordsAudio else { return }
+        guard rec.began else {
+            // Before the first video frame: the newest half second waits for it (with
+            // pre-record, all from the oldest frame kept).
+            rec.earlyAudio.append(sample)
+            Self.trimAudio(&rec.earlyAudio, from: rec.standby?.keptFrom)
+            return
+        }
+        guard rec.writer.hasAudio else { return }
+        // Audio captured after a stop is not part of the recording; the buffer the stop falls
+        // in is the last (the recording ends once the video has reached the stop too).
+        let (stopAt, pauses) = locked { ($0.stopAt, $0.pauses) }
+        if let stopAt {
+            let rate = Int64(Swift.max(1, pcm.format.sampleRate))
+            let end = CaptureTime(
+                nanoseconds: sample.presentationTimeStamp.nanoseconds &+ UInt64(Int64(pcm.frameCount) * 1_000_000_000 / rate))
+            if stopAt < end { rec.audioPastStop = true }
+            if stopAt < sample.presentationTimeStamp {
+                endStopIfDone(rec, stopAt)
+                return
+            }
+        }
+        defer {
+            if rec.audioPastStop, active === rec, let stopAt { endStopIfDone(rec, stopAt) }
+        }
+        guard !pauses.spans.isEmpty else {
+            writeAudio(pcm, captured: sample.presentationTimeStamp, rec, removed: 0)
+            return
+        }
+        // The parts outside the pauses, each moved earlier by the pauses before it.
+        let start = sample.presentationTimeStamp
+        let rate = Int64(Swift.max(1, pcm.format.sampleRate))
+        let length = Int64(pcm.frameCount) * 1_000_000_000 / rate
+        for part in pauses.kept(from: start, nanoseconds: length) {
+            // (Rounded to the nearest sample; a part that runs to the end keeps the last one.)
+            let from = Int((part.lowerBound * rate + 500_000_000) / 1_000_000_000)
+            let to = part.upperBound == length ? pcm.frameCount : Int((part.upperBound * rate + 500_000_000) / 1_000_000_000)
+            guard to > from else { continue }
+            let piece = from == 0 && to >= pcm.frameCount ? pcm : pcm.frames(from..<to)
+            let captured = CaptureTime(nanoseconds: start.nanoseconds &+ UInt64(part.lowerBound))
+            writeAudio(piece, captured: captured, rec, removed: pauses.removed(before: captured, after: rec.pauseOrigin ?? rec.firstTime!))
+            if active !== rec { return }
+        }
+    }
+
+    /// On the queue: audio captured at `captured`, less the pauses' `removed` nanoseconds, into
+    /// the recording's file.
+    private func writeAudio(_ pcm: AudioPCMBuffer, captured: CaptureTime, _ rec: Recording, removed: Int64) {
+        let at = captured - rec.firstTime! - removed
+        if audioPastDurationLimit(rec, at: at) { return }
+        do { try rec.writer.writeAudio(pcm, at: at) } catch { finish(error: error) }
+    }
+
+    func handleDrop(_ drop: DroppedFrames) {
+        if let sb = active?.standby ?? (active == nil ? standby : nil) {
+            sb.drops.append(drop)
+            return
+        }
+        guard let rec = active, rec.began, !rec.videoPastStop else { return }
+        // A frame lost while paused would not have been written: no loss.
+        let (pauses, stopAt) = locked { ($0.pauses, $0.stopAt) }
+        if pauses.contains(drop.time) { return }
+        var count = drop.count
+        // A recorder behind learns of frames lost past the duration limit (or the stop) before
+        // it reaches the frame that ends the recording: those are not part of it (counted up to
+        // the last frame within, from the last frame written at the camera's frame interval).
+        var end = lastFrameWithinDurationLimit(rec)
+        if let stopAt, let first = rec.firstTime {
+            let at = stopAt - first - pauses.removed(before: stopAt, after: rec.pauseOrigin ?? first)
+            end = Swift.min(end ?? at, at)
+        }
+        if let end, let seq = drop.sequenceNumber, let last = rec.lastSequence, rec.frameNanoseconds > 0 {
+            let lastWithin = Int64(last) + (end - rec.lastNanoseconds) / rec.frameNanoseconds
+            count = Int(min(Int64(count), Swift.max(0, lastWithin - Int64(seq) + 1)))
+        }
+        if count > 0 { rec.drops[drop.reason, default: 0] += count }
+    }
+}
