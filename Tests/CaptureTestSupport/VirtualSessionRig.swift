@@ -7,12 +7,13 @@ import Testing
 /// A virtual camera installed under a name no other test uses (the name given, plus a random
 /// tag), and the device discovery hands out for it. Uninstall it when done.
 public struct InstalledCamera: Sendable {
+    /// The mode most tests need: YUYV 320x240 at 30 fps.
+    public static let smallMode = VirtualCamera.Mode(.yuyv, width: 320, height: 240, frameRates: [30])
+
     public let camera: VirtualCamera
     public let device: CaptureDevice
 
-    public init(
-        _ name: String, modes: [VirtualCamera.Mode] = VirtualCamera.defaultModes, position: DevicePosition = .back
-    ) throws {
+    public init(_ name: String, modes: [VirtualCamera.Mode] = [smallMode], position: DevicePosition = .back) throws {
         camera = VirtualCamera(name: "\(name) \(UUID().uuidString.prefix(6))", position: position, formats: modes)
         VirtualCamera.install(camera)
         let uniqueID = camera.uniqueID
@@ -31,7 +32,8 @@ public struct InstalledCamera: Sendable {
 
 /// An `InstalledCamera` and a session holding its input and the outputs asked for, added in
 /// the order given: a video data output that delivers to a `FrameCollector` on its queue,
-/// and/or a still image output. Nothing is started; uninstall the camera when done.
+/// and/or a still image output. Nothing is started; uninstall the camera when done (one
+/// made `on:` a camera uninstalls that camera).
 public struct VirtualSessionRig: Sendable {
     public enum Output: Sendable { case video, still }
 
@@ -55,22 +57,32 @@ public struct VirtualSessionRig: Sendable {
         return stillOutput
     }
 
-    /// - Parameters:
-    ///   - videoSettings, discardsLate: the video data output's `videoSettings` and
-    ///     `alwaysDiscardsLateVideoFrames`.
+    /// A session on a new `InstalledCamera(name, modes:, position:)`.
     public init(
-        _ name: String, modes: [VirtualCamera.Mode], position: DevicePosition = .back,
+        _ name: String, modes: [VirtualCamera.Mode] = [InstalledCamera.smallMode], position: DevicePosition = .back,
         outputs: [Output] = [.video], videoSettings: CaptureVideoDataOutput.VideoSettings = .init(),
         discardsLate: Bool = true
     ) throws {
-        installed = try InstalledCamera(name, modes: modes, position: position)
-        session = CaptureSession()
+        let installed = try InstalledCamera(name, modes: modes, position: position)
         do {
-            session.addInput(try installed.input())
+            try self.init(on: installed, outputs: outputs, videoSettings: videoSettings, discardsLate: discardsLate)
         } catch {
             installed.uninstall()
             throw error
         }
+    }
+
+    /// A session on a camera already installed.
+    /// - Parameters:
+    ///   - videoSettings, discardsLate: the video data output's `videoSettings` and
+    ///     `alwaysDiscardsLateVideoFrames`.
+    public init(
+        on installed: InstalledCamera, outputs: [Output] = [.video],
+        videoSettings: CaptureVideoDataOutput.VideoSettings = .init(), discardsLate: Bool = true
+    ) throws {
+        self.installed = installed
+        session = CaptureSession()
+        session.addInput(try installed.input())
         var video: CaptureVideoDataOutput?, still: CaptureStillImageOutput?
         for kind in outputs {
             switch kind {
