@@ -192,8 +192,7 @@ import Testing
         #expect(second.waitForFinish())
         #expect((second.finishError ?? nil)?.code == .invalidState)
         // Wait for frames to be written, then stop.
-        let end = Date().addingTimeInterval(60)
-        while movie.recordedFrameCount < 15, Date() < end { Thread.sleep(forTimeInterval: 0.01) }
+        waitUntil(timeout: 60) { movie.recordedFrameCount >= 15 }
         #expect(movie.recordedFrameCount >= 15)
         movie.stopRecording()
         #expect(first.waitForFinish())
@@ -270,8 +269,7 @@ extension MovieFileOutputTests {
         let url = folder.file("stall.mkv")
         let events = RecordingEvents()
         movie.startRecording(to: url, recordingDelegate: events)
-        let end = Date().addingTimeInterval(60)
-        while movie.recordedFrameCount < 20, Date() < end { Thread.sleep(forTimeInterval: 0.01) }
+        waitUntil(timeout: 60) { movie.recordedFrameCount >= 20 }
         #expect(movie.recordedFrameCount >= 20)
         rig.camera.stall(for: .milliseconds(500))
         #expect(events.waitForFinish())

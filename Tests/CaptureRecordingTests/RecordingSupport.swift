@@ -143,21 +143,11 @@ final class RecordingEvents: CaptureFileOutputRecordingDelegate, @unchecked Send
     }
     /// Waits (a deadline for hangs only) until the start was reported.
     func waitForStart(timeout: Double = 90) -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while Date() < end {
-            if events.contains(where: { if case .started = $0 { true } else { false } }) { return true }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        return false
+        waitUntil(timeout: timeout) { events.contains { if case .started = $0 { true } else { false } } }
     }
     /// Waits (a deadline for hangs only) until the finish was reported.
     func waitForFinish(timeout: Double = 90) -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while Date() < end {
-            if finishError != nil { return true }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        return finishError != nil
+        waitUntil(timeout: timeout) { finishError != nil }
     }
 }
 

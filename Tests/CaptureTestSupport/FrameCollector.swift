@@ -70,12 +70,7 @@ public final class FrameCollector: CaptureVideoDataOutputSampleBufferDelegate, @
     /// Waits until `n` frames arrived, up to `timeout` seconds.
     @discardableResult
     public func wait(for n: Int, timeout: Double) -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while Date() < end {
-            if count >= n { return true }
-            Thread.sleep(forTimeInterval: 0.005)
-        }
-        return count >= n
+        waitUntil(timeout: timeout) { count >= n }
     }
 }
 

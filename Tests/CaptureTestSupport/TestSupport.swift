@@ -151,13 +151,20 @@ public final class EventLog: @unchecked Sendable {
     public var events: [CaptureSession.Event] { lock.withLock { list } }
     /// Waits up to `timeout` for an event matching `match`.
     public func wait(timeout: Double = 10, _ match: (CaptureSession.Event) -> Bool) -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while Date() < end {
-            if events.contains(where: match) { return true }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        return false
+        waitUntil(timeout: timeout) { events.contains(where: match) }
     }
+}
+
+/// Waits until `condition` holds, polling on this thread: for synchronous tests (an async test
+/// uses `eventually`, which leaves its thread to the others). Returns whether it held in time.
+@discardableResult
+public func waitUntil(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
+    let end = Date().addingTimeInterval(timeout)
+    while !condition() {
+        if Date() > end { return false }
+        Thread.sleep(forTimeInterval: 0.005)
+    }
+    return true
 }
 
 /// Waits until `condition` holds, polling without blocking a thread (a blocked test would

@@ -10,11 +10,8 @@ import Testing
 
 @Suite(.serialized) struct CameraControlsTests {
     private static func camera(_ name: String) throws -> (CaptureDevice, VirtualCamera) {
-        let cam = VirtualCamera(
-            name: "Controls \(name) \(UUID().uuidString.prefix(6))", position: .back,
-            formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
-        VirtualCamera.install(cam)
-        return (try #require(CaptureDevice.device(withUniqueID: cam.uniqueID)), cam)
+        let installed = try InstalledCamera("Controls \(name)")
+        return (installed.device, installed.camera)
     }
 
     private static func code(_ body: () throws(CaptureError) -> Void) -> CaptureError? {

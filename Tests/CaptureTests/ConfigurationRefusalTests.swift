@@ -10,10 +10,9 @@ import Testing
 @Suite(.serialized) struct ConfigurationRefusalTests {
     static let modes: [VirtualCamera.Mode] = [.init(.yuyv, width: 320, height: 240), .init(.yuyv, width: 640, height: 480)]
 
-    static func camera(_ tag: String) -> (CaptureDevice, VirtualCamera) {
-        let cam = VirtualCamera(name: "Refusal \(tag)", position: .front, formats: modes)
-        VirtualCamera.install(cam)
-        return (CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID }!, cam)
+    static func camera(_ tag: String) throws -> (CaptureDevice, VirtualCamera) {
+        let installed = try InstalledCamera("Refusal \(tag)", modes: modes, position: .front)
+        return (installed.device, installed.camera)
     }
 
     static func rejections(_ log: EventLog) -> [CaptureError] {
@@ -21,7 +20,7 @@ import Testing
     }
 
     @Test func impossiblePresetThenAddInput() throws {
-        let (device, cam) = Self.camera("preset-first")
+        let (device, cam) = try Self.camera("preset-first")
         defer { VirtualCamera.uninstall(cam) }
         let session = CaptureSession()
         let log = EventLog(session)
@@ -59,7 +58,7 @@ import Testing
     }
 
     @Test func addInputThenImpossiblePreset() throws {
-        let (device, cam) = Self.camera("input-first")
+        let (device, cam) = try Self.camera("input-first")
         defer { VirtualCamera.uninstall(cam) }
         let session = CaptureSession()
         let log = EventLog(session)
@@ -107,8 +106,8 @@ import Testing
 
     @Test(arguments: Refusal.allCases)
     func refusedCommitKeepsTheRunningGraph(_ kind: Refusal) async throws {
-        let (device, cam) = Self.camera("graph-\(kind.rawValue)")
-        let (otherDevice, otherCam) = Self.camera("graph-held-\(kind.rawValue)")
+        let (device, cam) = try Self.camera("graph-\(kind.rawValue)")
+        let (otherDevice, otherCam) = try Self.camera("graph-held-\(kind.rawValue)")
         defer { VirtualCamera.uninstall(cam); VirtualCamera.uninstall(otherCam) }
         // The other camera belongs to a session that never runs.
         let holder = CaptureSession()
@@ -175,7 +174,7 @@ import Testing
     /// reasonCannotAddInput why; a session left with a video output and no camera does not
     /// start silently (start() throws, startRunning() posts a runtime error).
     @Test func cameraHeldByAStoppedSessionIsReported() throws {
-        let (device, cam) = Self.camera("held")
+        let (device, cam) = try Self.camera("held")
         defer { VirtualCamera.uninstall(cam) }
         let holder = CaptureSession()
         let held = try CaptureDeviceInput(device: device)
@@ -214,7 +213,7 @@ import Testing
         session.stopRunning()
 
         // A camera refused while the session had one is not why it has none later.
-        let (secondDevice, secondCam) = Self.camera("held-second")
+        let (secondDevice, secondCam) = try Self.camera("held-second")
         defer { VirtualCamera.uninstall(secondCam) }
         let single = CaptureSession()
         let second = try CaptureDeviceInput(device: secondDevice)

@@ -3,6 +3,7 @@
 import CaptureVirtual
 import CaptureSystem
 import Capture
+import CaptureTestSupport
 import Foundation
 import Testing
 
@@ -13,12 +14,7 @@ final class MonitorLog: Sendable {
     var events: [DeviceMonitor.Event] { list.withLock { $0 } }
     /// Waits up to `timeout` seconds until `match` holds for the events so far.
     func wait(timeout: Double = 5, _ match: ([DeviceMonitor.Event]) -> Bool) -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while Date() < end {
-            if match(events) { return true }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        return match(events)
+        waitUntil(timeout: timeout) { match(events) }
     }
 }
 
@@ -94,6 +90,7 @@ final class MonitorLog: Sendable {
         #expect(monitor.devices.contains { $0.uniqueID == camera.uniqueID })
         monitor.stop()
         VirtualCamera.uninstall(camera)
+        // Time for an event to come, were one (wrongly) sent.
         Thread.sleep(forTimeInterval: 0.2)
         // Other suites install and remove cameras of their own while this one runs: only this
         // camera's events count.

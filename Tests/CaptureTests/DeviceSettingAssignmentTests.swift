@@ -17,13 +17,8 @@ import Testing
     ]
 
     static func camera(_ name: String) throws -> (CaptureDevice, VirtualCamera) {
-        let cam = VirtualCamera(name: "Assign \(name) \(UUID().uuidString.prefix(6))", position: .back, formats: modes)
-        VirtualCamera.install(cam)
-        guard let device = CaptureDevice.device(withUniqueID: cam.uniqueID) else {
-            VirtualCamera.uninstall(cam)
-            throw TestFailure("the installed virtual camera is not discoverable")
-        }
-        return (device, cam)
+        let installed = try InstalledCamera("Assign \(name)", modes: modes)
+        return (installed.device, installed.camera)
     }
 
     static func error(_ body: () throws(CaptureError) -> Void) -> CaptureError? {

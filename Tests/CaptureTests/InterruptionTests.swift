@@ -12,17 +12,8 @@ import Testing
 
 @Suite(.serialized, .timeLimit(.minutes(2))) struct InterruptionTests {
     private func rig(_ name: String) throws -> (VirtualCamera, CaptureDevice, CaptureSession, EventLog, FrameCollector) {
-        let cam = VirtualCamera(name: name, position: .external, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
-        VirtualCamera.install(cam)
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        let events = EventLog(session)
-        session.addInput(try CaptureDeviceInput(device: device))
-        let video = CaptureVideoDataOutput()
-        let collector = FrameCollector()
-        video.setSampleBufferDelegate(collector, queue: collector.queue)
-        session.addOutput(video)
-        return (cam, device, session, events, collector)
+        let r = try VirtualSessionRig(name, position: .external)
+        return (r.camera, r.device, r.session, EventLog(r.session), r.collector)
     }
 
     private static func isBegan(_ e: CaptureSession.Event, _ reason: CaptureSession.InterruptionReason) -> Bool {
@@ -224,8 +215,7 @@ import Testing
         #expect(device.isConnected)
         VirtualCamera.uninstall(cam)
         #expect(!device.isConnected)
-        let end = Date() + 3
-        while seen.withLock({ $0.count }) < 2, Date() < end { Thread.sleep(forTimeInterval: 0.01) }
+        waitUntil(timeout: 3) { seen.withLock { $0.count } >= 2 }
         #expect(seen.withLock { $0 } == ["+", "-"])
     }
 }

@@ -634,37 +634,19 @@ import CaptureTestSupport
 
 // MARK: - Helpers
 
-/// One installed virtual camera for a scenario, with a unique name so suites can run in parallel.
-struct MisuseRig {
-    let camera: VirtualCamera
-    let device: CaptureDevice
+/// One installed virtual camera for a scenario (YUYV 320x240 at 30 fps unless told), with a
+/// unique name so suites can run in parallel.
+typealias MisuseRig = InstalledCamera
 
-    init(
-        _ name: String, _ mode: VirtualCamera.Mode = .init(.yuyv, width: 320, height: 240, frameRates: [30]),
-        position: DevicePosition = .back
-    ) throws {
-        camera = VirtualCamera(name: "\(name) \(UUID().uuidString.prefix(8))", position: position, formats: [mode])
-        VirtualCamera.install(camera)
-        guard let d = CaptureDevice.device(withUniqueID: camera.uniqueID) else {
-            VirtualCamera.uninstall(camera)
-            throw CaptureError(.noSuchDevice, "the installed virtual camera is not discoverable")
-        }
-        device = d
+extension InstalledCamera {
+    init(_ name: String, _ mode: VirtualCamera.Mode, position: DevicePosition = .back) throws {
+        try self.init(name, modes: [mode], position: position)
     }
-
-    func uninstall() { VirtualCamera.uninstall(camera) }
-    func input() throws -> CaptureDeviceInput { try CaptureDeviceInput(device: device) }
 
     /// A session with this camera and a video data output delivering to a `FrameCollector`.
     func videoSession(discardsLate: Bool = true) throws -> (CaptureSession, CaptureVideoDataOutput, FrameCollector) {
-        let session = CaptureSession()
-        session.addInput(try input())
-        let video = CaptureVideoDataOutput()
-        video.alwaysDiscardsLateVideoFrames = discardsLate
-        let collector = FrameCollector()
-        video.setSampleBufferDelegate(collector, queue: collector.queue)
-        session.addOutput(video)
-        return (session, video, collector)
+        let rig = try VirtualSessionRig(on: self, discardsLate: discardsLate)
+        return (rig.session, rig.output, rig.collector)
     }
 
     /// Runs `body` on a thread of its own and waits (without blocking the test's thread) up to

@@ -63,7 +63,7 @@ private final class NotificationLog: @unchecked Sendable {
 
     /// A session on a new virtual camera with a video data output.
     private func rig(_ name: String) throws -> (VirtualCamera, CaptureDevice, CaptureSession, FrameCollector) {
-        let r = try VirtualSessionRig(name, modes: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        let r = try VirtualSessionRig(name, modes: [.init(.yuyv, width: 320, height: 240, frameRates: [30])], position: .external)
         return (r.camera, r.device, r.session, r.collector)
     }
 

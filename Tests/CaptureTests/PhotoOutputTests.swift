@@ -53,21 +53,17 @@ struct PhotoOutputTests {
         _ format: PixelFormat, width: Int = 320, height: Int = 180,
         _ output: CaptureOutput, extra: [CaptureOutput] = []
     ) throws -> (CaptureSession, VirtualCamera) {
-        let camera = VirtualCamera(
-            name: "Photo Test \(UUID().uuidString.prefix(8))", position: .back,
-            formats: [VirtualCamera.Mode(format, width: width, height: height, frameRates: [30])])
-        VirtualCamera.install(camera)
-        let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
+        let installed = try InstalledCamera("Photo Test", modes: [.init(format, width: width, height: height, frameRates: [30])])
         let session = CaptureSession()
         session.beginConfiguration()
-        session.addInput(try CaptureDeviceInput(device: device))
+        session.addInput(try installed.input())
         for o in [output] + extra {
             #expect(session.canAddOutput(o))
             session.addOutput(o)
         }
         #expect(!session.commitConfiguration().isRejected)
         try session.start()
-        return (session, camera)
+        return (session, installed.camera)
     }
 
     @Test(
@@ -84,6 +80,7 @@ struct PhotoOutputTests {
         #expect(output.maxPhotoDimensions == VideoDimensions(width: 320, height: 180))
         output.capturePhoto(with: settings, delegate: recorder)
         #expect(recorder.done.wait(timeout: .now() + 20) == .success)
+        // A moment for any call after the last (each must come once).
         Thread.sleep(forTimeInterval: 0.05)
         let id = settings.uniqueID
         #expect(

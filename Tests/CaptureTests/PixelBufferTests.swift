@@ -15,8 +15,9 @@ import Testing
         _ format: PixelFormat, _ w: Int, _ h: Int, fps: Double = 30, asking wanted: PixelFormat? = nil
     ) throws -> SampleBuffer {
         let rig = try VirtualSessionRig(
-            "Planes \(format)", modes: [.init(format, width: w, height: h, frameRates: [fps])], videoSettings: .init(pixelFormat: wanted))
-        defer { VirtualCamera.uninstall(rig.camera) }
+            "Planes \(format)", modes: [.init(format, width: w, height: h, frameRates: [fps])], position: .external,
+            videoSettings: .init(pixelFormat: wanted))
+        defer { rig.uninstall() }
         let first = Locked<SampleBuffer?>(nil)
         rig.collector.onFrame = { s in first.withLock { if $0 == nil { $0 = s } } }
         try rig.session.start()

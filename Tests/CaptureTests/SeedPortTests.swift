@@ -3,6 +3,7 @@
 import CaptureVirtual
 import CaptureBackend
 import Capture
+import CaptureTestSupport
 import Foundation
 import Testing
 
@@ -61,15 +62,6 @@ final class SeedFourCaptureWithDrops: CaptureVideoDataOutputSampleBufferDelegate
 }
 
 @Suite(.serialized) struct SeedPortTests {
-    private static func waitUntil(_ seconds: Double, _ done: () -> Bool) -> Bool {
-        let end = Date().addingTimeInterval(seconds)
-        while Date() < end {
-            if done() { return true }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        return done()
-    }
-
     @Test func seedFourDelegateReceivesVideoAndAudio() throws {
         let pair = VirtualCamera.installDefaultPair()
         defer { VirtualCamera.uninstall(pair.front); VirtualCamera.uninstall(pair.back) }
@@ -83,7 +75,7 @@ final class SeedFourCaptureWithDrops: CaptureVideoDataOutputSampleBufferDelegate
         defer { seed.captureSession.stopRunning() }
         #expect(seed.videoConnection != nil)
         #expect(
-            Self.waitUntil(20) { seed.video >= 5 && seed.audio >= 5 },
+            waitUntil(timeout: 20) { seed.video >= 5 && seed.audio >= 5 },
             "video \(seed.video), audio \(seed.audio): one delegate must get both")
         #expect(seed.misfiled == 0)
 

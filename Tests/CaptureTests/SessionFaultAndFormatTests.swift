@@ -12,29 +12,18 @@ import Testing
     /// tables; decodable (tables inserted) when it has none.
     @Test(arguments: [false, true])
     func mjpegPassthrough(omitTables: Bool) async throws {
-        let cam = VirtualCamera(
-            name: "MJPEG \(omitTables)", position: .back,
-            formats: [.init(.mjpeg, width: 640, height: 480, frameRates: [30], omitsHuffmanTables: omitTables)])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let still = CaptureStillImageOutput()
-        let video = CaptureVideoDataOutput()
+        let rig = try VirtualSessionRig(
+            "MJPEG \(omitTables)", modes: [.init(.mjpeg, width: 640, height: 480, frameRates: [30], omitsHuffmanTables: omitTables)],
+            outputs: [.still, .video], discardsLate: false)
+        defer { rig.uninstall() }
         let frames = FrameStore()
-        let collector = FrameCollector()
-        collector.onFrame = { s in frames.put(s.sequenceNumber, s.data()) }
-        video.setSampleBufferDelegate(collector, queue: collector.queue)
-        video.alwaysDiscardsLateVideoFrames = false
-        session.addOutput(still)
-        session.addOutput(video)
-        try session.start()
-        defer { session.stopRunning() }
-        let connection = try #require(still.connection(with: .video))
-        let sample = try await still.captureStillImage(from: connection)
+        rig.collector.onFrame = { s in frames.put(s.sequenceNumber, s.data()) }
+        try rig.session.start()
+        defer { rig.session.stopRunning() }
+        let connection = try #require(rig.still.connection(with: .video))
+        let sample = try await rig.still.captureStillImage(from: connection)
         let jpeg = try #require(sample.jpegData)
-        #expect(collector.wait(for: collector.count + 2, timeout: 5))
+        #expect(rig.collector.wait(for: rig.collector.count + 2, timeout: 5))
         let source = try #require(frames.get(sample.sequenceNumber), "the video output never saw frame \(sample.sequenceNumber)")
         let hasDHT = { (d: Data) in d.withUnsafeBytes { b in (0..<(b.count - 1)).contains { b[$0] == 0xFF && b[$0 + 1] == 0xC4 } } }
         if omitTables {
@@ -50,24 +39,16 @@ import Testing
     /// `videoSettings` asks for a format the camera lacks: frames arrive converted, with the bars intact.
     @Test(arguments: [(PixelFormat.mjpeg, PixelFormat.bgra32), (.yuyv, .bgra32), (.yuyv, .nv12), (.nv12, .yuyv)])
     func convertsToRequestedFormat(_ from: PixelFormat, _ to: PixelFormat) throws {
-        let cam = VirtualCamera(name: "Convert \(from)-\(to)", position: .back, formats: [.init(from, width: 320, height: 240)])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let video = CaptureVideoDataOutput()
-        video.videoSettings = .init(pixelFormat: to)
-        let collector = FrameCollector()
+        let rig = try VirtualSessionRig(
+            "Convert \(from)-\(to)", modes: [.init(from, width: 320, height: 240)], videoSettings: .init(pixelFormat: to))
+        defer { rig.uninstall() }
         let got = FrameStore()
-        collector.onFrame = { s in
+        rig.collector.onFrame = { s in
             if s.pixelFormat == to, s.dimensions == VideoDimensions(width: 320, height: 240) { got.put(0, s.data()) }
         }
-        video.setSampleBufferDelegate(collector, queue: collector.queue)
-        session.addOutput(video)
-        try session.start()
-        #expect(collector.wait(for: 3, timeout: 5))
-        session.stopRunning()
+        try rig.session.start()
+        #expect(rig.collector.wait(for: 3, timeout: 5))
+        rig.session.stopRunning()
         let data = try #require(got.get(0), "no \(to) frame arrived")
         let row = 180
         let bars = ColorBars.expected
@@ -89,18 +70,11 @@ import Testing
     /// A new frame rate on a running session takes effect without a failed restart, while the
     /// delegate holds a frame from before.
     @Test func frameRateChangeWhileRunning() throws {
-        let cam = VirtualCamera(name: "Rate", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30, 15])])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let video = CaptureVideoDataOutput()
-        let collector = FrameCollector()
+        let rig = try VirtualSessionRig("Rate", modes: [.init(.yuyv, width: 320, height: 240, frameRates: [30, 15])])
+        defer { rig.uninstall() }
+        let (session, device, collector) = (rig.session, rig.device, rig.collector)
         let kept = FrameStore()
         collector.onFrame = { s in kept.put(0, s.data()) }
-        video.setSampleBufferDelegate(collector, queue: collector.queue)
-        session.addOutput(video)
         try session.start()
         defer { session.stopRunning() }
         #expect(collector.wait(for: 3, timeout: 5))
@@ -113,20 +87,14 @@ import Testing
         #expect(session.isRunning)
     }
 
-    /// Installs `cam` and starts a session with an input on it and a still output. The caller
-    /// stops the session and uninstalls the camera.
-    private static func runningStillSession(_ cam: VirtualCamera) throws -> (CaptureSession, CaptureStillImageOutput) {
-        VirtualCamera.install(cam)
+    /// A rig with a still output, started. The caller stops the session and uninstalls the camera.
+    private static func runningStillRig(_ name: String, _ mode: VirtualCamera.Mode) throws -> VirtualSessionRig {
+        let rig = try VirtualSessionRig(name, modes: [mode], outputs: [.still])
         do {
-            let device = try #require(CaptureDevice.device(withUniqueID: cam.uniqueID))
-            let session = CaptureSession()
-            session.addInput(try CaptureDeviceInput(device: device))
-            let still = CaptureStillImageOutput()
-            session.addOutput(still)
-            try session.start()
-            return (session, still)
+            try rig.session.start()
+            return rig
         } catch {
-            VirtualCamera.uninstall(cam)
+            rig.uninstall()
             throw error
         }
     }
@@ -134,9 +102,9 @@ import Testing
     /// In `.exifOnly` mode, orientation and mirroring of a still connection become the EXIF
     /// orientation tag (pixel rotation, the default, is in StillRotationTests).
     @Test func orientationToEXIF() async throws {
-        let cam = VirtualCamera(name: "Orientation", position: .back, formats: [.init(.yuyv, width: 320, height: 240)])
-        let (session, still) = try Self.runningStillSession(cam)
-        defer { session.stopRunning(); VirtualCamera.uninstall(cam) }
+        let rig = try Self.runningStillRig("Orientation", .init(.yuyv, width: 320, height: 240))
+        defer { rig.session.stopRunning(); rig.uninstall() }
+        let still = rig.still
         still.outputSettings.orientationMode = .exifOnly
         let c = try #require(still.connection(with: .video))
         let plain = try #require(try await still.captureStillImage(from: c).jpegData)
@@ -151,14 +119,9 @@ import Testing
 
     /// A still before start, or from another output's connection, fails with a clear error.
     @Test func stillMisuse() async throws {
-        let cam = VirtualCamera(name: "Misuse", position: .back, formats: [.init(.yuyv, width: 320, height: 240)])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let still = CaptureStillImageOutput()
-        session.addOutput(still)
+        let rig = try VirtualSessionRig("Misuse", modes: [.init(.yuyv, width: 320, height: 240)], outputs: [.still])
+        defer { rig.uninstall() }
+        let (session, still) = (rig.session, rig.still)
         let c = try #require(still.connection(with: .video))
         await #expect(throws: CaptureError.self) { _ = try await still.captureStillImage(from: c) }
         do {
@@ -167,35 +130,25 @@ import Testing
             #expect(error.code == .invalidState)
         }
         // A second input of the same media type cannot be added; neither can a second still output.
-        let other = VirtualCamera(name: "Misuse 2", position: .front, formats: [.init(.yuyv, width: 320, height: 240)])
-        VirtualCamera.install(other)
-        defer { VirtualCamera.uninstall(other) }
-        let d2 = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == other.uniqueID })
-        #expect(!session.canAddInput(try CaptureDeviceInput(device: d2)))
+        let other = try InstalledCamera("Misuse 2", modes: [.init(.yuyv, width: 320, height: 240)], position: .front)
+        defer { other.uninstall() }
+        #expect(!session.canAddInput(try other.input()))
         #expect(!session.canAddOutput(CaptureStillImageOutput()))
     }
 
     /// Unplugging: the session posts deviceDisconnected, stops, fails a pending still with
     /// `.disconnected`, and can run again after the camera comes back.
     @Test func disconnectMidStream() async throws {
-        let cam = VirtualCamera(name: "Unplug", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
+        let rig = try VirtualSessionRig(
+            "Unplug", modes: [.init(.yuyv, width: 320, height: 240, frameRates: [30])], outputs: [.still, .video])
+        defer { rig.uninstall() }
+        let (cam, session, still, collector) = (rig.camera, rig.session, rig.still, rig.collector)
         let events = EventLog(session)
-        session.addInput(try CaptureDeviceInput(device: device))
-        let still = CaptureStillImageOutput()
-        let video = CaptureVideoDataOutput()
-        let collector = FrameCollector()
-        video.setSampleBufferDelegate(collector, queue: collector.queue)
-        session.addOutput(still)
-        session.addOutput(video)
         try session.start()
         #expect(collector.wait(for: 3, timeout: 5))
         cam.stall(for: nil)
         let pending = Task { try await still.captureStillImage(from: still.connection(with: .video)!) }
-        try await Task.sleep(for: .milliseconds(100))
+        _ = await eventually { still.isCapturingStillImage }
         cam.disconnect()
         let result = await pending.result
         #expect(throws: CaptureError.self) { try result.get() }
@@ -215,9 +168,9 @@ import Testing
     /// after max(5 s, 20 frame intervals), the session keeps running, and stills work again
     /// once frames come back.
     @Test func stillOnStalledCameraTimesOut() async throws {
-        let cam = VirtualCamera(name: "Stalled still", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
-        let (session, still) = try Self.runningStillSession(cam)
-        defer { session.stopRunning(); VirtualCamera.uninstall(cam) }
+        let rig = try Self.runningStillRig("Stalled still", .init(.yuyv, width: 320, height: 240, frameRates: [30]))
+        defer { rig.session.stopRunning(); rig.uninstall() }
+        let (cam, session, still) = (rig.camera, rig.session, rig.still)
         let connection = try #require(still.connection(with: .video))
         _ = try await still.captureStillImage(from: connection)
         cam.stall(for: nil)
@@ -242,28 +195,17 @@ import Testing
     /// the first frame once a buffer goes back. (Under load, a slow delegate that keeps late
     /// frames starved a still into `.timedOut` before.)
     @Test func stillWaitsWhileTheAppHoldsEveryBuffer() async throws {
-        let cam = VirtualCamera(name: "Held still", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.device(withUniqueID: cam.uniqueID))
-        let session = CaptureSession()
-        let output = CaptureVideoDataOutput()
-        output.alwaysDiscardsLateVideoFrames = false
-        let collector = FrameCollector()
+        let rig = try VirtualSessionRig(
+            "Held still", modes: [.init(.yuyv, width: 320, height: 240, frameRates: [30])], outputs: [.video, .still],
+            discardsLate: false)
+        defer { rig.uninstall() }
+        let (session, still, collector) = (rig.session, rig.still, rig.collector)
         collector.holdAll = true
-        output.setSampleBufferDelegate(collector, queue: collector.queue)
-        let still = CaptureStillImageOutput()
-        session.addInput(try CaptureDeviceInput(device: device))
-        session.addOutput(output)
-        session.addOutput(still)
         try session.start()
         defer { session.stopRunning() }
         let connection = try #require(still.connection(with: .video))
         // Dry: the device reports frames it had nowhere to write.
-        let dryBy = ContinuousClock.now + .seconds(10)
-        while !collector.drops.contains(where: { $0.reason == .outOfBuffers }), ContinuousClock.now < dryBy {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        _ = await eventually { collector.drops.contains { $0.reason == .outOfBuffers } }
         #expect(collector.drops.contains { $0.reason == .outOfBuffers }, "the camera never ran dry: \(collector.drops)")
         let result = Locked<(sample: SampleBuffer?, error: CaptureError?, at: ContinuousClock.Instant)?>(nil)
         let asked = ContinuousClock.now
@@ -277,8 +219,7 @@ import Testing
             "gave up while the app held the buffers: \(String(describing: result.withLock { $0?.error }))")
         let released = ContinuousClock.now
         collector.releaseHeld()
-        let doneBy = ContinuousClock.now + .seconds(5)
-        while result.withLock({ $0 == nil }), ContinuousClock.now < doneBy { try await Task.sleep(for: .milliseconds(20)) }
+        _ = await eventually(timeout: 5) { result.withLock { $0 != nil } }
         let got = try #require(result.withLock { $0 }, "no still \(ContinuousClock.now - asked) after asking")
         #expect(got.error == nil && got.sample?.jpegData != nil, "\(String(describing: got.error))")
         #expect(got.at - released < .seconds(2), "the still came \(got.at - released) after a buffer went back")
@@ -289,11 +230,9 @@ import Testing
     /// capture with `.corruptFrame` once the time-out passes, not with a bare `.timedOut`.
     @Test(arguments: [PixelFormat.mjpeg, .yuyv])
     func stillSkipsDamagedFrames(format: PixelFormat) async throws {
-        let cam = VirtualCamera(
-            name: "Damaged still \(format)", position: .back,
-            formats: [.init(format, width: 320, height: 240, frameRates: [30])])
-        let (session, still) = try Self.runningStillSession(cam)
-        defer { session.stopRunning(); VirtualCamera.uninstall(cam) }
+        let rig = try Self.runningStillRig("Damaged still \(format)", .init(format, width: 320, height: 240, frameRates: [30]))
+        defer { rig.session.stopRunning(); rig.uninstall() }
+        let (cam, session, still) = (rig.camera, rig.session, rig.still)
         let connection = try #require(still.connection(with: .video))
         _ = try await still.captureStillImage(from: connection)
 
@@ -307,7 +246,7 @@ import Testing
                     return .failure(error)
                 }
             }
-            while !still.isCapturingStillImage { try await Task.sleep(for: .milliseconds(5)) }
+            _ = await eventually { still.isCapturingStillImage }
             cam.resume()
             return await task.value
         }
@@ -336,10 +275,9 @@ import Testing
     /// A still output released with a capture pending (the app dropped it and its session)
     /// still calls the completion, with `.cancelled`, without waiting for the timeout.
     @Test func releasedOutputCancelsPendingStill() throws {
-        let cam = VirtualCamera(name: "Released still", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
+        let camera = try InstalledCamera("Released still", modes: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        defer { camera.uninstall() }
+        let (cam, device) = (camera.camera, camera.device)
         let done = DispatchSemaphore(value: 0)
         let outcome = StillOutcome()
         weak var released: CaptureStillImageOutput?
@@ -359,8 +297,7 @@ import Testing
             #expect(still.isCapturingStillImage)
         }
         // The capture thread lets go of its routes as it ends, which may lag on a loaded machine.
-        let deadline = Date() + 5
-        while released != nil && Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
+        waitUntil(timeout: 5) { released == nil }
         #expect(released == nil, "the output outlived its session and the app's reference")
         #expect(done.wait(timeout: .now() + 3) == .success, "the completion of a released output never ran")
         #expect(outcome.get() == (false, .cancelled))
@@ -369,17 +306,10 @@ import Testing
 
     /// A fatal stall is reported as deviceStalled (not a hang) and frames resume after it.
     @Test func stallIsReported() throws {
-        let cam = VirtualCamera(name: "Stall", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
+        let rig = try VirtualSessionRig("Stall", modes: [.init(.yuyv, width: 320, height: 240, frameRates: [30])])
+        defer { rig.uninstall() }
+        let (cam, session, collector) = (rig.camera, rig.session, rig.collector)
         let events = EventLog(session)
-        session.addInput(try CaptureDeviceInput(device: device))
-        let video = CaptureVideoDataOutput()
-        let collector = FrameCollector()
-        video.setSampleBufferDelegate(collector, queue: collector.queue)
-        session.addOutput(video)
         try session.start()
         defer { session.stopRunning() }
         #expect(collector.wait(for: 3, timeout: 5))
@@ -392,25 +322,21 @@ import Testing
 
     /// Corrupt frames and driver-style gaps come out as drops with the right reasons and counts.
     @Test func corruptAndDroppedFrames() throws {
-        let cam = VirtualCamera(name: "Faults", position: .back, formats: [.init(.yuyv, width: 320, height: 240, frameRates: [60])])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let video = CaptureVideoDataOutput()
-        video.alwaysDiscardsLateVideoFrames = false
-        let collector = FrameCollector()
-        video.setSampleBufferDelegate(collector, queue: collector.queue)
-        session.addOutput(video)
+        let rig = try VirtualSessionRig(
+            "Faults", modes: [.init(.yuyv, width: 320, height: 240, frameRates: [60])], discardsLate: false)
+        defer { rig.uninstall() }
+        let (cam, session, collector) = (rig.camera, rig.session, rig.collector)
         try session.start()
         #expect(collector.wait(for: 5, timeout: 5))
+        func dropped(_ reason: DropReason) -> Int { collector.drops.filter { $0.reason == reason }.reduce(0) { $0 + $1.count } }
         cam.injectCorruptFrame()
-        Thread.sleep(forTimeInterval: 0.2)
+        waitUntil { dropped(.corrupt) >= 1 }
         cam.injectDroppedFrames(7)
-        Thread.sleep(forTimeInterval: 0.3)
+        waitUntil { dropped(.discontinuity) >= 7 }
+        // A few frames after the gap, then stop and let the delegate's queue drain.
+        collector.wait(for: collector.count + 3, timeout: 10)
         session.stopRunning()
-        Thread.sleep(forTimeInterval: 0.1)
+        collector.queue.sync {}
         let drops = collector.drops
         #expect(drops.filter { $0.reason == .corrupt }.reduce(0) { $0 + $1.count } == 1, "\(drops)")
         #expect(drops.filter { $0.reason == .discontinuity }.reduce(0) { $0 + $1.count } == 7, "\(drops)")
@@ -425,17 +351,11 @@ import Testing
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("album-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: home) }
         let library = PhotoLibrary(directory: home.appendingPathComponent("Pictures"))
-        let cam = VirtualCamera(name: "Album", position: .back, formats: [.init(.yuyv, width: 640, height: 480)])
-        VirtualCamera.install(cam)
-        defer { VirtualCamera.uninstall(cam) }
-        let device = try #require(CaptureDevice.devices(for: .video).first { $0.uniqueID == cam.uniqueID })
-        let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
-        let still = CaptureStillImageOutput()
-        session.addOutput(still)
-        try session.start()
-        defer { session.stopRunning() }
-        let jpeg = try #require(try await still.captureStillImage(from: still.connection(with: .video)!).jpegData)
+        let rig = try VirtualSessionRig("Album", modes: [.init(.yuyv, width: 640, height: 480)], outputs: [.still])
+        defer { rig.uninstall() }
+        try rig.session.start()
+        defer { rig.session.stopRunning() }
+        let jpeg = try #require(try await rig.still.captureStillImage(from: rig.still.connection(with: .video)!).jpegData)
         let url = try await library.save(jpeg: jpeg, metadata: nil)
         let written = try Data(contentsOf: url)
         let image = try #require(TestJPEG.decode(written))

@@ -19,16 +19,12 @@ import Testing
     private static func running(_ format: PixelFormat, _ width: Int, _ height: Int, _ output: CaptureStillImageOutput) throws
         -> (CaptureSession, VirtualCamera, CaptureConnection)
     {
-        let cam = VirtualCamera(
-            name: "Rotation \(UUID().uuidString.prefix(6))", position: .back,
-            formats: [.init(format, width: width, height: height, frameRates: [30])])
-        VirtualCamera.install(cam)
-        let device = try #require(CaptureDevice.device(withUniqueID: cam.uniqueID))
+        let installed = try InstalledCamera("Rotation", modes: [.init(format, width: width, height: height, frameRates: [30])])
         let session = CaptureSession()
-        session.addInput(try CaptureDeviceInput(device: device))
+        session.addInput(try installed.input())
         session.addOutput(output)
         try session.start()
-        return (session, cam, try #require(output.connection(with: .video)))
+        return (session, installed.camera, try #require(output.connection(with: .video)))
     }
 
     @Test(

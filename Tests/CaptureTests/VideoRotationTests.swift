@@ -106,8 +106,9 @@ import Testing
     /// unturned: the preview's says it supports turning (it shows it), others say they do not.
     @Test(arguments: [PixelFormat.nv12, .yuyv, .yuv420])
     func aDataOutputTurnsAndMirrorsTheFrames(format: PixelFormat) throws {
-        let rig = try VirtualSessionRig("Turn \(format)", modes: [.init(format, width: 640, height: 480, frameRates: [30])])
-        defer { VirtualCamera.uninstall(rig.camera) }
+        let rig = try VirtualSessionRig(
+            "Turn \(format)", modes: [.init(format, width: 640, height: 480, frameRates: [30])], position: .external)
+        defer { rig.uninstall() }
         let (session, output, collector) = (rig.session, rig.output, rig.collector)
         let consumer = CaptureVideoDataOutput(frameConsumer: (), showsOrientation: true)
         let latest = Locked<[ObjectIdentifier: SampleBuffer]>([:])
