@@ -1,6 +1,7 @@
 import CaptureBackend
 import CaptureSystem
 import Foundation
+import Synchronization
 import Testing
 @testable import Capture
 import CaptureTestSupport
@@ -140,6 +141,36 @@ import CaptureTestSupport
         let encodes = session.stageJPEGEncodes
         try await Task.sleep(for: .milliseconds(300))
         #expect(session.stageJPEGEncodes <= encodes + 2, "the stage went on encoding for nobody")
+    }
+
+    /// What an output takes is decided when its routes are built: a settings change made from
+    /// its own delegate callback, every few frames, rebuilds them without blocking delivery, and the
+    /// frames that follow come in the new product.
+    @Test func settingsChangedFromTheDelegateTakeEffectWithoutBlocking() async throws {
+        let rig = try MisuseRig("Settings from the delegate")
+        defer { rig.uninstall() }
+        let (session, video, collector) = try rig.videoSession()
+        let formats = FormatRecorder()
+        let seen = Atomic<Int>(0)
+        collector.onFrame = { [video] s in
+            formats.add(s.pixelFormat)
+            // Every third frame flips between raw frames and JPEG.
+            let n = seen.add(1, ordering: .relaxed).newValue
+            if n % 3 == 0 { video.videoSettings = n % 6 == 0 ? .init() : .init(jpeg: .init(quality: 75)) }
+        }
+        try session.start()
+        #expect(await collector.eventually(frames: 30, timeout: 30))
+        session.stopRunning()
+        let all = formats.all
+        #expect(all.contains(.yuyv) && all.contains(.jpeg), "\(all)")
+        // Each change shows within a few frames: no run of one format outlasts three changes.
+        var run = 0
+        var longest = 0
+        for (a, b) in zip(all, all.dropFirst()) {
+            run = a == b ? run + 1 : 0
+            longest = max(longest, run)
+        }
+        #expect(longest < 9, "\(all)")
     }
 
     /// An MJPEG camera's frames are made complete once per frame for every JPEG consumer: a JPEG

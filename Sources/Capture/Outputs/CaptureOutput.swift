@@ -69,24 +69,24 @@ public class CaptureOutput: @unchecked Sendable {
     var supportsOrientation: Bool { false }
     /// Pixel format the output would like the device to deliver, if any.
     var preferredPixelFormat: PixelFormat? { nil }
-    /// Whether the output waits for the newest frame (a pending still): the capture thread then
-    /// skips frames already queued behind it before calling `handleFrame`.
-    var wantsNewestFrame: Bool { false }
+    /// What the output takes of its input's frames; read when routes are built (a commit, or
+    /// `subscriptionChanged()`), never per frame.
+    var subscription: FrameSubscription { FrameSubscription() }
 
-    /// The JPEG this output wants of raw frames instead of the frames themselves: the input's
-    /// JPEG stage makes it once per frame for every output that wants it and calls
-    /// `handleEncodedFrame`. nil: raw frames through `handleFrame`.
-    var jpegProduct: JPEGProduct? { nil }
-    /// Encoder threads the output would like for `jpegProduct`.
-    var jpegThreads: Int { 1 }
+    /// Tells the session that `subscription` changed (e.g. new `videoSettings`): the capture
+    /// threads take it for their next frame. Never call it from a hook that runs under a route
+    /// lock (`handleFrame`, `handleEncodedFrame`, `handleDrop`, `handleAudio`).
+    func subscriptionChanged() { session?.refreshRoutes(of: self) }
+
     /// A JPEG this output can take instead of a raw frame when the input makes it for another
-    /// output anyway (a pending still at the stream's quality); nil: never.
+    /// output anyway (a pending still at the stream's quality); nil: never. Asked only while the
+    /// subscription's `stills` says a capture waits.
     var acceptsSharedJPEG: JPEGProduct? { nil }
 
     /// A good frame from `connection`'s input. Must return quickly: it runs on the capture thread.
     /// Keeping `sample` keeps its driver buffer.
     func handleFrame(_ sample: SampleBuffer, connection: CaptureConnection) {}
-    /// A frame's JPEG from the input's JPEG stage (`jpegProduct` or `acceptsSharedJPEG`), in
+    /// A frame's JPEG from the input's JPEG stage (`subscription.jpeg` or `acceptsSharedJPEG`), in
     /// frame order, on an encoder thread. Must return quickly; the same sample may go to other
     /// outputs too.
     func handleEncodedFrame(_ jpeg: SampleBuffer, connection: CaptureConnection) {}

@@ -54,7 +54,12 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     }
     private struct State {
         var settings = OutputSettings()
-        var pending: [Request] = []
+        var pending: [Request] = [] {
+            // (No `oldValue`: the array is changed in place, not copied.)
+            didSet { demand.set(!pending.isEmpty) }
+        }
+        /// Whether captures wait, for the capture thread (see `FrameSubscription.stills`).
+        let demand = StillDemand()
         var nextID: UInt64 = 0
         /// The frame chosen for `assigned` requests, waiting for the encode queue, with a hold
         /// this output took on it (`handleFrame`).
@@ -224,7 +229,7 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
 
     override var acceptedMediaTypes: Set<MediaType> { [.video] }
     override var supportsOrientation: Bool { true }
-    override var wantsNewestFrame: Bool { state.withLock { !$0.pending.isEmpty } }
+    override var subscription: FrameSubscription { FrameSubscription(stills: state.withLock { $0.demand }) }
     /// While captures wait, all at the same settings: the JPEG a video data output at those
     /// settings has made of the frame anyway (the still then only gets its EXIF, no second encode).
     /// Not while a capture turns its pixels: a raw frame turned before its one encode costs

@@ -228,7 +228,14 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// The frame format wanted.
     public var videoSettings: VideoSettings {
         get { state.withLock { $0.settings } }
-        set { state.withLock { $0.settings = newValue } }
+        set {
+            let changed = state.withLock { st in
+                defer { st.settings = newValue }
+                return Self.subscription(of: st.settings) != Self.subscription(of: newValue)
+            }
+            // The capture threads take the new product from their next frame on.
+            if changed { subscriptionChanged() }
+        }
     }
 
     /// Frames delivered so far and frames lost by reason.
@@ -272,10 +279,12 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     override var acceptedMediaTypes: Set<MediaType> { [.video] }
     override var preferredPixelFormat: PixelFormat? { state.withLock { $0.settings.pixelFormat } }
 
-    override var jpegProduct: JPEGProduct? {
-        state.withLock { st in st.settings.jpeg.map { JPEGProduct(quality: $0.quality, subsampling: $0.subsampling) } }
+    override var subscription: FrameSubscription { state.withLock { Self.subscription(of: $0.settings) } }
+
+    private static func subscription(of settings: VideoSettings) -> FrameSubscription {
+        guard let jpeg = settings.jpeg else { return FrameSubscription() }
+        return FrameSubscription(jpeg: JPEGProduct(quality: jpeg.quality, subsampling: jpeg.subsampling), jpegThreads: max(1, jpeg.threads))
     }
-    override var jpegThreads: Int { state.withLock { max(1, $0.settings.jpeg?.threads ?? 1) } }
 
     override func handleFrame(_ sample: SampleBuffer, connection: CaptureConnection) {
         enqueue(sample, connection: connection)

@@ -252,6 +252,18 @@ extension CaptureSession {
         allConnections.filter { $0.input === input }
     }
 
+    /// `output`'s subscription changed: the runners it is routed from rebuild their routes, so
+    /// their next frame goes by it. Waits for a delivery in progress on those runners.
+    func refreshRoutes(of output: CaptureOutput) {
+        lock.withLock {
+            for r in runners.values {
+                // The applied graph's (an open transaction may have staged another).
+                let mine = appliedConnections.filter { $0.input === r.input }
+                if mine.contains(where: { $0.output === output }) { r.setConnections(mine) }
+            }
+        }
+    }
+
     /// Called by `CaptureDevice.setActiveFormat` and friends while the device is in this session.
     func deviceWantsFormat(_ device: CaptureDevice, format: CaptureDevice.Format?, interval: FrameInterval?) throws(CaptureError) {
         let previous = device.state.withLock { ($0.activeFormat, $0.minFrameDuration) }

@@ -16,43 +16,6 @@ protocol InputRunner: AnyObject, Sendable {
     func setConnections(_ connections: [CaptureConnection])
 }
 
-/// One connection and its output, as a capture thread calls them. The strong reference keeps
-/// the output alive for as long as a call into it may run (a connection holds its output weakly).
-struct Route: Sendable {
-    let connection: CaptureConnection
-    let output: CaptureOutput
-
-    static func of(_ connections: [CaptureConnection]) -> [Route] {
-        connections.compactMap { c in c.output.map { Route(connection: c, output: $0) } }
-    }
-}
-
-/// The routes of one running input. Its capture thread calls outputs only inside `withRoutes`,
-/// under the table's lock, so when `replace` returns no call into a removed output is running
-/// and none starts later. The calls under the lock are the outputs' own short, non-blocking hooks
-/// (`handleFrame`, `handleDrop`, `handleAudio`), never app code.
-final class RouteTable: Sendable {
-    private let routes: Locked<[Route]>
-
-    init(_ connections: [CaptureConnection]) { routes = Locked(Route.of(connections)) }
-
-    /// Waits for a delivery in progress, then swaps in the new routes.
-    func replace(with connections: [CaptureConnection]) {
-        let new = Route.of(connections)
-        let old = routes.withLock { r in
-            defer { r = new }
-            return r
-        }
-        // A removed output may be freed here, outside the lock.
-        _ = consume old
-    }
-
-    /// Runs `body` with the current routes; `replace` waits until it returns.
-    func withRoutes<R>(_ body: ([Route]) -> R) -> R { routes.withLock { body($0) } }
-    /// A copy of the routes, for calls that must not run under the lock (`inputDidStop`).
-    var snapshot: [Route] { routes.withLock { $0 } }
-}
-
 /// Coordinates the flow from inputs to outputs, as `AVCaptureSession`.
 ///
 /// Add inputs and outputs (inside `beginConfiguration()`/`commitConfiguration()` to change

@@ -49,8 +49,8 @@ final class JPEGStage: @unchecked Sendable {
             }
             routes.withRoutes { routes in
                 for r in routes where r.connection.isEnabled {
-                    let wants = r.output.jpegProduct == product
-                    let accepts = !wants && r.output.acceptsSharedJPEG == product
+                    let wants = r.subscription.jpeg == product
+                    let accepts = !wants && r.subscription.stills != nil && r.output.acceptsSharedJPEG == product
                     if let sample, accepts || (wants && !onlyForAccepting) {
                         r.output.handleEncodedFrame(sample, connection: r.connection)
                     } else if let drop, wants {

@@ -141,7 +141,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                 var corruptAfter: UInt32?
                 var sample = samples.wrap(first, format: format)
                 // A pending still wants the newest frame: skip (but still deliver) older ones.
-                if routes.withRoutes({ $0.contains { $0.output.wantsNewestFrame } }) {
+                if routes.withRoutes({ $0.contains(where: \.wantsNewestFrame) }) {
                     drain: while true {
                         let next: FrameEvent
                         do { next = try source.nextFrame(timeout: .zero) } catch { break drain }
@@ -176,18 +176,20 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         let frame = framesHanded
         let raw = sample.pixelFormat?.isCompressed == false
         routes.withRoutes { routes in
-            // Each output's wishes are read once: another thread may change its settings
-            // meanwhile, and a second read could then skip the frame without a report.
+            // What each route takes was decided when the routes were built; only a still's
+            // pending captures are read per frame (once: a capture may be asked for meanwhile,
+            // and a second read could then skip the frame without a report).
             uses.removeAll(keepingCapacity: true)
             for r in routes {
-                guard r.connection.isEnabled, stillsToo || !r.output.wantsNewestFrame else {
+                let newest = r.wantsNewestFrame
+                guard r.connection.isEnabled, stillsToo || !newest else {
                     uses.append(.none)
                     continue
                 }
-                if let product = r.output.jpegProduct {
-                    uses.append(raw ? .jpeg(product, threads: r.output.jpegThreads) : .completed)
+                if let product = r.subscription.jpeg {
+                    uses.append(raw ? .jpeg(product, threads: r.subscription.jpegThreads) : .completed)
                 } else {
-                    uses.append(.frame(shared: raw ? r.output.acceptsSharedJPEG : nil))
+                    uses.append(.frame(shared: raw && newest ? r.output.acceptsSharedJPEG : nil))
                 }
             }
             // Each JPEG product wanted is encoded once, whoever wants it.
@@ -210,7 +212,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                     continue
                 }
                 guard case .frame(let shared) = use else { continue }
-                if let jpeg = completed?.jpeg, r.output.acceptsSharedJPEG != nil {
+                if let jpeg = completed?.jpeg, r.subscription.stills != nil, r.output.acceptsSharedJPEG != nil {
                     // A still of an MJPEG camera: the completed JPEG, to which it adds its EXIF.
                     r.output.handleEncodedFrame(jpeg, connection: r.connection)
                     continue
@@ -218,7 +220,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
                 // It takes the JPEG this frame is being made into instead. Asked again when it said
                 // no: a still requested since then takes that JPEG rather than encoding its own
                 // (either way it gets this frame once).
-                let takes = raw ? (shared ?? r.output.acceptsSharedJPEG) : nil
+                let takes = raw && r.subscription.stills != nil ? (shared ?? r.output.acceptsSharedJPEG) : nil
                 if let p = takes, stages.contains(where: { $0.product == p && $0.lastFed == frame }) { continue }
                 r.output.handleFrame(sample, connection: r.connection)
             }
