@@ -38,7 +38,7 @@ package enum ALSA {
 
     /// Whether `dir` holds ALSA device nodes (controlC*, pcmC*) that this user may not open.
     package static func soundNodesDenied(_ dir: String) -> Bool {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: dir) else { return false }
+        guard let entries = try? FileSystem.names(in: dir).get() else { return false }
         let nodes = entries.filter { $0.hasPrefix("controlC") || $0.hasPrefix("pcmC") }
         return !nodes.isEmpty
             && nodes.allSatisfy { node in

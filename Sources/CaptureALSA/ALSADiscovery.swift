@@ -40,7 +40,7 @@ package enum ALSADiscovery {
         var indices = Set<Int>()
         var cardIndex: Int32 = -1
         while snd_card_next(&cardIndex) >= 0, cardIndex >= 0 { indices.insert(Int(cardIndex)) }
-        for e in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] where e.hasPrefix("card") {
+        for e in (try? FileSystem.names(in: root).get()) ?? [] where e.hasPrefix("card") {
             if let n = Int(e.dropFirst(4)) { indices.insert(n) }
         }
         return indices.sorted()
@@ -113,7 +113,7 @@ package enum ALSADiscovery {
             }
         }
         let card = ALSA.Card(index: index, id: id, name: name, longName: longName, driver: "")
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        let entries = (try? FileSystem.names(in: dir).get()) ?? []
         let devices = entries.compactMap { e -> Int? in
             guard e.hasPrefix("pcm"), e.hasSuffix("c") else { return nil }
             return Int(e.dropFirst(3).dropLast())

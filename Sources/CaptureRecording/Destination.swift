@@ -37,12 +37,11 @@ final class Destination: @unchecked Sendable {
     /// Starts opening `path` for writing (created, or truncated when it is a regular file).
     init(path: String) {
         self.path = path
-        var st = stat()
-        wasAbsent = Syscall.run("lstat", mock: nil, failure: -1, { lstat(path, &st) }) != .success(0)
+        if case .success = FileSystem.status(at: path, followingLinks: false) { wasAbsent = false } else { wasAbsent = true }
         // (What a symbolic link points at.)
-        let found = Syscall.run("stat", mock: nil, failure: -1, { stat(path, &st) }) == .success(0)
-        isFIFO = found && (st.st_mode & S_IFMT) == S_IFIFO
-        readable = !found || (st.st_mode & S_IFMT) == S_IFREG
+        let found = try? FileSystem.status(at: path).get().kind
+        isFIFO = found == .fifo
+        readable = found == nil || found == .regular
         let thread = Thread { [self] in openInBackground() }
         thread.name = "swift-capture.recording-open"
         thread.start()
@@ -61,9 +60,7 @@ final class Destination: @unchecked Sendable {
         case .success(let got): (d, e) = (got, 0)
         case .failure(let failed): (d, e) = (-1, failed.rawValue)
         }
-        var st = stat()
-        let isRegular =
-            d >= 0 && Syscall.run("fstat", mock: nil, failure: -1, { fstat(d, &st) }) == .success(0) && (st.st_mode & S_IFMT) == S_IFREG
+        let isRegular = d >= 0 && (try? FileSystem.status(ofDescriptor: d).get().kind) == .regular
         // Never blocks for good from here: a pipe that stops taking bytes is waited on in `poll`.
         if d >= 0, !isRegular, case .success(let flags) = Syscall.run("fcntl", mock: nil, failure: -1, { fcntl(d, F_GETFL) }) {
             _ = Syscall.run("fcntl", mock: nil, failure: -1, { fcntl(d, F_SETFL, flags | O_NONBLOCK) })
@@ -97,9 +94,7 @@ final class Destination: @unchecked Sendable {
     /// Whether a regular file is at the path where nothing was before the open (this
     /// recording's, even while its open is still under way).
     var createdRegularFile: Bool {
-        var st = stat()
-        return wasAbsent && Syscall.run("lstat", mock: nil, failure: -1, { lstat(path, &st) }) == .success(0)
-            && (st.st_mode & S_IFMT) == S_IFREG
+        wasAbsent && (try? FileSystem.status(at: path, followingLinks: false).get().kind) == .regular
     }
 
     /// Why writing stopped (a reader that never came or stopped reading), once it did.
@@ -120,9 +115,9 @@ final class Destination: @unchecked Sendable {
 
     private func pastDeadline() -> Bool { deadline.map { DispatchTime.now() >= $0 } ?? false }
 
-    // The calls on the open descriptor below (write, poll, lseek, fstat, pwrite, pread) stay
-    // outside the system funnel: `close` may come from another thread while one runs, so EBADF
-    // is an outcome to report here, where the funnel takes it for a programming error.
+    // The calls on the open descriptor below (write, lseek, fstat, pwrite, pread) go through the
+    // funnel's `runOnSharedDescriptor`: `close` may come from another thread while one runs, so
+    // EBADF is an outcome to report here, not a programming error.
 
     /// Writes all of `bytes`: 0, or a negative errno (`-ETIMEDOUT` when it gave up).
     func write(_ bytes: UnsafeRawBufferPointer) -> Int32 {
@@ -143,8 +138,13 @@ final class Destination: @unchecked Sendable {
         if d < 0 { return -e }
         var done = 0
         while done < bytes.count {
-            let n = withPipeSignalBlocked { Glibc.write(d, bytes.baseAddress! + done, bytes.count - done) }
-            if n >= 0 {
+            let wrote = ProcessSignals.withBrokenPipeBlocked {
+                Syscall.runOnSharedDescriptor("write", failure: -1) { Glibc.write(d, bytes.baseAddress! + done, bytes.count - done) }
+            }
+            let err: Int32
+            switch wrote {
+            case .failure(let e): err = e.rawValue
+            case .success(let n):
                 done += n
                 if n > 0 {
                     cond.withLock {
@@ -154,8 +154,6 @@ final class Destination: @unchecked Sendable {
                 }
                 continue
             }
-            let err = errno
-            if err == EINTR { continue }
             guard err == EAGAIN || err == EWOULDBLOCK else { return -err }
             // The reader is behind: wait for room, until a stop's deadline passes.
             if cond.withLock({ pastDeadline() }) {
@@ -166,8 +164,8 @@ final class Destination: @unchecked Sendable {
                 }
                 return -ETIMEDOUT
             }
-            var p = pollfd(fd: d, events: Int16(POLLOUT), revents: 0)
-            _ = poll(&p, 1, 50)
+            var p = [pollfd(fd: d, events: Int16(POLLOUT), revents: 0)]
+            _ = Syscall.poll(&p, timeoutMilliseconds: 50)
         }
         return 0
     }
@@ -177,18 +175,24 @@ final class Destination: @unchecked Sendable {
         let d = cond.withLock { regular ? fd : -1 }
         guard d >= 0 else { return -Int64(ESPIPE) }
         if whence == 0x10000 {  // AVSEEK_SIZE
-            var st = stat()
-            return fstat(d, &st) == 0 ? Int64(st.st_size) : -Int64(errno)
+            switch FileSystem.status(ofDescriptor: d) {
+            case .success(let status): return status.size
+            case .failure(let e): return -Int64(e.errno.rawValue)
+            }
         }
-        let r = lseek(d, off_t(offset), whence & ~0x20000)  // (AVSEEK_FORCE)
-        return r < 0 ? -Int64(errno) : Int64(r)
+        switch Syscall.runOnSharedDescriptor("lseek", failure: -1, { lseek(d, off_t(offset), whence & ~0x20000) }) {  // (AVSEEK_FORCE)
+        case .success(let r): return Int64(r)
+        case .failure(let e): return -Int64(e.rawValue)
+        }
     }
 
     /// Writes `bytes` at `offset` of a regular file, past FFmpeg (the durations at a clean stop).
     func write(_ bytes: [UInt8], at offset: Int64) -> Bool {
         let d = cond.withLock { regular ? fd : -1 }
         guard d >= 0 else { return false }
-        return bytes.withUnsafeBytes { b in pwrite(d, b.baseAddress, b.count, off_t(offset)) == b.count }
+        return bytes.withUnsafeBytes { b in
+            Syscall.runOnSharedDescriptor("pwrite", failure: -1) { pwrite(d, b.baseAddress, b.count, off_t(offset)) } == .success(b.count)
+        }
     }
 
     /// Reads `count` bytes at `offset` of a regular file (nil when it cannot).
@@ -196,8 +200,10 @@ final class Destination: @unchecked Sendable {
         let d = cond.withLock { regular ? fd : -1 }
         guard d >= 0, count >= 0 else { return nil }
         var out = [UInt8](repeating: 0, count: count)
-        let n = out.withUnsafeMutableBytes { b in pread(d, b.baseAddress, count, off_t(offset)) }
-        return n == count ? out : nil
+        let n = out.withUnsafeMutableBytes { b in
+            Syscall.runOnSharedDescriptor("pread", failure: -1) { pread(d, b.baseAddress, count, off_t(offset)) }
+        }
+        return n == .success(count) ? out : nil
     }
 
     /// Closes the destination; an open still waiting is let go (a FIFO's is released by opening
@@ -225,24 +231,4 @@ final class Destination: @unchecked Sendable {
     }
 
     deinit { close() }
-
-    /// Runs `body` with SIGPIPE blocked on this thread, and takes back a SIGPIPE it raised: a
-    /// reader that went away is an `EPIPE` to report, not a signal that ends the process.
-    private func withPipeSignalBlocked(_ body: () -> Int) -> Int {
-        var pipeSet = sigset_t(), old = sigset_t(), pendingBefore = sigset_t()
-        sigemptyset(&pipeSet)
-        sigaddset(&pipeSet, SIGPIPE)
-        pthread_sigmask(SIG_BLOCK, &pipeSet, &old)
-        sigpending(&pendingBefore)
-        let wasPending = sigismember(&pendingBefore, SIGPIPE) == 1
-        let n = body()
-        let err = errno
-        if n < 0, err == EPIPE, !wasPending {
-            var zero = timespec(tv_sec: 0, tv_nsec: 0)
-            _ = sigtimedwait(&pipeSet, nil, &zero)
-        }
-        pthread_sigmask(SIG_SETMASK, &old, nil)
-        errno = err
-        return n
-    }
 }

@@ -12,19 +12,13 @@ struct ListeningSocket {
     let isIPv6: Bool
 
     static func bind(host: String, port: Int) throws(CaptureServerError) -> ListeningSocket {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_flags = AI_PASSIVE
-        var list: UnsafeMutablePointer<addrinfo>?
-        let rc = getaddrinfo(host, String(port), &hints, &list)
-        guard rc == 0, let first = list else {
+        guard case .success(let resolved) = SocketAddress.resolving(host: host, port: port) else {
             throw CaptureServerError(
                 .badAddress,
                 "cannot listen on '\(host)': not an address of this machine or a known host name; use e.g. --host 127.0.0.1 or --host 0.0.0.0"
             )
         }
-        defer { freeaddrinfo(list) }
-        let family = first.pointee.ai_family
+        let family = resolved.family
         let fd: Int32
         switch Syscall.run(
             "socket", mock: nil, failure: Int32(-1), { socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) })
@@ -36,7 +30,8 @@ struct ListeningSocket {
         _ = Syscall.run("setsockopt", mock: nil, failure: Int32(-1)) {
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         }
-        let bound = Syscall.run("bind", mock: nil, failure: Int32(-1)) { Glibc.bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) }
+        let bound = resolved.withSockaddr { sa, length in Syscall.run("bind", mock: nil, failure: Int32(-1)) { Glibc.bind(fd, sa, length) }
+        }
         if case .failure(let e) = bound {
             closeDescriptor(fd)
             switch e.rawValue {

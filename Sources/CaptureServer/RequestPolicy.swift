@@ -1,3 +1,4 @@
+import CaptureSystem
 import Foundation
 
 /// Who may ask what of the server: the host names it answers to (against DNS rebinding), the
@@ -15,9 +16,8 @@ struct RequestPolicy: Sendable {
         var hosts = Set(c.allowedHosts.map { Self.normalized($0) })
         // The address listened on, when it is a name; and this machine's own names.
         hosts.insert(Self.normalized(c.host))
-        var name = [CChar](repeating: 0, count: 256)
-        if gethostname(&name, name.count - 1) == 0 {
-            let n = Self.normalized(String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        if case .success(let name) = SystemIdentity.hostName() {
+            let n = Self.normalized(name)
             if !n.isEmpty { hosts.formUnion([n, n + ".local"]) }
         }
         self.hosts = hosts

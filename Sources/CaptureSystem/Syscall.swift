@@ -26,6 +26,22 @@ package enum Syscall {
     package static func run<T: Equatable>(
         _ operation: String, mock: SyscallMock?, failure: T, retryOnInterrupt: Bool = true, _ body: () -> T
     ) -> Result<T, Errno> {
+        perform(operation, mock: mock, failure: failure, retryOnInterrupt: retryOnInterrupt, badDescriptorIsOutcome: false, body)
+    }
+
+    /// As `run`, for a call on a descriptor that another thread may close meanwhile (a file a
+    /// stop closes while a write waits): `EBADF` is then an outcome the caller reports, not a
+    /// programming error. (By then the number may name a file opened since: keeping that from
+    /// happening is the caller's.)
+    @inline(__always)
+    package static func runOnSharedDescriptor<T: Equatable>(_ operation: String, failure: T, _ body: () -> T) -> Result<T, Errno> {
+        perform(operation, mock: nil, failure: failure, retryOnInterrupt: true, badDescriptorIsOutcome: true, body)
+    }
+
+    @inline(__always)
+    private static func perform<T: Equatable>(
+        _ operation: String, mock: SyscallMock?, failure: T, retryOnInterrupt: Bool, badDescriptorIsOutcome: Bool, _ body: () -> T
+    ) -> Result<T, Errno> {
         while true {
             #if DEBUG
             if let mock, let forced = mock.intercept(operation) {
@@ -38,7 +54,8 @@ package enum Syscall {
             let e = Errno.current
             if e == .interrupted && retryOnInterrupt { continue }
             // Programming errors, not conditions to recover from (as swift-nio does).
-            precondition(e != .badFileDescriptor && e != .badAddress, "\(operation) failed with \(e)")
+            precondition(
+                (e != .badFileDescriptor || badDescriptorIsOutcome) && e != .badAddress, "\(operation) failed with \(e)")
             return .failure(e)
         }
     }

@@ -2,6 +2,7 @@
 // info overlay (PreviewInfo.swift).
 import Capture
 import CapturePreview
+import CaptureSystem
 import Foundation
 
 extension Command {
@@ -37,7 +38,7 @@ func previewCommand(_ args: Arguments) throws {
     }
     // SDL turns Ctrl-C and SIGTERM into a close request; a parent that spawned us from a thread
     // blocking them (as Dispatch's threads do) would otherwise leave them pending for ever.
-    unblockSignals([SIGINT, SIGTERM])
+    ProcessSignals.unblock([SIGINT, SIGTERM])
     // The display first: without one there is nothing to start the camera for.
     try PreviewWindow.checkDisplay(ProcessInfo.processInfo.environment)
     let still = CaptureStillImageOutput()

@@ -1,6 +1,7 @@
 // `capture record`: the camera to an H.264 or MJPEG movie file (CaptureRecording).
 import Capture
 import CaptureRecording
+import CaptureSystem
 import Foundation
 
 extension Command {
@@ -152,9 +153,9 @@ func recordCommand(_ args: Arguments) throws {
     // spawned us from a thread blocking them, as Dispatch's threads do, would otherwise leave
     // them pending.)
     let triggered = LockedFlag(), quitBeforeTrigger = LockedFlag()
-    unblockSignals([SIGINT, SIGTERM, SIGUSR1])
+    ProcessSignals.unblock([SIGINT, SIGTERM, SIGUSR1])
     let signals = [SIGINT, SIGTERM, SIGUSR1].map { sig -> DispatchSourceSignal in
-        signal(sig, SIG_IGN)
+        ProcessSignals.ignore([sig])
         let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
         s.setEventHandler {
             if sig == SIGUSR1 {

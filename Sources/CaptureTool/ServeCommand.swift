@@ -2,6 +2,7 @@
 // line every few seconds.
 import Capture
 import CaptureServer
+import CaptureSystem
 import Foundation
 
 extension Command {
@@ -41,13 +42,13 @@ func serveCommand(_ args: Arguments) throws {
     let stopRequested = DispatchSemaphore(value: 0)
     var sources: [DispatchSourceSignal] = []
     for sig in [SIGINT, SIGTERM] {
-        signal(sig, SIG_IGN)
+        ProcessSignals.ignore([sig])
         let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
         source.setEventHandler { stopRequested.signal() }
         source.resume()
         sources.append(source)
     }
-    unblockSignals([SIGINT, SIGTERM])
+    ProcessSignals.unblock([SIGINT, SIGTERM])
     let device = try chooseCamera(args.values["device"])
     let still = CaptureStillImageOutput()
     still.outputSettings = .init(quality: max(quality, 90))

@@ -1,5 +1,6 @@
 // Signals that end a command cleanly (its file finished, its summary printed) instead of the
 // default action, which ends the process at once.
+import CaptureSystem
 import Foundation
 
 /// Runs `action` once on the first of `signals` (taken from their default action, which would
@@ -10,9 +11,9 @@ final class SignalStop: @unchecked Sendable {
     private var didFire = false
 
     init(_ signals: [Int32], action: @escaping @Sendable () -> Void) {
-        unblockSignals(signals)
+        ProcessSignals.unblock(signals)
         sources = signals.map { sig in
-            signal(sig, SIG_IGN)
+            ProcessSignals.ignore([sig])
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler { [self] in
                 let first = lock.withLock {
@@ -31,14 +32,4 @@ final class SignalStop: @unchecked Sendable {
 
     /// Stops listening (the signals stay ignored: the process is ending).
     func cancel() { for s in sources { s.cancel() } }
-}
-
-/// Lets `signals` reach this thread: a parent that spawned us from a thread blocking them (as
-/// Dispatch's threads do) would otherwise leave them pending for ever. (Not through the funnel:
-/// `pthread_sigmask` cannot fail on a valid set, and sets no errno.)
-func unblockSignals(_ signals: [Int32]) {
-    var set = sigset_t()
-    sigemptyset(&set)
-    for sig in signals { sigaddset(&set, sig) }
-    pthread_sigmask(SIG_UNBLOCK, &set, nil)
 }

@@ -1,5 +1,6 @@
 // Finding cameras among the video4linux nodes and opening them (failures as `BackendError`).
 import CaptureBackend
+import CaptureSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,7 +13,7 @@ package enum V4L2Discovery {
 
     /// `/dev/video*` node paths, sorted by number (video2 before video10).
     package static func videoNodePaths() -> [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: deviceDirectory)) ?? []
+        let names = (try? FileSystem.names(in: deviceDirectory).get()) ?? []
         let numbered = names.compactMap { name -> (Int, String)? in
             guard name.hasPrefix("video"), let n = Int(name.dropFirst(5)) else { return nil }
             return (n, deviceDirectory + "/" + name)

@@ -151,14 +151,13 @@ struct AuthorizationCheck {
             virtualDevices
             ?? (mediaType == .video
                 ? VirtualCamera.installed.contains { $0.isConnected } : VirtualMicrophone.installed.contains { $0.isConnected })
-        let fm = FileManager.default
         switch mediaType {
         case .video:
             group = "video"
-            nodes = ((try? fm.contentsOfDirectory(atPath: root)) ?? []).filter { $0.hasPrefix("video") }.sorted().map { root + "/" + $0 }
+            nodes = ((try? FileSystem.names(in: root).get()) ?? []).filter { $0.hasPrefix("video") }.sorted().map { root + "/" + $0 }
         case .audio:
             group = "audio"
-            nodes = ((try? fm.contentsOfDirectory(atPath: root + "/snd")) ?? [])
+            nodes = ((try? FileSystem.names(in: root + "/snd").get()) ?? [])
                 .filter { $0.hasPrefix("pcmC") && $0.hasSuffix("c") }.sorted().map { root + "/snd/" + $0 }
         }
         portalDecides = PortalAuthorization.decides(

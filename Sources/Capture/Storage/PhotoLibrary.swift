@@ -169,7 +169,7 @@ public final class PhotoLibrary: Sendable {
     /// The pictures folder for an environment (see the type's documentation).
     static func picturesDirectory(environment env: [String: String]) -> URL {
         var home = env["HOME"] ?? ""
-        if home.isEmpty { home = passwdHome() ?? "/" }
+        if home.isEmpty { home = SystemIdentity.homeDirectory() ?? "/" }
         func expand(_ path: String) -> String? {
             if path == "$HOME" { return home }
             if path.hasPrefix("$HOME/") { return home + path.dropFirst(5) }
@@ -203,11 +203,6 @@ public final class PhotoLibrary: Sendable {
             found = unescaped
         }
         return found
-    }
-
-    private static func passwdHome() -> String? {
-        guard let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir else { return nil }
-        return String(cString: dir)
     }
 
     // MARK: Writing
@@ -342,23 +337,15 @@ public final class PhotoLibrary: Sendable {
     /// crashed or was killed mid-write), once they are ten minutes old. Files of running
     /// processes are left alone.
     static func removeStalePartials(in folder: String) {
-        guard case .success(let opened) = Syscall.run("opendir", mock: nil, failure: nil, { opendir(folder) }), let dir = opened
-        else { return }
-        defer { _ = Syscall.run("closedir", mock: nil, failure: -1, retryOnInterrupt: false, { closedir(dir) }) }
-        // (readdir stays outside the funnel: its end and its failure both return nil, told apart
-        // only by an errno cleared beforehand, and a failure here only ends the clean-up.)
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
+        // (A folder that cannot be listed to its end is not cleaned up this time.)
+        guard case .success(let names) = FileSystem.names(in: folder) else { return }
+        for name in names {
             guard name.hasPrefix(".IMG-"), name.hasSuffix(".jpg.partial") else { continue }
             let parts = name.dropFirst(5).split(separator: "-")
             guard parts.count == 2, let pid = pid_t(parts[0]), pid > 0 else { continue }
             // Also older than ten minutes: a writer in another PID namespace looks dead from here.
-            var st = stat()
             let path = folder + "/" + name
-            guard case .success = Syscall.run("stat", mock: nil, failure: -1, { stat(path, &st) }),
-                time(nil) - st.st_mtim.tv_sec > 600
+            guard case .success(let status) = FileSystem.status(at: path), time(nil) - status.modificationTime > 600
             else { continue }
             if case .failure(Errno(rawValue: ESRCH)) = Syscall.run("kill", mock: nil, failure: -1, { kill(pid, 0) }) { removeFile(path) }
         }

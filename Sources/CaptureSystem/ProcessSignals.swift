@@ -1,0 +1,54 @@
+// Signal dispositions and masks, through the funnel: a command taking its stop signals from
+// their default action, and a writer keeping a reader's going away from ending the process.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+package enum ProcessSignals {
+    /// Sets `signals` to be ignored by the process (a Dispatch signal source still sees them),
+    /// or the first failed call (`EINVAL` for a signal that cannot be ignored).
+    @discardableResult
+    package static func ignore(_ signals: [Int32]) -> Result<Void, SystemCallError> {
+        let failed = unsafeBitCast(SIG_ERR, to: Int.self)
+        for sig in signals {
+            let done = Syscall.run("signal", mock: nil, failure: Int32(-1)) {
+                signal(sig, SIG_IGN).map { unsafeBitCast($0, to: Int.self) } == failed ? -1 : 0
+            }
+            if case .failure(let e) = done { return .failure(SystemCallError(operation: "signal", errno: e)) }
+        }
+        return .success(())
+    }
+
+    /// Lets `signals` reach the calling thread (a parent that spawned the process from a thread
+    /// blocking them, as Dispatch's threads do, would otherwise leave them pending for ever).
+    package static func unblock(_ signals: [Int32]) {
+        var set = signalSet(signals)
+        // pthread_sigmask returns its error rather than setting errno, and fails only on a bad
+        // `how`: nothing to report.
+        _ = pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
+    /// Runs `body` (a write) with SIGPIPE blocked on the calling thread, and takes back a SIGPIPE
+    /// it raised: a reader that went away is the `EPIPE` `body` returns, not a signal that ends
+    /// the process. A SIGPIPE pending before is left pending.
+    package static func withBrokenPipeBlocked<T>(_ body: () -> Result<T, Errno>) -> Result<T, Errno> {
+        var pipeSet = signalSet([SIGPIPE]), old = sigset_t(), pendingBefore = sigset_t()
+        _ = pthread_sigmask(SIG_BLOCK, &pipeSet, &old)
+        _ = sigpending(&pendingBefore)
+        let wasPending = sigismember(&pendingBefore, SIGPIPE) == 1
+        let result = body()
+        if case .failure(.brokenPipe) = result, !wasPending {
+            var zero = timespec(tv_sec: 0, tv_nsec: 0)
+            _ = sigtimedwait(&pipeSet, nil, &zero)
+        }
+        _ = pthread_sigmask(SIG_SETMASK, &old, nil)
+        return result
+    }
+
+    private static func signalSet(_ signals: [Int32]) -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for sig in signals { sigaddset(&set, sig) }
+        return set
+    }
+}

@@ -1,0 +1,93 @@
+// Host tests of CaptureSystem's helpers around the funnel: paths, folders, signals, names.
+import CaptureSystem
+import Foundation
+import Glibc
+import Testing
+
+@Suite struct SystemFunnelTests {
+    /// A fresh folder under the temporary directory, removed by the caller.
+    private func makeFolder() throws -> String {
+        let path = NSTemporaryDirectory() + "funnel-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        return path
+    }
+
+    private func failure<T>(_ result: Result<T, SystemCallError>) -> SystemCallError? {
+        if case .failure(let e) = result { e } else { nil }
+    }
+
+    @Test func folderNamesAreListedWithoutDotEntries() throws {
+        let folder = try makeFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        #expect(try FileSystem.names(in: folder).get() == [])
+        for name in ["a.jpg", ".hidden", "b"] { #expect(FileManager.default.createFile(atPath: folder + "/" + name, contents: nil)) }
+        #expect(try FileSystem.names(in: folder).get().sorted() == [".hidden", "a.jpg", "b"])
+        let missing = FileSystem.names(in: folder + "/none")
+        #expect(failure(missing) == SystemCallError(operation: "opendir", errno: .noSuchFileOrDirectory))
+    }
+
+    @Test func statusFollowsSymbolicLinksOnlyWhenAsked() throws {
+        let folder = try makeFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/file", link = folder + "/link"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data(count: 1234)))
+        #expect(symlink(file, link) == 0)
+        let target = try FileSystem.status(at: link).get()
+        #expect(target.kind == .regular && target.size == 1234)
+        #expect(abs(target.modificationTime - Int(time(nil))) < 60)
+        #expect(try FileSystem.status(at: link, followingLinks: false).get().kind == .symbolicLink)
+        #expect(try FileSystem.status(at: folder).get().kind == .directory)
+        #expect(try FileSystem.kind(at: folder + "/none").get() == nil)
+        #expect(failure(FileSystem.status(at: folder + "/none")) == SystemCallError(operation: "stat", errno: .noSuchFileOrDirectory))
+    }
+
+    @Test func aClosedDescriptorIsAnOutcomeOnTheSharedPath() throws {
+        let fd = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        #expect(try FileSystem.status(ofDescriptor: fd).get().kind == .characterDevice)
+        // A number never open (closing one here could hit a descriptor a parallel test opens
+        // meanwhile): where `Syscall.run` traps, the shared path reports it.
+        let notOpen = Int32.max
+        #expect(failure(FileSystem.status(ofDescriptor: notOpen)) == SystemCallError(operation: "fstat", errno: .badFileDescriptor))
+        var byte: UInt8 = 0
+        #expect(Syscall.runOnSharedDescriptor("write", failure: -1, { write(notOpen, &byte, 1) }) == .failure(.badFileDescriptor))
+    }
+
+    @Test func aReaderGoingAwayIsBrokenPipeNotASignal() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        close(ends[0])
+        defer { close(ends[1]) }
+        var byte: UInt8 = 1
+        let wrote = ProcessSignals.withBrokenPipeBlocked {
+            Syscall.runOnSharedDescriptor("write", failure: -1) { write(ends[1], &byte, 1) }
+        }
+        #expect(wrote == .failure(.brokenPipe))
+        // The SIGPIPE it raised was taken back, not left pending for this thread.
+        var pending = sigset_t()
+        sigpending(&pending)
+        #expect(sigismember(&pending, SIGPIPE) == 0)
+    }
+
+    @Test func aSignalThatCannotBeIgnoredIsTheFailedCall() {
+        #expect(failure(ProcessSignals.ignore([SIGKILL])) == SystemCallError(operation: "signal", errno: .invalidArgument))
+    }
+
+    @Test func hostNameAndHomeAreTheSystemsOwn() throws {
+        let kernelName = try String(contentsOfFile: "/proc/sys/kernel/hostname", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try SystemIdentity.hostName().get() == kernelName)
+        let expected = getpwuid(getuid()).flatMap { $0.pointee.pw_dir }.map { String(cString: $0) }
+        #expect(SystemIdentity.homeDirectory() == expected)
+    }
+
+    @Test func addressLiteralsResolveToTheirFamily() throws {
+        #expect(try SocketAddress.resolving(host: "127.0.0.1", port: 8080).get().family == AF_INET)
+        #expect(try SocketAddress.resolving(host: "::1", port: 8080).get().family == AF_INET6)
+        let port = try SocketAddress.resolving(host: "127.0.0.1", port: 8080).get().withSockaddr { sa, length in
+            sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { (Int(UInt16(bigEndian: $0.pointee.sin_port)), length) }
+        }
+        #expect(port.0 == 8080 && Int(port.1) == MemoryLayout<sockaddr_in>.size)
+    }
+}
