@@ -4,24 +4,25 @@ import Foundation
 /// A layer that shows a session's live video, as `AVCaptureVideoPreviewLayer`.
 ///
 /// It takes frames as a frame consumer of the session (beside the app's outputs, which it never
-/// slows): on its own serial queue it keeps only the newest frame, and the window that draws the
+/// slows): straight from the capture thread it keeps only the newest frame, and the window that draws the
 /// layer uploads that frame to a texture at its next drawn frame and lets go of it at once (a held
 /// frame keeps a driver buffer from the camera). Frames replaced before they were drawn, and
 /// frames the session lost, are counted in `statistics`.
 ///
 /// Thread-safe, like every `Layer`. Draw it in one window at a time.
 public final class CaptureVideoPreviewLayer: Layer, @unchecked Sendable {
-    private let consumer = CaptureVideoDataOutput(frameConsumer: (), showsOrientation: true)
-    let sink = PreviewFrameSink()
-    private let queue = DispatchQueue(label: "swift-capture.preview")
+    /// The layer's place in the session's graph; the session hands `sink` each frame directly.
+    private let consumer: FrameConsumerPort
+    let sink: PreviewFrameSink
     private var _session: CaptureSession?
     private var _videoGravity: VideoGravity = .resizeAspect
 
     /// A preview of `session` (nil: none yet; set `session` later).
     public init(session: CaptureSession?) {
+        let sink = PreviewFrameSink()
+        self.sink = sink
+        consumer = FrameConsumerPort(sink, showsOrientation: true)
         super.init()
-        consumer.alwaysDiscardsLateVideoFrames = true
-        consumer.setSampleBufferDelegate(sink, queue: queue)
         self.session = session
     }
 
@@ -30,7 +31,6 @@ public final class CaptureVideoPreviewLayer: Layer, @unchecked Sendable {
 
     deinit {
         _session?.removeFrameConsumer(consumer)
-        consumer.setSampleBufferDelegate(nil, queue: nil)
         _ = sink.take()
     }
 
@@ -111,13 +111,13 @@ public final class CaptureVideoPreviewLayer: Layer, @unchecked Sendable {
     override var clipsVideo: Bool { true }
 }
 
-/// The preview layer's delegate: keeps the newest frame for the window. Delegate calls come on
-/// the layer's queue, `take` on the window's thread; both are short and never wait for the
-/// other's work (only for the lock). Thread-safe.
-final class PreviewFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
+/// Where the preview layer keeps the newest frame for the window. Frames come from the session's
+/// capture thread (`FrameConsumer`), `take` on the window's thread; both are short and never wait
+/// for the other's work (only for the lock). Thread-safe.
+final class PreviewFrameSink: FrameConsumer, @unchecked Sendable {
     private struct State: ~Copyable {
-        /// The newest frame, held by a hold of its own (not the view the output handed over,
-        /// which it then reuses: nothing is allocated per frame).
+        /// The newest frame, held by a hold of its own on the frame's lease (nothing is
+        /// allocated per frame).
         var newest: HeldFrame?
         var format: (PixelFormat, VideoDimensions)?
         var drawn = 0
@@ -133,7 +133,7 @@ final class PreviewFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unche
         return body(&state)
     }
 
-    func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
+    func consume(_ sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
         guard let f = sampleBuffer.pixelFormat, let d = sampleBuffer.dimensions else { return }
         let held = sampleBuffer.heldFrame()
         // (Not through `locked`: a closure cannot take the held frame over.)
@@ -147,7 +147,7 @@ final class PreviewFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unche
         _ = consume old
     }
 
-    func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
+    func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) {
         locked { $0.dropped += drop.count }
     }
 

@@ -106,8 +106,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
     public let session: CaptureSession
 
     let lock = NSLock()
-    private let consumer = CaptureVideoDataOutput(frameConsumer: ())
-    private let sink: ServerFrameSink
+    /// Where the session hands the server its JPEGs (see `consume`); made once, at the end of `init`.
+    private var framePort: FrameConsumerPort?
     let queue = DispatchQueue(label: "swift-capture.server")
     /// Where the web app's actions (still, toggle, control) run, one at a time.
     let actions = DispatchQueue(label: "swift-capture.server.actions")
@@ -178,17 +178,10 @@ public final class CaptureStreamServer: @unchecked Sendable {
         self.session = session
         self.configuration = configuration
         pool = ServedFramePool(limit: configuration.maxClients + 4)
-        sink = ServerFrameSink()
-        sink.server = self
-        consumer.videoSettings = .init(jpeg: .init(quality: configuration.quality))
-        consumer.alwaysDiscardsLateVideoFrames = true
-        consumer.setSampleBufferDelegate(sink, queue: queue)
+        framePort = FrameConsumerPort(self, jpegQuality: configuration.quality)
     }
 
-    deinit {
-        timer?.cancel()
-        consumer.setSampleBufferDelegate(nil, queue: nil)
-    }
+    deinit { timer?.cancel() }
 
     /// The port listened on while running (the one chosen when the configuration asked for 0).
     public var port: Int { lock.withLock { boundPort } }
@@ -253,7 +246,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
             retainedSelf = Unmanaged.passRetained(self)
             lastTick = .now()
         }
-        session.addFrameConsumer(consumer)
+        if let framePort { session.addFrameConsumer(framePort) }
         let token = session.addEventHandler { [weak self] event in self?.sessionEvent(event) }
         let t = DispatchSource.makeTimerSource(queue: queue)
         t.schedule(deadline: .now() + 1, repeating: 1)
@@ -294,7 +287,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
         }
         guard running else { return }
         t?.cancel()
-        session.removeFrameConsumer(consumer)
+        if let framePort { session.removeFrameConsumer(framePort) }
         if let token { session.removeEventHandler(token) }
         // Answers made off the daemon's thread are queued before the daemon goes.
         pendingWork.wait()

@@ -2,15 +2,11 @@
 import CMicroHTTPD
 import Capture
 
-/// The server's frame consumer delegate; calls come on the server's queue.
-final class ServerFrameSink: CaptureVideoDataOutputSampleBufferDelegate, @unchecked Sendable {
-    weak var server: CaptureStreamServer?
-    func captureOutput(_ output: CaptureOutput, didOutput sampleBuffer: SampleBuffer, from connection: CaptureConnection) {
-        server?.publish(sampleBuffer)
-    }
-    func captureOutput(_ output: CaptureOutput, didDrop drop: DroppedFrames, from connection: CaptureConnection) {
-        server?.noteDrop(drop)
-    }
+// The session hands the server each JPEG directly (on an encoder thread, under the input's
+// route lock): it is copied into the served frame and the waiting clients are woken.
+extension CaptureStreamServer: FrameConsumer {
+    package func consume(_ sample: SampleBuffer, from connection: CaptureConnection) { publish(sample) }
+    package func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) { noteDrop(drop) }
 }
 
 // MARK: libmicrohttpd's callbacks

@@ -10,8 +10,8 @@ extension CaptureStreamServer {
             // Its settings now: a camera plugged in again is a new object.
             let gone = MissingCamera(device: device, format: device.activeFormat, interval: device.activeVideoMinFrameDuration)
             let at = CaptureTime.now()
-            // On the frame queue, after the frames the device gave before it went (a late one
-            // must not bring the server back online).
+            // On the server's queue, with its ticks. A frame captured before the camera went and
+            // published after this is refused by `publish` (it must not bring the server back online).
             queue.async { [self] in
                 lock.withLock {
                     offline = true

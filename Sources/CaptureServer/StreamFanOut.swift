@@ -6,7 +6,7 @@ import Capture
 import Foundation
 
 extension CaptureStreamServer {
-    // MARK: Frames (on the server's queue)
+    // MARK: Frames (from the session, on a JPEG stage's encoder thread or the capture thread)
 
     func publish(_ sample: SampleBuffer) {
         guard sample.pixelFormat == .jpeg, let dims = sample.dimensions else { return }

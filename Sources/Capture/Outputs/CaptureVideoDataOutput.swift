@@ -281,7 +281,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
 
     override var subscription: FrameSubscription { state.withLock { Self.subscription(of: $0.settings) } }
 
-    private static func subscription(of settings: VideoSettings) -> FrameSubscription {
+    static func subscription(of settings: VideoSettings) -> FrameSubscription {
         guard let jpeg = settings.jpeg else { return FrameSubscription() }
         return FrameSubscription(jpeg: JPEGProduct(quality: jpeg.quality, subsampling: jpeg.subsampling), jpegThreads: max(1, jpeg.threads))
     }

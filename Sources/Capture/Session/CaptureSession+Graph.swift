@@ -185,6 +185,14 @@ extension CaptureSession {
     /// Removes a frame consumer; once this returns the capture threads no longer call it.
     package func removeFrameConsumer(_ consumer: CaptureVideoDataOutput) { removeOutput(consumer) }
 
+    /// Adds the port of a consumer the route table calls directly (see `FrameConsumer`), as
+    /// `addFrameConsumer(_:)` does for a consumer with a queue. Returns false if it is in a session.
+    @discardableResult
+    package func addFrameConsumer(_ port: FrameConsumerPort) -> Bool { addConsumer(port) }
+
+    /// Removes a consumer's port; when this returns the consumer is not called any more.
+    package func removeFrameConsumer(_ port: FrameConsumerPort) { removeOutput(port) }
+
     /// Adds an audio consumer (an audio data output made with `init(frameConsumer:)`, the
     /// recorder's), as `addFrameConsumer` does for video: a connection per microphone, beside the
     /// app's outputs and not in `outputs`. Returns false (and changes nothing) if it is not a
@@ -193,7 +201,7 @@ extension CaptureSession {
     package func addAudioConsumer(_ consumer: CaptureAudioDataOutput) -> Bool { addConsumer(consumer) }
 
     /// The frame consumers, in the order they were added.
-    package var frameConsumers: [CaptureVideoDataOutput] {
-        lock.withLock { stagedOutputs.compactMap { $0.isFrameConsumer ? $0 as? CaptureVideoDataOutput : nil } }
+    package var frameConsumers: [CaptureOutput] {
+        lock.withLock { stagedOutputs.filter { $0.isFrameConsumer && $0.acceptedMediaTypes.contains(.video) } }
     }
 }
