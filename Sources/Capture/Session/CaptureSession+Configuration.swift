@@ -163,6 +163,7 @@ extension CaptureSession {
             oldInputs.contains { $0 === i } && plans[ObjectIdentifier(i)] != newPlans[ObjectIdentifier(i)]
         }
         var notes: [String] = []
+        var waiting: [CaptureDeviceInput] = []
         if running.load(ordering: .acquiring) {
             // A new frame rate alone is set on the running stream (S_PARM), without a restart.
             changed.removeAll { i in
@@ -177,16 +178,22 @@ extension CaptureSession {
             let toStop = removed + changed
             for i in toStop { runners.removeValue(forKey: ObjectIdentifier(i))?.stop() }
             var started: [CaptureInput] = []
+            // Inputs another client holds are interrupted once the transaction holds: a rejected
+            // one leaves no interruption behind (nor a retry of an input the session lacks).
+            let interruptedBefore = interruptions.withLock { Set($0.keys) }
             do {
                 for i in added + changed {
-                    guard let di = i as? CaptureDeviceInput,
-                        let r = try startOrWait(di, plan: newPlans[ObjectIdentifier(i)], notes: &notes)
-                    else { continue }
-                    runners[ObjectIdentifier(i)] = r
-                    started.append(i)
+                    guard let di = i as? CaptureDeviceInput else { continue }
+                    if let r = try startOrWait(di, plan: newPlans[ObjectIdentifier(i)], notes: &notes, announce: false) {
+                        runners[ObjectIdentifier(i)] = r
+                        started.append(i)
+                    } else if !interruptedBefore.contains(ObjectIdentifier(i)) {
+                        waiting.append(di)
+                    }
                 }
             } catch {
                 for i in started { runners.removeValue(forKey: ObjectIdentifier(i))?.stop() }
+                interruptions.withLock { i in for di in waiting { i.removeValue(forKey: ObjectIdentifier(di)) } }
                 // Bring the previous configuration back.
                 for case let di as CaptureDeviceInput in toStop {
                     if let r = try? startRunner(di, plan: plans[ObjectIdentifier(di)], notes: &notes) {
@@ -222,6 +229,7 @@ extension CaptureSession {
             o.setConnections([])
             o.attach(to: nil)
         }
+        for di in waiting { announceInUse(di) }
         return notes.isEmpty ? .applied : .adjusted(notes)
     }
 

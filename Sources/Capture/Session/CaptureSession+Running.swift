@@ -58,10 +58,7 @@ extension CaptureSession {
         running.store(true, ordering: .releasing)
         hub.post(.didStartRunning)
         // As AVFoundation: the session runs, interrupted, and resumes the device on its own.
-        for di in waiting {
-            hub.post(.wasInterrupted(di.device, reason: Self.inUseReason(di)))
-            scheduleResume(di)
-        }
+        for di in waiting { announceInUse(di) }
     }
 
     /// The error for a session with an output that takes video but no camera to feed it (the
@@ -209,7 +206,8 @@ extension CaptureSession {
     }
 
     /// Starts `input`'s runner; when another client holds the device, marks the input
-    /// interrupted instead, schedules a retry and returns nil. Called with `lock` held.
+    /// interrupted instead, schedules a retry and returns nil (with `announce` false it only
+    /// marks it: the caller then calls `announceInUse`). Called with `lock` held.
     func startOrWait(
         _ input: CaptureDeviceInput, plan: VideoPlan?, notes: inout [String],
         announce: Bool = true
@@ -222,6 +220,13 @@ extension CaptureSession {
             if announce { scheduleResume(input) }
             return nil
         }
+    }
+
+    /// Posts the interruption of `input`, marked by `startOrWait(announce: false)` because
+    /// another client holds it, and schedules its retries. Called with `lock` held.
+    func announceInUse(_ input: CaptureDeviceInput) {
+        hub.post(.wasInterrupted(input.device, reason: Self.inUseReason(input)))
+        scheduleResume(input)
     }
 
     /// The reason an input another client holds is interrupted for, by its media type.
