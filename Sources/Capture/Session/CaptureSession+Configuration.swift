@@ -109,14 +109,23 @@ extension CaptureSession {
         return nil
     }
 
-    /// Resolves the format each video input needs for the staged configuration.
-    func makePlans() throws(CaptureError) -> [ObjectIdentifier: VideoPlan] {
+    /// A format or frame duration asked of a device of the session, not yet in its state.
+    struct FormatWish {
+        var device: CaptureDevice
+        var format: CaptureDevice.Format?
+        var interval: FrameInterval?
+    }
+
+    /// Resolves the format each video input needs for the staged configuration (with `wish`
+    /// taking the place of its device's active format and duration).
+    func makePlans(wish: FormatWish? = nil) throws(CaptureError) -> [ObjectIdentifier: VideoPlan] {
         var result: [ObjectIdentifier: VideoPlan] = [:]
         let preferred = preferredPixelFormat(stagedOutputs)
         for case let input as CaptureDeviceInput in stagedInputs where input.device.mediaType == .video {
             let device = input.device
             let formats = try device.loadFormats()
-            let wanted = device.state.withLock { ($0.activeFormat, $0.minFrameDuration) }
+            var wanted = device.state.withLock { ($0.activeFormat, $0.minFrameDuration) }
+            if let wish, wish.device === device { wanted = (wish.format ?? wanted.0, wish.interval ?? wanted.1) }
             var format: CaptureDevice.Format?
             if stagedPreset == .inputPriority {
                 format = wanted.0 ?? device.activeFormat ?? PresetResolver.format(for: .high, in: formats, preferred: preferred)
@@ -145,14 +154,14 @@ extension CaptureSession {
     }
 
     /// Applies staged → applied. Called with `lock` held.
-    private func apply() -> ConfigurationResult {
+    private func apply(wish: FormatWish? = nil) -> ConfigurationResult {
         if let refused = refusal {
             refusal = nil
             return reject(refused)
         }
         let newPlans: [ObjectIdentifier: VideoPlan]
         do {
-            newPlans = try makePlans()
+            newPlans = try makePlans(wish: wish)
         } catch {
             return reject(error)
         }
@@ -273,22 +282,22 @@ extension CaptureSession {
     }
 
     /// Called by `CaptureDevice.setActiveFormat` and friends while the device is in this session.
+    /// The device reports the new values only once the session took them: no other thread sees
+    /// a format that is not applied yet, or that the session rejects.
     func deviceWantsFormat(_ device: CaptureDevice, format: CaptureDevice.Format?, interval: FrameInterval?) throws(CaptureError) {
-        let previous = device.state.withLock { ($0.activeFormat, $0.minFrameDuration) }
-        device.state.withLock { st in
-            if let format { st.activeFormat = format }
-            if let interval { st.minFrameDuration = interval }
-        }
-        let result: ConfigurationResult = lock.withLock {
-            if format != nil { stagedPreset = .inputPriority }
-            return configurationDepth == 0 ? apply() : .applied
-        }
-        if case .rejected(let e) = result {
-            device.state.withLock { st in
-                st.activeFormat = previous.0
-                st.minFrameDuration = previous.1
-            }
+        lock.lock()
+        defer { lock.unlock() }
+        if format != nil { stagedPreset = .inputPriority }
+        if configurationDepth == 0, case .rejected(let e) = apply(wish: FormatWish(device: device, format: format, interval: interval)) {
             throw e
+        }
+        // A running camera's restart noted what the driver took; otherwise the values are what
+        // the commit or the next start uses.
+        if configurationDepth > 0 || !running.load(ordering: .acquiring) {
+            device.state.withLock { st in
+                if let format { st.activeFormat = format }
+                if let interval { st.minFrameDuration = interval }
+            }
         }
     }
 }
