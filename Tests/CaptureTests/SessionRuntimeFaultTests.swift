@@ -146,7 +146,9 @@ import CaptureTestSupport
         mic.release()
         try await Task.sleep(for: .milliseconds(600))
         #expect(!session.isRunning && !session.isInterrupted)
-        #expect(!events.events.contains { if case .interruptionEnded = $0 { true } else { false } }, "the stopped session resumed the microphone")
+        #expect(
+            !events.events.contains { if case .interruptionEnded = $0 { true } else { false } },
+            "the stopped session resumed the microphone")
     }
 
     /// While the session is busy (another thread holds it, as a commit restarting cameras does),
