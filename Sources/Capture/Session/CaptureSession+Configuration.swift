@@ -109,14 +109,23 @@ extension CaptureSession {
         return nil
     }
 
-    /// Resolves the format each video input needs for the staged configuration.
-    func makePlans() throws(CaptureError) -> [ObjectIdentifier: VideoPlan] {
+    /// A format or frame duration asked of a device of the session, not yet in its state.
+    struct FormatWish {
+        var device: CaptureDevice
+        var format: CaptureDevice.Format?
+        var interval: FrameInterval?
+    }
+
+    /// Resolves the format each video input needs for the staged configuration (with `wish`
+    /// taking the place of its device's active format and duration).
+    func makePlans(wish: FormatWish? = nil) throws(CaptureError) -> [ObjectIdentifier: VideoPlan] {
         var result: [ObjectIdentifier: VideoPlan] = [:]
         let preferred = preferredPixelFormat(stagedOutputs)
         for case let input as CaptureDeviceInput in stagedInputs where input.device.mediaType == .video {
             let device = input.device
             let formats = try device.loadFormats()
-            let wanted = device.state.withLock { ($0.activeFormat, $0.minFrameDuration) }
+            var wanted = device.state.withLock { ($0.activeFormat, $0.minFrameDuration) }
+            if let wish, wish.device === device { wanted = (wish.format ?? wanted.0, wish.interval ?? wanted.1) }
             var format: CaptureDevice.Format?
             if stagedPreset == .inputPriority {
                 format = wanted.0 ?? device.activeFormat ?? PresetResolver.format(for: .high, in: formats, preferred: preferred)
@@ -145,14 +154,14 @@ extension CaptureSession {
     }
 
     /// Applies staged → applied. Called with `lock` held.
-    private func apply() -> ConfigurationResult {
+    private func apply(wish: FormatWish? = nil) -> ConfigurationResult {
         if let refused = refusal {
             refusal = nil
             return reject(refused)
         }
         let newPlans: [ObjectIdentifier: VideoPlan]
         do {
-            newPlans = try makePlans()
+            newPlans = try makePlans(wish: wish)
         } catch {
             return reject(error)
         }
@@ -163,6 +172,7 @@ extension CaptureSession {
             oldInputs.contains { $0 === i } && plans[ObjectIdentifier(i)] != newPlans[ObjectIdentifier(i)]
         }
         var notes: [String] = []
+        var waiting: [CaptureDeviceInput] = []
         if running.load(ordering: .acquiring) {
             // A new frame rate alone is set on the running stream (S_PARM), without a restart.
             changed.removeAll { i in
@@ -177,16 +187,22 @@ extension CaptureSession {
             let toStop = removed + changed
             for i in toStop { runners.removeValue(forKey: ObjectIdentifier(i))?.stop() }
             var started: [CaptureInput] = []
+            // Inputs another client holds are interrupted once the transaction holds: a rejected
+            // one leaves no interruption behind (nor a retry of an input the session lacks).
+            let interruptedBefore = interruptions.withLock { Set($0.keys) }
             do {
                 for i in added + changed {
-                    guard let di = i as? CaptureDeviceInput,
-                        let r = try startOrWait(di, plan: newPlans[ObjectIdentifier(i)], notes: &notes)
-                    else { continue }
-                    runners[ObjectIdentifier(i)] = r
-                    started.append(i)
+                    guard let di = i as? CaptureDeviceInput else { continue }
+                    if let r = try startOrWait(di, plan: newPlans[ObjectIdentifier(i)], notes: &notes, announce: false) {
+                        runners[ObjectIdentifier(i)] = r
+                        started.append(i)
+                    } else if !interruptedBefore.contains(ObjectIdentifier(i)) {
+                        waiting.append(di)
+                    }
                 }
             } catch {
                 for i in started { runners.removeValue(forKey: ObjectIdentifier(i))?.stop() }
+                interruptions.withLock { i in for di in waiting { i.removeValue(forKey: ObjectIdentifier(di)) } }
                 // Bring the previous configuration back.
                 for case let di as CaptureDeviceInput in toStop {
                     if let r = try? startRunner(di, plan: plans[ObjectIdentifier(di)], notes: &notes) {
@@ -222,6 +238,7 @@ extension CaptureSession {
             o.setConnections([])
             o.attach(to: nil)
         }
+        for di in waiting { announceInUse(di) }
         return notes.isEmpty ? .applied : .adjusted(notes)
     }
 
@@ -265,22 +282,22 @@ extension CaptureSession {
     }
 
     /// Called by `CaptureDevice.setActiveFormat` and friends while the device is in this session.
+    /// The device reports the new values only once the session took them: no other thread sees
+    /// a format that is not applied yet, or that the session rejects.
     func deviceWantsFormat(_ device: CaptureDevice, format: CaptureDevice.Format?, interval: FrameInterval?) throws(CaptureError) {
-        let previous = device.state.withLock { ($0.activeFormat, $0.minFrameDuration) }
-        device.state.withLock { st in
-            if let format { st.activeFormat = format }
-            if let interval { st.minFrameDuration = interval }
-        }
-        let result: ConfigurationResult = lock.withLock {
-            if format != nil { stagedPreset = .inputPriority }
-            return configurationDepth == 0 ? apply() : .applied
-        }
-        if case .rejected(let e) = result {
-            device.state.withLock { st in
-                st.activeFormat = previous.0
-                st.minFrameDuration = previous.1
-            }
+        lock.lock()
+        defer { lock.unlock() }
+        if format != nil { stagedPreset = .inputPriority }
+        if configurationDepth == 0, case .rejected(let e) = apply(wish: FormatWish(device: device, format: format, interval: interval)) {
             throw e
+        }
+        // A running camera's restart noted what the driver took; otherwise the values are what
+        // the commit or the next start uses.
+        if configurationDepth > 0 || !running.load(ordering: .acquiring) {
+            device.state.withLock { st in
+                if let format { st.activeFormat = format }
+                if let interval { st.minFrameDuration = interval }
+            }
         }
     }
 }

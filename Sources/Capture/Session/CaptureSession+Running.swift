@@ -58,10 +58,7 @@ extension CaptureSession {
         running.store(true, ordering: .releasing)
         hub.post(.didStartRunning)
         // As AVFoundation: the session runs, interrupted, and resumes the device on its own.
-        for di in waiting {
-            hub.post(.wasInterrupted(di.device, reason: Self.inUseReason(di)))
-            scheduleResume(di)
-        }
+        for di in waiting { announceInUse(di) }
     }
 
     /// The error for a session with an output that takes video but no camera to feed it (the
@@ -127,6 +124,13 @@ extension CaptureSession {
         lock.lock()
         defer { lock.unlock() }
         guard running.load(ordering: .acquiring) else { return }
+        stopAll(CaptureError(.cancelled, "the session stopped"))
+    }
+
+    /// Stops every input, ends the interruptions and the outputs' pending work (with `error`),
+    /// and posts `didStopRunning`: `stopRunning`, and a runtime error (which stops the session in
+    /// AVFoundation). Called with `lock` held, while running.
+    private func stopAll(_ error: CaptureError) {
         let all = runners
         runners = [:]
         for r in all.values { r.stop() }
@@ -134,7 +138,7 @@ extension CaptureSession {
         // Not running before the outputs cancel their work: a still requested meanwhile sees it
         // (CaptureStillImageOutput re-checks after queueing) instead of waiting for its time-out.
         running.store(false, ordering: .releasing)
-        for o in appliedOutputs { for c in o.connections { o.inputDidStop(c, error: CaptureError(.cancelled, "the session stopped")) } }
+        for o in appliedOutputs { for c in o.connections { o.inputDidStop(c, error: error) } }
         hub.post(.didStopRunning)
     }
 
@@ -155,22 +159,24 @@ extension CaptureSession {
                 self.scheduleResume(runner.input)
                 return
             }
-            if error.code == .disconnected {
-                runner.input.device.markDisconnected()
-                self.hub.post(.deviceDisconnected(runner.input.device))
-                runner.input.device.dropSource()
-            }
-            self.hub.post(.runtimeError(error))
-            if error.code != .disconnected {
-                // AVFoundation stops the session on a runtime error; the app may start it again.
-                for r in self.runners.values { r.stop() }
-                self.runners = [:]
-            }
-            if self.runners.isEmpty, !self.isInterrupted, self.running.load(ordering: .acquiring) {
-                self.running.store(false, ordering: .releasing)
-                self.hub.post(.didStopRunning)
-            }
+            self.inputFailed(runner.input, error: error)
         }
+    }
+
+    /// `input` failed at run time (its runner, if it had one, stopped and told its outputs): a
+    /// runtime error. An unplug ends that input only (the session stops when nothing else runs
+    /// or waits); any other error stops the session, as AVFoundation does; the app may start it
+    /// again. Called with `lock` held, on `controlQueue`.
+    private func inputFailed(_ input: CaptureDeviceInput, error: CaptureError) {
+        interruptions.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(input)) }
+        if error.code == .disconnected {
+            input.device.markDisconnected()
+            hub.post(.deviceDisconnected(input.device))
+            input.device.dropSource()
+        }
+        hub.post(.runtimeError(error))
+        guard running.load(ordering: .acquiring), error.code != .disconnected || (runners.isEmpty && !isInterrupted) else { return }
+        stopAll(CaptureError(.cancelled, "the session stopped after a runtime error: \(error.message)"))
     }
 
     /// MJPEG frames the running inputs made complete for their JPEG consumers (once per frame).
@@ -209,7 +215,8 @@ extension CaptureSession {
     }
 
     /// Starts `input`'s runner; when another client holds the device, marks the input
-    /// interrupted instead, schedules a retry and returns nil. Called with `lock` held.
+    /// interrupted instead, schedules a retry and returns nil (with `announce` false it only
+    /// marks it: the caller then calls `announceInUse`). Called with `lock` held.
     func startOrWait(
         _ input: CaptureDeviceInput, plan: VideoPlan?, notes: inout [String],
         announce: Bool = true
@@ -222,6 +229,13 @@ extension CaptureSession {
             if announce { scheduleResume(input) }
             return nil
         }
+    }
+
+    /// Posts the interruption of `input`, marked by `startOrWait(announce: false)` because
+    /// another client holds it, and schedules its retries. Called with `lock` held.
+    func announceInUse(_ input: CaptureDeviceInput) {
+        hub.post(.wasInterrupted(input.device, reason: Self.inUseReason(input)))
+        scheduleResume(input)
     }
 
     /// The reason an input another client holds is interrupted for, by its media type.
@@ -276,13 +290,10 @@ extension CaptureSession {
             runners[id] = r
             endInterruption(input)
         } catch {
-            // Something else went wrong: a runtime error, as for a running input.
-            interruptions.withLock { _ = $0.removeValue(forKey: id) }
-            hub.post(.runtimeError(error))
-            if runners.isEmpty, !isInterrupted, running.load(ordering: .acquiring) {
-                running.store(false, ordering: .releasing)
-                hub.post(.didStopRunning)
-            }
+            // Something else went wrong: a runtime error, as for a running input. It had no
+            // runner to end its outputs' work (a still waiting on it) with the error.
+            for c in appliedConnections where c.input === input { c.output?.inputDidStop(c, error: error) }
+            inputFailed(input, error: error)
         }
     }
 }
