@@ -106,12 +106,10 @@ package final class DBusConnection {
         guard let api = capture_dbus_load() else { throw .libraryMissing(String(cString: capture_dbus_load_error())) }
         let attempt = ConnectAttempt(api: api, address: address)
         let finished = DispatchSemaphore(value: 0)
-        let thread = Thread {
+        NamedThread.start("cap dbus") {
             attempt.run()
             finished.signal()
         }
-        thread.name = "capture.dbus-connect"
-        thread.start()
         let deadline = DispatchTime.now() + .milliseconds(Int((timeout * 1000).rounded(.up)))
         let outcome: ConnectAttempt.Outcome
         if finished.wait(timeout: deadline) == .timedOut {

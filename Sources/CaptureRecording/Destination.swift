@@ -42,9 +42,7 @@ final class Destination: @unchecked Sendable {
         let found = try? FileSystem.status(at: path).get().kind
         isFIFO = found == .fifo
         readable = found == nil || found == .regular
-        let thread = Thread { [self] in openInBackground() }
-        thread.name = "swift-capture.recording-open"
-        thread.start()
+        NamedThread.start("cap rec-open") { [self] in openInBackground() }
     }
 
     private func openInBackground() {

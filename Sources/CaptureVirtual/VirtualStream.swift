@@ -117,6 +117,7 @@ package final class VirtualStream: @unchecked Sendable {
             &tid, nil,
             { arg in
                 let producer = Unmanaged<FrameProducer>.fromOpaque(arg!).takeRetainedValue()
+                NamedThread.nameCurrentThread("cap virtual")
                 producer.run()
                 return nil
             }, box.toOpaque())

@@ -1,6 +1,7 @@
 // Where the session meets the audio layer: the input check and the reader thread of a running
 // audio input.
 import CaptureBackend
+import CaptureSystem
 import Foundation
 import Synchronization
 
@@ -70,10 +71,7 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
         for o in outputs { o.setActiveFormat(applied.format) }
         source = src
         started.store(true, ordering: .releasing)
-        let t = Thread { [self] in run(src) }
-        t.name = "swift-capture audio \(input.device.localizedName)"
-        t.qualityOfService = .userInteractive
-        t.start()
+        NamedThread.start("cap audio", qualityOfService: .userInteractive) { [self] in run(src) }
     }
 
     func stop() {

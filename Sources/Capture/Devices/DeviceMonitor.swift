@@ -206,9 +206,7 @@ private final class Watcher: @unchecked Sendable {
 
     func run() {
         running.store(true, ordering: .releasing)
-        let t = Thread { [self] in loop() }
-        t.name = "swift-capture device monitor"
-        t.start()
+        NamedThread.start("cap devices") { [self] in loop() }
     }
 
     func stop() {

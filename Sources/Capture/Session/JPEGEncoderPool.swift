@@ -1,6 +1,7 @@
 import CaptureVirtual
 import CaptureImaging
 import CaptureBackend
+import CaptureSystem
 import Foundation
 
 /// Encodes camera frames to JPEG on several threads, each with its own `JPEGEncoder`, and hands
@@ -61,10 +62,7 @@ package final class JPEGEncoderPool: @unchecked Sendable {
             workers: n, depth: max(1, queueDepth ?? n), quality: quality, subsampling: subsampling,
             heldSamples: max(1, heldSamples), deliver: deliver)
         for i in 0..<n {
-            let t = Thread { [core] in core.work(i) }
-            t.name = "swift-capture jpeg \(i)"
-            t.qualityOfService = .userInteractive
-            t.start()
+            NamedThread.start("cap jpeg \(i)", qualityOfService: .userInteractive) { [core] in core.work(i) }
         }
     }
 

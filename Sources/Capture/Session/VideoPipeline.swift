@@ -1,4 +1,5 @@
 import CaptureBackend
+import CaptureSystem
 import Foundation
 import Synchronization
 
@@ -68,10 +69,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     func start() throws(CaptureError) {
         try fromBackend { () throws(BackendError) in try source.startStreaming(bufferCount: 4) }
         started.store(true, ordering: .releasing)
-        let t = Thread { [self] in run() }
-        t.name = "swift-capture video \(input.device.localizedName)"
-        t.qualityOfService = .userInteractive
-        t.start()
+        NamedThread.start("cap video", qualityOfService: .userInteractive) { [self] in run() }
     }
 
     func stop() {
