@@ -128,11 +128,20 @@ import Glibc
         }
     }
 
+    /// Frames come in order, each once. vivid numbers frames by its own clock: when its thread runs
+    /// late (a loaded host under emulation) it skips a number though a buffer was free, so a rare
+    /// gap is the driver's. A fault of ours that lost buffers would starve the stream (the count
+    /// above falls short), and the exact gap accounting has its own test
+    /// (`droppedBuffersShowAsSequenceGaps`).
     func checkOrdered(_ metas: [FrameMetadata], _ label: String) {
+        var skipped = 0
         for (a, b) in zip(metas, metas.dropFirst()) {
-            #expect(b.sequence == a.sequence &+ 1, "\(label): sequence \(a.sequence) then \(b.sequence)")
+            let step = b.sequence &- a.sequence
+            #expect(step >= 1 && step < 1 << 16, "\(label): sequence \(a.sequence) then \(b.sequence)")
+            if step > 1, step < 1 << 16 { skipped += Int(step) - 1 }
             #expect(b.timestamp - a.timestamp > 0, "\(label): timestamp \(a.timestamp) then \(b.timestamp)")
         }
+        #expect(skipped * 10 <= metas.count, "\(label): vivid skipped \(skipped) sequence numbers in \(metas.count) frames")
     }
 
     // MARK: Discovery
