@@ -52,6 +52,11 @@ package final class MovieWriter {
     var destination: Destination?
     /// Makes the next H.264 frame a keyframe (IDR), as after a pause (JPEG frames all are).
     var nextFrameIsKey = false
+    /// The last frame's time on the writer's time line (nil before the first), and the file's
+    /// time 0 on it (pre-record starts the file at a kept keyframe): how far the video reaches,
+    /// which audio is not encoded past (`MovieWriterAudio.swift`).
+    var lastFrameNanoseconds: Int64?
+    var originNanoseconds: Int64 = 0
 
     /// A writer for `url` (its extension or scheme chooses the container), or nil for one it does not name.
     package convenience init?(url: URL, fragmentInterval: Duration) throws(RecordingError) {
@@ -192,6 +197,7 @@ package final class MovieWriter {
     /// Writes one frame, `nanoseconds` after the first. The sample is read here and not kept.
     package func write(_ sample: SampleBuffer, at nanoseconds: Int64) throws(RecordingError) {
         guard format != nil, let packet, let stream else { throw RecordingError(.invalidState, "the file is closed") }
+        lastFrameNanoseconds = nanoseconds
         if let encoder, let frame {
             var p = pts(nanoseconds, in: encoder.pointee.time_base)
             if p <= lastPTS { p = lastPTS + 1 }

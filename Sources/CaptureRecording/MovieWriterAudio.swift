@@ -9,6 +9,14 @@ extension MovieWriter {
     /// `audioSamples` as nanoseconds.
     var audioSamplesNanoseconds: Int64 { audioSamples * 1_000_000_000 / max(1, audioRate) }
 
+    /// Where the video written so far ends, in samples on the audio's time line (the last frame's
+    /// time plus one frame interval; 0 before the first frame).
+    private var videoReach: Int64 {
+        guard let last = lastFrameNanoseconds, let interval = videoFormat?.frameInterval else { return 0 }
+        let end = last - originNanoseconds + Int64(interval.numerator) * 1_000_000_000 / Int64(max(1, interval.denominator))
+        return av_rescale_q(end, AVRational(num: 1, den: 1_000_000_000), AVRational(num: 1, den: Int32(audioRate)))
+    }
+
     func openAudioEncoder(_ audio: AudioFormat, codec audioCodec: AudioCodec) throws(RecordingError) {
         // Opus: libopus where this FFmpeg has it, else FFmpeg's own (experimental) encoder.
         let candidates: [(name: String, format: AVSampleFormat)] =
@@ -99,11 +107,16 @@ extension MovieWriter {
         try encodeAudio(final: false)
     }
 
-    /// Encodes the full encoder frames waiting (and, when `final`, the rest as a short last one).
+    /// Encodes the full encoder frames waiting as far as the video reaches (and, when `final`,
+    /// the rest as a short last one). Audio past the video waits, so that `finishAudio` can
+    /// leave out what lies past the video's end at the stop (audio that came before the last
+    /// frames did, or while they were lost), unless more than 2 s of it waits (a stalled
+    /// camera: the memory held stays bounded).
     private func encodeAudio(final: Bool) throws(RecordingError) {
         guard let enc = audioEncoder, let frame = audioFrame else { return }
         let size = Int(enc.pointee.frame_size)
-        while pending[0].count >= size || (final && !pending[0].isEmpty) {
+        let reach = final ? Int64.max : videoReach, held = Int(audioRate * 2)
+        while final ? !pending[0].isEmpty : pending[0].count >= size && (pendingStart + Int64(size) <= reach || pending[0].count > held) {
             let n = min(size, pending[0].count)
             guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for an audio frame") }
             frame.pointee.nb_samples = Int32(n)
@@ -161,10 +174,12 @@ extension MovieWriter {
         if audioStarted {
             let have = pendingStart + Int64(pending[0].count)
             if have > end {
-                let keep = Int(max(0, end - pendingStart))
-                for c in pending.indices { pending[c].removeLast(pending[c].count - min(keep, pending[c].count)) }
+                let cut = pending[0].count - min(Int(max(0, end - pendingStart)), pending[0].count)
+                for c in pending.indices { pending[c].removeLast(cut) }
+                audioSamples -= Int64(cut)
             } else if end - have <= audioRate / 10 {
                 for c in pending.indices { pending[c].append(contentsOf: repeatElement(0, count: Int(end - have))) }
+                audioSamples += end - have
             }
             try encodeAudio(final: true)
         }

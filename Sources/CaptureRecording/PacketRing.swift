@@ -54,6 +54,7 @@ extension MovieWriter {
         try addVideoStream()
         try writeHeader(audio: audio, settings: settings)
         videoOffset = av_rescale_q(originTicks, inputTimeBase, streamTimeBase)
+        originNanoseconds = pts(originTicks, from: inputTimeBase)
         // JPEG packets are timed in the stream's time base, which the muxer chose now.
         if encoder == nil { lastPTS = av_rescale_q(lastPTS, inputTimeBase, streamTimeBase) }
         packetBytes = 0
@@ -65,7 +66,7 @@ extension MovieWriter {
             let w = mux(p)
             guard w >= 0 else { throw failure(w, "writing a pre-recorded frame") }
         }
-        return (pts(originTicks, from: inputTimeBase), kept.count)
+        return (originNanoseconds, kept.count)
     }
 }
 

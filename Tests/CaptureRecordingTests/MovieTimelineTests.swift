@@ -12,8 +12,12 @@ import Testing
     private static let frames = 60
     private static let interval: Int64 = 33_333_333
 
-    /// Records `name` (its extension picks the container) and returns its URL.
-    private func record(_ folder: TempFolder, _ name: String) throws -> URL {
+    /// Records `name` (its extension picks the container) and returns its URL; `audioPast` more
+    /// frames' worth of audio come after the last frame (audio that reached the stop while the
+    /// last frames before it were lost), and `onFinish` sees the writer after its finish.
+    private func record(
+        _ folder: TempFolder, _ name: String, audioPast: Int = 0, onFinish: (MovieWriter) -> Void = { _ in }
+    ) throws -> URL {
         let (width, height) = (64, 48)
         let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: width * height * 3 / 2, alignment: 64)
         defer { memory.deallocate() }
@@ -28,8 +32,8 @@ import Testing
             audio: format, settings: MovieOutputSettings(rateControl: .quality(30)))
         // One video frame's worth of a 1 kHz tone (1600 samples) at each frame's time.
         let perFrame = 1600
-        for i in 0..<Self.frames {
-            try writer.write(replay.sample(0, sequence: UInt32(i)), at: Int64(i) * Self.interval)
+        for i in 0..<(Self.frames + audioPast) {
+            if i < Self.frames { try writer.write(replay.sample(0, sequence: UInt32(i)), at: Int64(i) * Self.interval) }
             var pcm = Data(capacity: perFrame * 2)
             for n in 0..<perFrame {
                 let v = Int16(8000 * sin(2 * Double.pi * 1000 * Double(i * perFrame + n) / 48_000))
@@ -38,7 +42,40 @@ import Testing
             try writer.writeAudio(AudioPCMBuffer(format: format, frameCount: perFrame, data: pcm), at: Int64(i) * Self.interval)
         }
         try writer.finish(videoEnd: Int64(Self.frames) * Self.interval)
+        onFinish(writer)
         return url
+    }
+
+    /// Audio past the video's end is left out of the file and of the count of audio written,
+    /// however much of it came (here 200 ms, more than an AAC frame's 21 ms).
+    @Test(arguments: ["av.mkv", "av.mp4"])
+    func audioPastTheVideosEndIsCut(_ name: String) throws {
+        let folder = try TempFolder("timeline")
+        defer { folder.remove() }
+        var counted: Int64 = -1
+        let url = try record(folder, name, audioPast: 6) { counted = $0.audioSamplesNanoseconds }
+        let videoEnd = Double(Int64(Self.frames) * Self.interval) / 1e9
+        // (The count is whole samples: within one of the video's end.)
+        #expect(abs(Double(counted) / 1e9 - videoEnd) <= 1.0 / 48_000, "audio counted \(counted) ns, video \(videoEnd) s")
+        // In the file: the last audio packet ends with the last frame (AAC's frames of 1024
+        // samples end within one of it), where it ended 200 ms later before.
+        let ends = try packetEnds(url)
+        let audio = try #require(ends["audio"]), video = try #require(ends["video"])
+        #expect(audio <= video + 1024.0 / 48_000, "audio ends at \(audio) s, video at \(video) s")
+    }
+
+    /// Where each stream's last packet ends (its time plus its duration), in seconds, by codec type.
+    private func packetEnds(_ url: URL) throws -> [String: Double] {
+        let r = try runProcess(
+            "/usr/bin/ffprobe", ["-v", "error", "-show_entries", "packet=codec_type,pts_time,duration_time", "-of", "csv=p=0", url.path])
+        guard r.status == 0 else { throw TestFailure("ffprobe cannot list the packets of \(url.path): \(r.stderr)") }
+        var ends: [String: Double] = [:]
+        for line in r.text.split(separator: "\n") {
+            let f = line.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard f.count >= 3, let t = Double(f[1]) else { continue }
+            ends[f[0]] = max(ends[f[0]] ?? -.infinity, t + (Double(f[2]) ?? 0))
+        }
+        return ends
     }
 
     /// The MP4 carries AAC's priming samples as the audio track's edit list: the first video

@@ -165,13 +165,20 @@ import Testing
     }
 
     @Test func twentyClientsAndOneThatNeverReadsAllGetTheFrames() async throws {
+        // (The idle time-out is longer than the run's deadline below: the client that never
+        // reads is there for the whole run however slow a loaded machine makes it. Its time-out
+        // is the next test's.)
         let served = try ServedCamera(fps: 10) {
-            $0.maxClients = 25; $0.connectionTimeout = 30
+            $0.maxClients = 25; $0.connectionTimeout = 600
         }
         defer { served.close() }
-        // A client that asks for the stream and never reads, with a small receive buffer.
+        let began = Date()
+        // A client that asks for the stream and never reads, with a small receive buffer; the
+        // readers come once the server has taken it.
         let stalled = try RawClient(port: served.port, receiveBuffer: 4096)
         stalled.send("GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        #expect(await eventually(timeout: 60) { served.server.statistics.clients.count == 1 })
+        let stalledID = try #require(served.server.statistics.clients.first?.id)
         let partsEach = 40
         let results = Results()
         let group = DispatchGroup()
@@ -182,14 +189,13 @@ import Testing
                 do {
                     let reader = try StreamReader(port: served.port)
                     var count = 0, complete = 0
-                    var first: UInt64?, last: UInt64?
+                    var sequences: [UInt64] = []
                     while count < partsEach, let p = try reader.next() {
                         count += 1
                         if p.isCompleteJPEG { complete += 1 }
-                        if first == nil { first = p.sequence }
-                        last = p.sequence
+                        if let s = p.sequence { sequences.append(s) }
                     }
-                    results.add(count: count, complete: complete, span: Int((last ?? 0) - (first ?? 0)) + 1)
+                    results.add(count: count, complete: complete, sequences: sequences)
                 } catch {
                     results.add(error: "\(error)")
                 }
@@ -203,16 +209,28 @@ import Testing
         let all = results.all
         #expect(all.errors == [])
         #expect(all.runs.count == 20)
+        // The frames the server sent (to any client). Not the camera's: a loaded machine makes the
+        // session lose some before the server (a run here had every client get 40 of the 57 the
+        // camera made, the same 40).
+        let sentToAny = Set(all.runs.flatMap(\.sequences))
         for r in all.runs {
             #expect(r.count == partsEach && r.complete == r.count, "\(r)")
-            // Each client got at least 90 % of the frames the camera made while it read.
-            #expect(Double(r.count) >= 0.9 * Double(r.span), "\(r.count) parts over \(r.span) camera frames")
+            #expect(zip(r.sequences, r.sequences.dropFirst()).allSatisfy { $0 < $1 }, "sequences \(r.sequences)")
+            // Each client got at least 90 % of the frames the server sent while it read: none is
+            // held back by the one that never reads, or by the others.
+            guard let first = r.sequences.first, let last = r.sequences.last else { continue }
+            let sent = sentToAny.filter { (first...last).contains($0) }.count
+            #expect(Double(r.count) >= 0.9 * Double(sent), "\(r.count) parts of the \(sent) the server sent while it read: \(r)")
         }
-        // No client held a camera buffer: the camera never ran out of them for the server.
-        #expect(served.camera.statistics.framesDroppedForLackOfBuffers <= 1, "\(served.camera.statistics)")
-        // The one that never reads is still a client (its socket buffers take what was sent);
-        // the readers that closed go at the server's next write to them.
-        #expect(served.server.statistics.clients.count >= 1)
+        // No client held a buffer of the camera's or of the JPEG encoder's: the session never
+        // lacked one for the server (`.outOfBuffers`). (Frames a loaded machine makes the camera
+        // lose are `.discontinuity`: not the clients' doing.)
+        let statistics = served.server.statistics
+        #expect(statistics.framesDropped[.outOfBuffers, default: 0] == 0, "\(statistics.framesDropped)")
+        // The one that never reads is still a client (its socket buffers take what was sent).
+        #expect(
+            statistics.clients.contains { $0.id == stalledID },
+            "the client that never reads went after \(Date().timeIntervalSince(began)) s: \(statistics.clients)")
         withExtendedLifetime(stalled) {}
     }
 
@@ -229,10 +247,13 @@ import Testing
         #expect(
             await eventually(timeout: 120) { served.server.statistics.clients.isEmpty },
             "\(served.server.statistics.clients)")
-        // Meanwhile another client is served, and the camera never lacked a buffer.
+        // Meanwhile another client is served, and the session never lacked a buffer for the
+        // server (a client holding one would make it lose frames as `.outOfBuffers`; a loaded
+        // machine's losses are `.discontinuity` and `.frameWasLate`).
         let reader = try StreamReader(port: served.port)
         for _ in 0..<5 { #expect(try reader.next()?.isCompleteJPEG == true) }
-        #expect(served.camera.statistics.framesDroppedForLackOfBuffers <= 1, "\(served.camera.statistics)")
+        let dropped = served.server.statistics.framesDropped
+        #expect(dropped[.outOfBuffers, default: 0] == 0, "\(dropped); camera: \(served.camera.statistics)")
         withExtendedLifetime(stalled) {}
     }
 
@@ -548,13 +569,17 @@ import Testing
 /// Counts of the stream readers' runs, from their threads.
 final class Results: @unchecked Sendable {
     struct Run: Sendable, CustomStringConvertible {
-        var count: Int, complete: Int, span: Int
-        var description: String { "\(count) parts (\(complete) complete) over \(span) camera frames" }
+        var count: Int, complete: Int, sequences: [UInt64]
+        var description: String {
+            "\(count) parts (\(complete) complete) over \(sequences.last.map { $0 - sequences[0] + 1 } ?? 0) camera frames"
+        }
     }
     private let lock = NSLock()
     private var runs: [Run] = []
     private var errors: [String] = []
-    func add(count: Int, complete: Int, span: Int) { lock.withLock { runs.append(Run(count: count, complete: complete, span: span)) } }
+    func add(count: Int, complete: Int, sequences: [UInt64]) {
+        lock.withLock { runs.append(Run(count: count, complete: complete, sequences: sequences)) }
+    }
     func add(error: String) { lock.withLock { errors.append(error) } }
     var all: (runs: [Run], errors: [String]) { lock.withLock { (runs, errors) } }
 }

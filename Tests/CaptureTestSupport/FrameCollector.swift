@@ -80,7 +80,13 @@ extension FrameCollector {
     /// sequence order, and delivered + dropped = produced. Call after the session stopped and
     /// the delegate's queue drained.
     public func expectEveryFrameOnce(sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let delivered = sequences, drops = self.drops
+        try Self.expectEveryFrameOnce([self], sourceLocation: sourceLocation)
+    }
+
+    /// The same ledger over delegates that took turns (in that order): each frame went to one
+    /// of them, or was reported lost to one of them, once.
+    public static func expectEveryFrameOnce(_ collectors: [FrameCollector], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let delivered = collectors.flatMap(\.sequences), drops = collectors.flatMap(\.drops)
         let first = try #require(delivered.first, sourceLocation: sourceLocation)
         let last = try #require(delivered.last, sourceLocation: sourceLocation)
         var seen = Set(delivered)

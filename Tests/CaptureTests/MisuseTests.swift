@@ -89,7 +89,8 @@ import CaptureTestSupport
     // MARK: Delegate changes
 
     /// The case: the old delegate's queue is busy with a wake-up queued behind the
-    /// block; the new delegate gets frames within a few frame intervals all the same.
+    /// block; the new delegate gets frames all the same, while the old queue is still busy (a
+    /// gate holds it, not a time: a loaded machine cannot end the block first).
     @Test func delegateSwapWhileTheOldQueueIsBusy() async throws {
         let rig = try MisuseRig("Swap busy")
         defer { rig.uninstall() }
@@ -97,19 +98,35 @@ import CaptureTestSupport
         try session.start()
         defer { session.stopRunning() }
         #expect(await old.eventually(frames: 3))
-        old.queue.async { usleep(1_000_000) }
-        try await Task.sleep(for: .milliseconds(200))
+        let busy = OnceFlag(), gate = DispatchSemaphore(value: 0)
+        defer { gate.signal() }
+        old.queue.async {
+            busy.set()
+            gate.wait()
+        }
+        #expect(await eventually(timeout: 30) { busy.isSet })
+        // A frame waits behind the block (its wake-up is queued there): the next one replaces it.
+        let lateBefore = video.statistics.dropped[.frameWasLate] ?? 0
+        #expect(
+            await eventually(timeout: 30) { video.statistics.dropped[.frameWasLate] ?? 0 > lateBefore },
+            "no frame waited behind the busy queue")
         let oldCount = old.count
         let new = FrameCollector()
         video.setSampleBufferDelegate(new, queue: new.queue)
-        // 30 fps: a few intervals; the bound leaves room for a sanitizer build on a loaded machine
-        // (the old code never delivered again).
-        #expect(await new.eventually(frames: 3, timeout: 5), "the new delegate got \(new.count) frames")
-        try await Task.sleep(for: .milliseconds(1200))
-        // Once its queue is free the old delegate gets at most what it had already been handed.
-        #expect(old.count <= oldCount + 1, "the old delegate kept receiving: \(old.count - oldCount) more")
-        let late = video.statistics.dropped[.frameWasLate] ?? 0
-        #expect(late < new.count, "\(late) frames counted late for \(new.count) delivered")
+        // (The old code never delivered again.)
+        #expect(await new.eventually(frames: 3, timeout: 30), "the new delegate got \(new.count) frames while the old queue was busy")
+        gate.signal()
+        old.queue.sync {}
+        // Once its queue is free the old delegate gets nothing more (what waited went to the new
+        // one), and the new one goes on getting frames.
+        #expect(old.count == oldCount, "the old delegate kept receiving: \(old.count - oldCount) more")
+        let handed = new.count
+        #expect(await new.eventually(frames: handed + 3, timeout: 30), "the new delegate got no more frames once the old queue was free")
+        session.stopRunning()
+        new.queue.sync {}
+        // No frame was lost unreported, counted late and delivered, or delivered to both: each
+        // went to one delegate or was reported lost, once (however many a loaded machine lost).
+        try FrameCollector.expectEveryFrameOnce([old, new])
     }
 
     /// Four threads swap the delegate (and remove it) hundreds of times; the delegate set last
