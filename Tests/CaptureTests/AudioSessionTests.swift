@@ -232,6 +232,51 @@ private func frequency(of x: [Float], rate: Int) -> Double {
         #expect(Double(startsAt) <= clock + 1, "mark \(d), \(startsAt) frames after the stalled buffer, clock \(clock)")
     }
 
+    @Test func aDroppedBufferCountsTheOverrunItCarried() async throws {
+        let (mic, device) = Self.microphone("overrun-drop")
+        defer { VirtualMicrophone.uninstall(mic) }
+        let output = CaptureAudioDataOutput()
+        output.maximumPendingDuration = .zero  // one buffer waits beside the one delivered
+        let connection = CaptureConnection(input: try CaptureDeviceInput(device: device), output: output, mediaType: .audio)
+        let collector = AudioCollector()
+        let gate = DispatchSemaphore(value: 0)
+        collector.stall = (at: 1, body: { gate.wait() })
+        output.setSampleBufferDelegate(collector, queue: collector.audioQueue)
+        var stream = output.sampleBuffers(bufferingOldest: 1).makeAsyncIterator()
+        let format = AudioFormat(sampleRate: 48000, channelCount: 1, sampleFormat: .s16)
+        func feed(_ first: UInt64, overrun: Int = 0) {
+            if overrun > 0 {
+                // As the reader does: the device's drop first, then the buffer that carries it.
+                let drop = DroppedFrames(reason: .discontinuity, count: overrun, sequenceNumber: first - UInt64(overrun))
+                output.handleDrop(drop, connection: connection)
+            }
+            let pcm = AudioPCMBuffer(
+                format: format, frameCount: 480, data: Data(count: 960),
+                discontinuity: overrun > 0 ? AudioDiscontinuity(reason: .overrun, lostFrames: overrun) : nil)
+            let stamp = CaptureTime(nanoseconds: first * 1_000_000_000 / 48000)
+            output.handleAudio(SampleBuffer(audio: pcm, timestamp: stamp, firstFrame: first), connection: connection)
+        }
+        feed(0)  // the delegate holds it; the stream buffers it
+        #expect(collector.wait(audio: 1, timeout: 10))
+        feed(480)  // waits for the delegate; dropped by the stream
+        feed(1960, overrun: 1000)  // dropped by both, with the 1000 frames the device lost before it
+        feed(2440)  // dropped by both
+        #expect(await stream.next()?.sequenceNumber == 0)
+        gate.signal()
+        #expect(collector.wait(audio: 2, timeout: 10))
+        collector.audioQueue.sync {}
+        feed(2920)
+        collector.audioQueue.sync {}
+        // Each consumer's next buffer counts every frame missing before it, the device's too.
+        let delegateGap = collector.audio.last?.sample.audioBuffer?.discontinuity
+        #expect(collector.audio.map(\.sample.sequenceNumber) == [0, 480, 2920])
+        #expect(delegateGap == AudioDiscontinuity(reason: .dropped, lostFrames: 2920 - 960))
+        #expect(collector.drops.map(\.count).reduce(0, +) == 2920 - 960)
+        let next = await stream.next()
+        #expect(next?.sequenceNumber == 2920)
+        #expect(next?.audioBuffer?.discontinuity == AudioDiscontinuity(reason: .dropped, lostFrames: 2920 - 480))
+    }
+
     @Test func asyncSequenceEndsWhenTheSessionStops() async throws {
         let (mic, device) = Self.microphone("async")
         defer { VirtualMicrophone.uninstall(mic) }
