@@ -14,8 +14,9 @@ final class AudioCollector: CaptureAudioDataOutputSampleBufferDelegate, CaptureV
     private var _audio: [(sample: SampleBuffer, connection: CaptureConnection, arrival: CaptureTime)] = []
     private var _video: [(timestamp: CaptureTime, connection: CaptureConnection)] = []
     private var _drops: [DroppedFrames] = []
-    /// Sleep this long in the callback for audio buffer number `at` (1-based).
-    var stall: (at: Int, seconds: Double)?
+    /// Runs `body` in the callback for audio buffer number `at` (1-based): a delegate stalled
+    /// until `body` returns.
+    var stall: (at: Int, body: @Sendable () -> Void)?
     let audioQueue = DispatchQueue(label: "test.audio-collector")
     let videoQueue = DispatchQueue(label: "test.video-collector")
 
@@ -29,7 +30,7 @@ final class AudioCollector: CaptureAudioDataOutputSampleBufferDelegate, CaptureV
                 _audio.append((sampleBuffer, connection, CaptureTime.now()))
                 return _audio.count
             }
-            if let stall, stall.at == n { Thread.sleep(forTimeInterval: stall.seconds) }
+            if let stall, stall.at == n { stall.body() }
         } else {
             lock.withLock { _video.append((sampleBuffer.presentationTimeStamp, connection)) }
         }
@@ -182,24 +183,98 @@ private func frequency(of x: [Float], rate: Int) -> Double {
         output.audioSettings = .init(sampleRate: 48000, channelCount: 2, sampleFormat: .s16, framesPerBuffer: 480)
         output.maximumPendingDuration = .milliseconds(200)
         let collector = AudioCollector()
-        collector.stall = (at: 3, seconds: 0.6)
+        // The third buffer stalls the delegate until the output has dropped 0.2 s of audio,
+        // however long a loaded machine takes to capture it (not a fixed sleep, whose outcome
+        // depends on how much audio the reader got through meanwhile).
+        collector.stall = (
+            at: 3,
+            body: {
+                let base = output.statistics.droppedFrames
+                let end = CaptureTime.now().nanoseconds + 20_000_000_000
+                while output.statistics.droppedFrames - base < 9600, CaptureTime.now().nanoseconds < end {
+                    Thread.sleep(forTimeInterval: 0.005)
+                }
+            }
+        )
         output.setSampleBufferDelegate(collector, queue: collector.audioQueue)
         session.addOutput(output)
         try session.start()
-        defer { session.stopRunning() }
-        #expect(collector.wait(audio: 3 + 20 + 20, timeout: 10))
-        let got = collector.audio
-        let index = try #require(got.firstIndex { $0.sample.audioBuffer?.discontinuity != nil }, "no marked buffer")
-        let d = try #require(got[index].sample.audioBuffer?.discontinuity)
+        #expect(collector.wait(audio: 3 + 20 + 20, timeout: 30))
+        session.stopRunning()
+        collector.audioQueue.sync {}  // every delivery and drop report queued before the stop has run
+        let got = collector.audio, drops = collector.drops
+        try #require(got.count > 23)
+        func lost(_ i: Int) -> Int { got[i].sample.audioBuffer?.discontinuity?.lostFrames ?? 0 }
+        // Every buffer starts where the one before ended plus the frames its mark says are
+        // missing, and the marks add up to the drops reported before the last buffer.
+        for i in got.indices.dropFirst() {
+            #expect(got[i].sample.sequenceNumber == got[i - 1].sample.sequenceNumber + 480 + UInt64(lost(i)), "buffer \(i)")
+        }
+        let last: UInt64 = got[got.count - 1].sample.sequenceNumber
+        let reported: Int = drops.filter { ($0.sequenceNumber ?? .max) < last }.map(\.count).reduce(0, +)
+        let marked: Int = got.indices.map(lost).reduce(0, +)
+        #expect(reported == marked)
+        #expect(drops.contains { $0.reason == .frameWasLate })
+        // The 20 buffers (0.2 s) after the stalled third waited (a delegate that lagged 0.2 s
+        // earlier may have left a mark among them); the next one through carries the gap: at least
+        // the 0.2 s dropped while the delegate stalled (less an overrun marked on a waiting one) ...
+        let mark = 3 + 20
+        let marks = got.indices.filter { lost($0) > 0 }.map { ($0, lost($0)) }
+        let d = try #require(got[mark].sample.audioBuffer?.discontinuity, "no mark on buffer \(mark): \(marks)")
         #expect(d.reason == .dropped)
-        let lost = try #require(d.lostFrames)
-        // 0.6 s stalled, 0.2 s allowed to wait: about 0.4 s = 19200 frames dropped.
-        #expect(lost > 12000 && lost < 28000, "\(lost)")
-        let before = got[index - 1].sample
-        #expect(got[index].sample.sequenceNumber == before.sequenceNumber + 480 + UInt64(lost))
-        #expect(got.count - index > 10)
-        #expect(collector.drops.contains { $0.reason == .frameWasLate })
-        #expect(collector.drops.map(\.count).reduce(0, +) == lost)
+        #expect((3...mark).map(lost).reduce(0, +) >= 9600, "\(marks)")
+        // ... and at most what the microphone's clock made before the delegate came back: the
+        // marked buffer starts at or before where that clock stood (overruns skip it ahead).
+        let stalled = got[2].sample
+        let overruns = drops.filter { $0.reason == .discontinuity }.map(\.count).reduce(0, +)
+        let startsAt = Int64(got[mark].sample.sequenceNumber - stalled.sequenceNumber) - Int64(overruns)
+        let clock = Double(got[3].arrival - stalled.presentationTimeStamp + 1) * 48000 / 1e9
+        #expect(Double(startsAt) <= clock + 1, "mark \(d), \(startsAt) frames after the stalled buffer, clock \(clock)")
+    }
+
+    @Test func aDroppedBufferCountsTheOverrunItCarried() async throws {
+        let (mic, device) = Self.microphone("overrun-drop")
+        defer { VirtualMicrophone.uninstall(mic) }
+        let output = CaptureAudioDataOutput()
+        output.maximumPendingDuration = .zero  // one buffer waits beside the one delivered
+        let connection = CaptureConnection(input: try CaptureDeviceInput(device: device), output: output, mediaType: .audio)
+        let collector = AudioCollector()
+        let gate = DispatchSemaphore(value: 0)
+        collector.stall = (at: 1, body: { gate.wait() })
+        output.setSampleBufferDelegate(collector, queue: collector.audioQueue)
+        var stream = output.sampleBuffers(bufferingOldest: 1).makeAsyncIterator()
+        let format = AudioFormat(sampleRate: 48000, channelCount: 1, sampleFormat: .s16)
+        func feed(_ first: UInt64, overrun: Int = 0) {
+            if overrun > 0 {
+                // As the reader does: the device's drop first, then the buffer that carries it.
+                let drop = DroppedFrames(reason: .discontinuity, count: overrun, sequenceNumber: first - UInt64(overrun))
+                output.handleDrop(drop, connection: connection)
+            }
+            let pcm = AudioPCMBuffer(
+                format: format, frameCount: 480, data: Data(count: 960),
+                discontinuity: overrun > 0 ? AudioDiscontinuity(reason: .overrun, lostFrames: overrun) : nil)
+            let stamp = CaptureTime(nanoseconds: first * 1_000_000_000 / 48000)
+            output.handleAudio(SampleBuffer(audio: pcm, timestamp: stamp, firstFrame: first), connection: connection)
+        }
+        feed(0)  // the delegate holds it; the stream buffers it
+        #expect(collector.wait(audio: 1, timeout: 10))
+        feed(480)  // waits for the delegate; dropped by the stream
+        feed(1960, overrun: 1000)  // dropped by both, with the 1000 frames the device lost before it
+        feed(2440)  // dropped by both
+        #expect(await stream.next()?.sequenceNumber == 0)
+        gate.signal()
+        #expect(collector.wait(audio: 2, timeout: 10))
+        collector.audioQueue.sync {}
+        feed(2920)
+        collector.audioQueue.sync {}
+        // Each consumer's next buffer counts every frame missing before it, the device's too.
+        let delegateGap = collector.audio.last?.sample.audioBuffer?.discontinuity
+        #expect(collector.audio.map(\.sample.sequenceNumber) == [0, 480, 2920])
+        #expect(delegateGap == AudioDiscontinuity(reason: .dropped, lostFrames: 2920 - 960))
+        #expect(collector.drops.map(\.count).reduce(0, +) == 2920 - 960)
+        let next = await stream.next()
+        #expect(next?.sequenceNumber == 2920)
+        #expect(next?.audioBuffer?.discontinuity == AudioDiscontinuity(reason: .dropped, lostFrames: 2920 - 480))
     }
 
     @Test func asyncSequenceEndsWhenTheSessionStops() async throws {

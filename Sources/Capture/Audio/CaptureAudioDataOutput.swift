@@ -116,13 +116,16 @@ public final class CaptureAudioDataOutput: CaptureOutput, @unchecked Sendable {
 
     override func handleAudio(_ sample: SampleBuffer, connection: CaptureConnection) {
         guard let pcm = sample.audioBuffer else { return }
+        // A dropped buffer takes its own frames and any the device lost before it (an overrun
+        // it carried) out of the stream: the next buffer through must count both.
+        let gone = pcm.frameCount + (pcm.discontinuity?.lostFrames ?? 0)
         var lateDrop: DroppedFrames?
         let job: (any CaptureAudioDataOutputSampleBufferDelegate, DispatchQueue)? = state.withLock { st in
             for id in st.streams.keys {
                 let lost = st.streams[id]!.lostFrames
                 let marked = lost > 0 ? Self.marking(sample, pcm, lost: lost) : sample
                 switch st.streams[id]!.continuation.yield(marked) {
-                case .dropped: st.streams[id]!.lostFrames += pcm.frameCount
+                case .dropped: st.streams[id]!.lostFrames += gone
                 default: st.streams[id]!.lostFrames = 0
                 }
             }
@@ -130,7 +133,8 @@ public final class CaptureAudioDataOutput: CaptureOutput, @unchecked Sendable {
             let limitFrames = Int(Double(pcm.format.sampleRate) * Self.seconds(st.maxPending))
             if st.busy, st.backlogFrames + pcm.frameCount > max(limitFrames, pcm.frameCount) {
                 // The delegate is too far behind: drop this buffer, mark the next one.
-                st.lostForDelegate += pcm.frameCount
+                st.lostForDelegate += gone
+                // The device's part was counted (and reported) by `handleDrop`.
                 st.droppedFrames += pcm.frameCount
                 lateDrop = DroppedFrames(reason: .frameWasLate, count: pcm.frameCount, sequenceNumber: sample.sequenceNumber)
                 return nil
