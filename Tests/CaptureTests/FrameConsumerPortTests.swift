@@ -50,7 +50,7 @@ import CaptureTestSupport
         let n = raw.count
         #expect(await appFrames.eventually(frames: appFrames.count + 10))
         #expect(raw.count == n, "a removed port's consumer was called")
-        #expect(rawPort.session == nil && session.frameConsumers.count == 1)
+        #expect(rawPort.session == nil && session.consumerPorts.map(ObjectIdentifier.init) == [ObjectIdentifier(jpegPort)])
         session.stopRunning()
     }
 

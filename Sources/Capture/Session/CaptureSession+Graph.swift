@@ -201,7 +201,12 @@ extension CaptureSession {
     package func addAudioConsumer(_ consumer: CaptureAudioDataOutput) -> Bool { addConsumer(consumer) }
 
     /// The frame consumers, in the order they were added.
-    package var frameConsumers: [CaptureOutput] {
-        lock.withLock { stagedOutputs.filter { $0.isFrameConsumer && $0.acceptedMediaTypes.contains(.video) } }
+    package var frameConsumers: [CaptureVideoDataOutput] {
+        lock.withLock { stagedOutputs.compactMap { $0.isFrameConsumer ? $0 as? CaptureVideoDataOutput : nil } }
+    }
+
+    /// The ports of the consumers the route table calls directly, in the order they were added.
+    package var consumerPorts: [FrameConsumerPort] {
+        lock.withLock { stagedOutputs.compactMap { $0 as? FrameConsumerPort } }
     }
 }
