@@ -116,7 +116,13 @@ public final class CaptureStreamServer: @unchecked Sendable {
     private var boundPort = 0
     private var retainedSelf: Unmanaged<CaptureStreamServer>?
     var pool: ServedFramePool
-    var newest: ServedFrame?
+    /// The newest frame, held for the clients that want it next.
+    var newest: ServedFrame? {
+        didSet {
+            oldValue?.letGo()
+            newest?.hold()
+        }
+    }
     var serial: UInt64 = 0
     var received = 0
     var receivedAtTick = 0

@@ -1,11 +1,15 @@
 import Capture
+import Synchronization
 
 /// One frame as the server sends it: a whole multipart part (boundary, part headers, JPEG, CRLF)
 /// in one buffer the server owns, shared by every client that sends it. The camera's sample is
 /// copied here once and let go at once, so that no client, however slow, holds a driver buffer or
-/// an encoder's ring slot. Written only by the frame pool while nobody else holds the frame;
-/// read-only for its holders. Guarded by the server's lock (see `CaptureStreamServer`).
+/// an encoder's ring slot. Written only by the frame pool while nobody holds the frame (holders
+/// say so with `hold`/`letGo`: the server's newest frame, a stream client's part, a snapshot
+/// answer); read-only for its holders. Guarded by the server's lock (see `CaptureStreamServer`).
 final class ServedFrame: @unchecked Sendable {
+    /// Holders now (any thread may let go: a snapshot answer is freed on libmicrohttpd's thread).
+    private let holds = Atomic<Int>(0)
     private(set) var base: UnsafeMutableRawPointer
     private(set) var capacity: Int
     /// Bytes of the whole part.
@@ -25,12 +29,19 @@ final class ServedFrame: @unchecked Sendable {
 
     deinit { base.deallocate() }
 
+    /// A holder keeps the frame: the pool does not refill it until every holder let go.
+    func hold() { holds.wrappingAdd(1, ordering: .relaxed) }
+    /// A holder is done with the frame's bytes.
+    func letGo() { holds.wrappingSubtract(1, ordering: .releasing) }
+    /// Whether anyone holds the frame (the pool's test before it refills it).
+    var isHeld: Bool { holds.load(ordering: .acquiring) > 0 }
+
     /// The whole part.
     var part: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
     /// The JPEG alone (for snapshots).
     var jpeg: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base + headerCount, count: count - headerCount - 2) }
 
-    /// Rewrites the frame. Only for the pool, while it holds the only reference.
+    /// Rewrites the frame. Only for the pool, while nobody holds it.
     func fill(
         jpeg: UnsafeRawBufferPointer, serial: UInt64, sequence: UInt64, timestamp: CaptureTime,
         dimensions: VideoDimensions
@@ -77,13 +88,13 @@ struct ServedFramePool {
 
     init(limit: Int) { self.limit = limit }
 
-    /// A frame that only the pool (or nobody) holds, filled with `jpeg`.
+    /// A frame nobody holds, filled with `jpeg`.
     mutating func take(
         jpeg: UnsafeRawBufferPointer, serial: UInt64, sequence: UInt64, timestamp: CaptureTime,
         dimensions: VideoDimensions
     ) -> ServedFrame {
         var chosen: ServedFrame?
-        for i in frames.indices where isKnownUniquelyReferenced(&frames[i]) {
+        for i in frames.indices where !frames[i].isHeld {
             chosen = frames[i]
             break
         }

@@ -48,6 +48,6 @@ func serverStreamFreed(_ cls: UnsafeMutableRawPointer?) {
 func serverFrameFreed(_ cls: UnsafeMutableRawPointer?) {
     guard let cls else { return }
     let hold = Unmanaged<SnapshotHold>.fromOpaque(cls).takeRetainedValue()
-    // Let go under the lock: the frame pool judges by reference counts under it.
+    // Let go under the lock, where the frame pool looks at the holds.
     hold.server.lock.withLock { hold.frame = nil }
 }

@@ -34,9 +34,18 @@ extension CaptureStreamServer {
 /// A snapshot answer's hold on its frame (the answer is sent from the frame's bytes).
 final class SnapshotHold: @unchecked Sendable {
     let server: CaptureStreamServer
-    var frame: ServedFrame?
+    /// Held until the answer is sent (or dropped).
+    var frame: ServedFrame? {
+        didSet {
+            oldValue?.letGo()
+            frame?.hold()
+        }
+    }
     init(server: CaptureStreamServer, frame: ServedFrame) {
         self.server = server
         self.frame = frame
+        frame.hold()
     }
+
+    deinit { frame?.letGo() }
 }

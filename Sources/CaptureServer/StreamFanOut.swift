@@ -137,7 +137,13 @@ final class StreamClient: @unchecked Sendable {
     let id: Int
     let connection: HTTP.Connection
     let server: CaptureStreamServer
-    var frame: ServedFrame?
+    /// The part being sent, held until the client moves on.
+    var frame: ServedFrame? {
+        didSet {
+            oldValue?.letGo()
+            frame?.hold()
+        }
+    }
     var offset = 0
     /// Bytes of the close delimiter sent (the stream is ending).
     var closeOffset = 0
@@ -153,4 +159,6 @@ final class StreamClient: @unchecked Sendable {
         self.connection = connection
         self.server = server
     }
+
+    deinit { frame?.letGo() }
 }
