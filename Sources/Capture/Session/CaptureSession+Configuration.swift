@@ -239,6 +239,7 @@ extension CaptureSession {
             o.attach(to: nil)
         }
         for di in waiting { announceInUse(di) }
+        formatsBeforeTransaction = [:]
         return notes.isEmpty ? .applied : .adjusted(notes)
     }
 
@@ -246,6 +247,11 @@ extension CaptureSession {
     /// connection objects (the capture threads deliver on them; stills and orientation set on
     /// `output.connection(with:)` must reach them). Called with `lock` held.
     private func reject(_ error: CaptureError) -> ConfigurationResult {
+        // Formats and durations set inside the transaction are undone with it.
+        for old in formatsBeforeTransaction.values {
+            old.device.state.withLock { ($0.activeFormat, $0.minFrameDuration) = (old.format, old.interval) }
+        }
+        formatsBeforeTransaction = [:]
         // Outputs added in the refused transaction never joined: free them for another session.
         for o in stagedOutputs where !appliedOutputs.contains(where: { $0 === o }) {
             o.setConnections([])
@@ -294,6 +300,10 @@ extension CaptureSession {
         // A running camera's restart noted what the driver took; otherwise the values are what
         // the commit or the next start uses.
         if configurationDepth > 0 || !running.load(ordering: .acquiring) {
+            if configurationDepth > 0, formatsBeforeTransaction[ObjectIdentifier(device)] == nil {
+                let old = device.state.withLock { ($0.activeFormat, $0.minFrameDuration) }
+                formatsBeforeTransaction[ObjectIdentifier(device)] = (device, old.0, old.1)
+            }
             device.state.withLock { st in
                 if let format { st.activeFormat = format }
                 if let interval { st.minFrameDuration = interval }
