@@ -203,13 +203,21 @@ extension CaptureSession {
             } catch {
                 for i in started { runners.removeValue(forKey: ObjectIdentifier(i))?.stop() }
                 interruptions.withLock { i in for di in waiting { i.removeValue(forKey: ObjectIdentifier(di)) } }
-                // Bring the previous configuration back.
+                // Bring the previous configuration back. An input that cannot start again is
+                // interrupted (another client took it meanwhile) or a runtime error, never silent.
+                var failed: [(CaptureDeviceInput, CaptureError)] = []
                 for case let di as CaptureDeviceInput in toStop {
-                    if let r = try? startRunner(di, plan: plans[ObjectIdentifier(di)], notes: &notes) {
-                        runners[ObjectIdentifier(di)] = r
+                    do {
+                        if let r = try startOrWait(di, plan: plans[ObjectIdentifier(di)], notes: &notes) {
+                            runners[ObjectIdentifier(di)] = r
+                        }
+                    } catch {
+                        failed.append((di, error))
                     }
                 }
-                return reject(error)
+                let result = reject(error)
+                for (di, e) in failed { restartFailed(di, error: e) }
+                return result
             }
         }
         for case let di as CaptureDeviceInput in removed {

@@ -166,7 +166,7 @@ extension CaptureSession {
     /// `input` failed at run time (its runner, if it had one, stopped and told its outputs): a
     /// runtime error. An unplug ends that input only (the session stops when nothing else runs
     /// or waits); any other error stops the session, as AVFoundation does; the app may start it
-    /// again. Called with `lock` held, on `controlQueue`.
+    /// again. Called with `lock` held.
     private func inputFailed(_ input: CaptureDeviceInput, error: CaptureError) {
         interruptions.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(input)) }
         if error.code == .disconnected {
@@ -231,6 +231,14 @@ extension CaptureSession {
         }
     }
 
+    /// `input`, whose runner had stopped, could not start again: a runtime error, as for a
+    /// running input. It has no runner to end its outputs' work (a still waiting on it) with the
+    /// error. Called with `lock` held.
+    func restartFailed(_ input: CaptureDeviceInput, error: CaptureError) {
+        for c in appliedConnections where c.input === input { c.output?.inputDidStop(c, error: error) }
+        inputFailed(input, error: error)
+    }
+
     /// Posts the interruption of `input`, marked by `startOrWait(announce: false)` because
     /// another client holds it, and schedules its retries. Called with `lock` held.
     func announceInUse(_ input: CaptureDeviceInput) {
@@ -290,10 +298,8 @@ extension CaptureSession {
             runners[id] = r
             endInterruption(input)
         } catch {
-            // Something else went wrong: a runtime error, as for a running input. It had no
-            // runner to end its outputs' work (a still waiting on it) with the error.
-            for c in appliedConnections where c.input === input { c.output?.inputDidStop(c, error: error) }
-            inputFailed(input, error: error)
+            // Something else went wrong.
+            restartFailed(input, error: error)
         }
     }
 }
