@@ -173,6 +173,8 @@ extension CaptureSession {
         }
         var notes: [String] = []
         var waiting: [CaptureDeviceInput] = []
+        // Interrupted before (a stall) and held by another client now: retried once it holds.
+        var stillWaiting: [CaptureDeviceInput] = []
         if running.load(ordering: .acquiring) {
             // A new frame rate alone is set on the running stream (S_PARM), without a restart.
             changed.removeAll { i in
@@ -198,6 +200,8 @@ extension CaptureSession {
                         started.append(i)
                     } else if !interruptedBefore.contains(ObjectIdentifier(i)) {
                         waiting.append(di)
+                    } else {
+                        stillWaiting.append(di)
                     }
                 }
             } catch {
@@ -247,6 +251,7 @@ extension CaptureSession {
             o.attach(to: nil)
         }
         for di in waiting { announceInUse(di) }
+        for di in stillWaiting { scheduleResume(di) }
         formatsBeforeTransaction = [:]
         return notes.isEmpty ? .applied : .adjusted(notes)
     }
