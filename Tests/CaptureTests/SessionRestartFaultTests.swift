@@ -53,11 +53,13 @@ import CaptureTestSupport
 
     /// Another client takes camera A in the gap while a rejected transaction brings A back: A
     /// is interrupted (announced), and runs again once the other client lets go. The gap is
-    /// short, so the transaction is tried until the other client got in.
+    /// short (cameras B, which start, and C, which fails, widen it), so the transaction is tried
+    /// until the other client got in.
     @Test func cameraTakenWhileARejectedTransactionRestartsItIsInterrupted() throws {
         let a = try InstalledCamera("Undo Taken A", modes: [Self.small, Self.large])
+        let b = try InstalledCamera("Undo Taken B", modes: [Self.small])
         let c = try InstalledCamera("Undo Taken C", modes: [Self.small])
-        defer { a.uninstall(); c.uninstall() }
+        defer { a.uninstall(); b.uninstall(); c.uninstall() }
         let session = CaptureMultiCamSession()
         let events = EventLog(session)
         session.addInput(try a.input())
@@ -70,11 +72,12 @@ import CaptureTestSupport
         #expect(log.wait(for: 3, timeout: 5))
 
         var taken: GapGrabber?
-        for _ in 0..<30 where taken == nil {
+        for _ in 0..<60 where taken == nil {
             c.camera.injectInsufficientBandwidth()
             let grabber = try GapGrabber(a.camera)
             session.beginConfiguration()
             try Self.changeFormat(of: a.device)
+            session.addInput(try b.input())
             session.addInput(try c.input())
             let result = session.commitConfiguration()
             #expect(result.isRejected, "\(result)")
@@ -121,7 +124,8 @@ import CaptureTestSupport
     @Test func stalledCameraTakenDuringARestartIsRetried() throws {
         let a = try InstalledCamera("Stall Taken A", modes: [Self.small, Self.large])
         let b = try InstalledCamera("Stall Taken B", modes: [Self.small])
-        defer { a.camera.resume(); a.uninstall(); b.uninstall() }
+        let d = try InstalledCamera("Stall Taken D", modes: [Self.small])
+        defer { a.camera.resume(); a.uninstall(); b.uninstall(); d.uninstall() }
         let session = CaptureMultiCamSession()
         let events = EventLog(session)
         let ia = try a.input()
@@ -136,18 +140,18 @@ import CaptureTestSupport
         a.camera.stall(for: nil)
         #expect(events.wait(timeout: 5, Self.isStall))
 
-        // B (a new input each time) starts before A's new format: the other client gets in
-        // while it does. The gap is short, so the restart is tried until it did.
+        // B and D (new inputs each time) start before A's new format: the other client gets in
+        // while they do. The gap is short, so the restart is tried until it did.
         var taken: GapGrabber?
-        var ib = try b.input()
-        session.addInput(ib)
-        for _ in 0..<30 where taken == nil {
+        var extra = [try b.input(), try d.input()]
+        for i in extra { session.addInput(i) }
+        for _ in 0..<60 where taken == nil {
             let grabber = try GapGrabber(a.camera)
             session.beginConfiguration()
             try Self.changeFormat(of: a.device)
-            session.removeInput(ib)
-            ib = try b.input()
-            session.addInput(ib)
+            for i in extra { session.removeInput(i) }
+            extra = [try b.input(), try d.input()]
+            for i in extra { session.addInput(i) }
             let result = session.commitConfiguration()
             #expect(!result.isRejected, "\(result)")
             if grabber.finish() { taken = grabber }
