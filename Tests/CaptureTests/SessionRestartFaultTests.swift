@@ -160,7 +160,10 @@ import CaptureTestSupport
         #expect(session.isInterrupted)
         a.camera.resume()
         grabber.release()
-        #expect(waitUntil(timeout: 5) { a.camera.isStreaming && session.lock.withLock { session.runners[ObjectIdentifier(ia)] != nil } }, "never retried")
+        let retried = waitUntil(timeout: 5) {
+            a.camera.isStreaming && session.lock.withLock { session.runners[ObjectIdentifier(ia)] != nil }
+        }
+        #expect(retried, "never retried")
         #expect(waitUntil(timeout: 5) { !session.isInterrupted }, "\(events.events)")
         #expect(events.wait(timeout: 3, Self.isEnd), "\(events.events)")
     }
