@@ -51,15 +51,15 @@ import CaptureTestSupport
         #expect(!rig.session.isRunning && !rig.session.isInterrupted)
     }
 
-    /// Another client takes camera A in the gap while a rejected transaction brings A back: A
-    /// is interrupted (announced), and runs again once the other client lets go. The gap is
-    /// short (cameras B, which start, and C, which fails, widen it), so the transaction is tried
-    /// until the other client got in.
+    /// Camera A, changed to a new format in a transaction that then fails (camera C has no
+    /// bandwidth), is taken by another client the moment it stops: neither its new format nor the
+    /// undo can start it. It is interrupted (announced), not left without a runner, and runs
+    /// again once the other client lets go.
     @Test func cameraTakenWhileARejectedTransactionRestartsItIsInterrupted() throws {
         let a = try InstalledCamera("Undo Taken A", modes: [Self.small, Self.large])
         let b = try InstalledCamera("Undo Taken B", modes: [Self.small])
         let c = try InstalledCamera("Undo Taken C", modes: [Self.small])
-        defer { a.uninstall(); b.uninstall(); c.uninstall() }
+        defer { a.camera.endTakeover(); a.uninstall(); b.uninstall(); c.uninstall() }
         let session = CaptureMultiCamSession()
         let events = EventLog(session)
         session.addInput(try a.input())
@@ -71,25 +71,20 @@ import CaptureTestSupport
         defer { session.stopRunning() }
         #expect(log.wait(for: 3, timeout: 5))
 
-        var taken: GapGrabber?
-        for _ in 0..<60 where taken == nil {
-            c.camera.injectInsufficientBandwidth()
-            let grabber = try GapGrabber(a.camera)
-            session.beginConfiguration()
-            try Self.changeFormat(of: a.device)
-            session.addInput(try b.input())
-            session.addInput(try c.input())
-            let result = session.commitConfiguration()
-            #expect(result.isRejected, "\(result)")
-            if grabber.finish() { taken = grabber }
-        }
-        let other = try #require(taken, "the other client never got in between")
+        c.camera.injectInsufficientBandwidth()
+        a.camera.injectTakeover()
+        session.beginConfiguration()
+        try Self.changeFormat(of: a.device)
+        session.addInput(try b.input())
+        session.addInput(try c.input())
+        let result = session.commitConfiguration()
+        #expect(result.isRejected, "\(result)")
         session.hub.waitUntilDelivered(timeout: .seconds(2))
         #expect(session.isRunning)
         #expect(session.isInterrupted, "camera A stopped in silence")
         #expect(events.events.contains(where: Self.isInUse), "\(events.events)")
 
-        other.release()
+        a.camera.endTakeover()
         #expect(waitUntil(timeout: 5) { !session.isInterrupted && a.camera.isStreaming })
         #expect(events.wait(timeout: 3, Self.isEnd), "\(events.events)")
         let n = log.count
@@ -119,53 +114,30 @@ import CaptureTestSupport
         #expect(events.events.filter(Self.isStall).count == 1, "\(events.events)")
     }
 
-    /// A stalled camera that another client takes while the session restarts it: it is retried
-    /// as any camera another client holds, and runs again once that client lets go.
+    /// A stalled camera that another client takes the moment the session stops it to restart it
+    /// in a new format: it is retried as any camera another client holds, and runs again once
+    /// that client lets go.
     @Test func stalledCameraTakenDuringARestartIsRetried() throws {
-        let a = try InstalledCamera("Stall Taken A", modes: [Self.small, Self.large])
-        let b = try InstalledCamera("Stall Taken B", modes: [Self.small])
-        let d = try InstalledCamera("Stall Taken D", modes: [Self.small])
-        defer { a.camera.resume(); a.uninstall(); b.uninstall(); d.uninstall() }
-        let session = CaptureMultiCamSession()
+        let rig = try VirtualSessionRig("Stall Taken", modes: [Self.small, Self.large])
+        defer { rig.camera.resume(); rig.camera.endTakeover(); rig.uninstall() }
+        let (session, collector) = (rig.session, rig.collector)
         let events = EventLog(session)
-        let ia = try a.input()
-        session.addInput(ia)
-        let log = CameraFrameLog()
-        let output = CaptureVideoDataOutput()
-        output.setSampleBufferDelegate(log, queue: log.queue)
-        session.addOutput(output)
         try session.start()
         defer { session.stopRunning() }
-        #expect(log.wait(for: 3, timeout: 5))
-        a.camera.stall(for: nil)
+        #expect(collector.wait(for: 3, timeout: 5))
+        rig.camera.stall(for: nil)
         #expect(events.wait(timeout: 5, Self.isStall))
 
-        // B and D (new inputs each time) start before A's new format: the other client gets in
-        // while they do. The gap is short, so the restart is tried until it did.
-        var taken: GapGrabber?
-        var extra = [try b.input(), try d.input()]
-        for i in extra { session.addInput(i) }
-        for _ in 0..<60 where taken == nil {
-            let grabber = try GapGrabber(a.camera)
-            session.beginConfiguration()
-            try Self.changeFormat(of: a.device)
-            for i in extra { session.removeInput(i) }
-            extra = [try b.input(), try d.input()]
-            for i in extra { session.addInput(i) }
-            let result = session.commitConfiguration()
-            #expect(!result.isRejected, "\(result)")
-            if grabber.finish() { taken = grabber }
-        }
-        let grabber = try #require(taken, "the other client never got in between")
+        rig.camera.injectTakeover()
+        try Self.changeFormat(of: rig.device)
+        // (The stall's interruption goes on, now retried as "in use": no second notice.)
         #expect(session.isInterrupted)
-        a.camera.resume()
-        grabber.release()
-        let retried = waitUntil(timeout: 5) {
-            a.camera.isStreaming && session.lock.withLock { session.runners[ObjectIdentifier(ia)] != nil }
-        }
-        #expect(retried, "never retried")
-        #expect(waitUntil(timeout: 5) { !session.isInterrupted }, "\(events.events)")
+        rig.camera.resume()
+        rig.camera.endTakeover()
+        #expect(waitUntil(timeout: 5) { rig.camera.isStreaming && !session.isInterrupted }, "never retried: \(events.events)")
         #expect(events.wait(timeout: 3, Self.isEnd), "\(events.events)")
+        let n = collector.count
+        #expect(collector.wait(for: n + 3, timeout: 5), "no frames after the retry")
     }
 
     /// A format set inside a transaction that is then rejected (by a refusal: the camera is not
@@ -194,31 +166,3 @@ import CaptureTestSupport
     }
 }
 
-/// Another client that takes a camera as soon as its stream is free (the session stopped it),
-/// from its own thread, until `finish()`.
-private final class GapGrabber: Sendable {
-    private let source: any VideoSource
-    private let state = Locked<(stop: Bool, got: Bool)>((false, false))
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ camera: VirtualCamera) throws {
-        source = try camera.makeSource()
-        Thread { [self] in
-            while !state.withLock({ $0.stop }) {
-                guard !camera.isStreaming, (try? source.startStreaming(bufferCount: 2)) != nil else { continue }
-                state.withLock { $0.got = true }
-                break
-            }
-            done.signal()
-        }.start()
-    }
-
-    /// Stops trying; whether it holds the camera.
-    func finish() -> Bool {
-        state.withLock { $0.stop = true }
-        done.wait()
-        return state.withLock { $0.got }
-    }
-
-    func release() { source.stopStreaming() }
-}
