@@ -165,4 +165,3 @@ import CaptureTestSupport
         #expect(rig.collector.wait(for: n + 3, timeout: 5))
     }
 }
-
