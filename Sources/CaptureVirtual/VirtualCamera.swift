@@ -176,6 +176,8 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         package var pendingDamage: [FrameDamage] = []
         package var stall = Stall.none
         package var pendingBandwidthFailures = 0
+        /// Another client takes the camera when its stream next stops (`injectTakeover`).
+        package var takeoverPending = false
         package var streamOwner: ObjectIdentifier?
         package var streamSignal: StreamCondition?
         package var statistics = Statistics()
@@ -297,6 +299,27 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     public func injectInsufficientBandwidth() {
         state.withLock { $0.pendingBandwidthFailures += 1 }
     }
+
+    /// Makes another client take the camera the moment its stream next stops, as a program that
+    /// waited for it would: starts then fail with `.deviceBusy` (as for a camera another process
+    /// streams from) until `endTakeover()`. For testing what an app or a session does when it loses
+    /// its camera while restarting it (a new format, an undone configuration).
+    public func injectTakeover() {
+        state.withLock { $0.takeoverPending = true }
+    }
+
+    /// Ends a takeover (`injectTakeover()`), or cancels one that has not happened yet: the camera
+    /// is free again.
+    public func endTakeover() {
+        state.withLock { s in
+            s.takeoverPending = false
+            if s.streamOwner == Self.takeoverOwner { s.streamOwner = nil }
+        }
+    }
+
+    /// The stream owner that stands for the other client of a takeover.
+    private static let takeoverOwner = ObjectIdentifier(TakeoverClient.shared)
+    private final class TakeoverClient: Sendable { static let shared = TakeoverClient() }
 
     /// Unplugs the camera: a running stream ends with `.disconnected` at once, and every call
     /// on a source opened before now, and every new open, fails with `.disconnected` until
@@ -424,6 +447,10 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
             if s.streamOwner == owner {
                 s.streamOwner = nil
                 s.streamSignal = nil
+                if s.takeoverPending {
+                    s.takeoverPending = false
+                    s.streamOwner = Self.takeoverOwner
+                }
             }
         }
     }

@@ -173,6 +173,8 @@ extension CaptureSession {
         }
         var notes: [String] = []
         var waiting: [CaptureDeviceInput] = []
+        // Interrupted before (a stall) and held by another client now: retried once it holds.
+        var stillWaiting: [CaptureDeviceInput] = []
         if running.load(ordering: .acquiring) {
             // A new frame rate alone is set on the running stream (S_PARM), without a restart.
             changed.removeAll { i in
@@ -198,18 +200,28 @@ extension CaptureSession {
                         started.append(i)
                     } else if !interruptedBefore.contains(ObjectIdentifier(i)) {
                         waiting.append(di)
+                    } else {
+                        stillWaiting.append(di)
                     }
                 }
             } catch {
                 for i in started { runners.removeValue(forKey: ObjectIdentifier(i))?.stop() }
                 interruptions.withLock { i in for di in waiting { i.removeValue(forKey: ObjectIdentifier(di)) } }
-                // Bring the previous configuration back.
+                // Bring the previous configuration back. An input that cannot start again is
+                // interrupted (another client took it meanwhile) or a runtime error, never silent.
+                var failed: [(CaptureDeviceInput, CaptureError)] = []
                 for case let di as CaptureDeviceInput in toStop {
-                    if let r = try? startRunner(di, plan: plans[ObjectIdentifier(di)], notes: &notes) {
-                        runners[ObjectIdentifier(di)] = r
+                    do {
+                        if let r = try startOrWait(di, plan: plans[ObjectIdentifier(di)], notes: &notes) {
+                            runners[ObjectIdentifier(di)] = r
+                        }
+                    } catch {
+                        failed.append((di, error))
                     }
                 }
-                return reject(error)
+                let result = reject(error)
+                for (di, e) in failed { restartFailed(di, error: e) }
+                return result
             }
         }
         for case let di as CaptureDeviceInput in removed {
@@ -239,6 +251,8 @@ extension CaptureSession {
             o.attach(to: nil)
         }
         for di in waiting { announceInUse(di) }
+        for di in stillWaiting { scheduleResume(di) }
+        formatsBeforeTransaction = [:]
         return notes.isEmpty ? .applied : .adjusted(notes)
     }
 
@@ -246,6 +260,11 @@ extension CaptureSession {
     /// connection objects (the capture threads deliver on them; stills and orientation set on
     /// `output.connection(with:)` must reach them). Called with `lock` held.
     private func reject(_ error: CaptureError) -> ConfigurationResult {
+        // Formats and durations set inside the transaction are undone with it.
+        for old in formatsBeforeTransaction.values {
+            old.device.state.withLock { ($0.activeFormat, $0.minFrameDuration) = (old.format, old.interval) }
+        }
+        formatsBeforeTransaction = [:]
         // Outputs added in the refused transaction never joined: free them for another session.
         for o in stagedOutputs where !appliedOutputs.contains(where: { $0 === o }) {
             o.setConnections([])
@@ -294,6 +313,10 @@ extension CaptureSession {
         // A running camera's restart noted what the driver took; otherwise the values are what
         // the commit or the next start uses.
         if configurationDepth > 0 || !running.load(ordering: .acquiring) {
+            if configurationDepth > 0, formatsBeforeTransaction[ObjectIdentifier(device)] == nil {
+                let old = device.state.withLock { ($0.activeFormat, $0.minFrameDuration) }
+                formatsBeforeTransaction[ObjectIdentifier(device)] = (device, old.0, old.1)
+            }
             device.state.withLock { st in
                 if let format { st.activeFormat = format }
                 if let interval { st.minFrameDuration = interval }

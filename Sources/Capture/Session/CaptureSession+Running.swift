@@ -166,7 +166,7 @@ extension CaptureSession {
     /// `input` failed at run time (its runner, if it had one, stopped and told its outputs): a
     /// runtime error. An unplug ends that input only (the session stops when nothing else runs
     /// or waits); any other error stops the session, as AVFoundation does; the app may start it
-    /// again. Called with `lock` held, on `controlQueue`.
+    /// again. Called with `lock` held.
     private func inputFailed(_ input: CaptureDeviceInput, error: CaptureError) {
         interruptions.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(input)) }
         if error.code == .disconnected {
@@ -214,21 +214,37 @@ extension CaptureSession {
         if ended { hub.post(.interruptionEnded(input.device)) }
     }
 
-    /// Starts `input`'s runner; when another client holds the device, marks the input
-    /// interrupted instead, schedules a retry and returns nil (with `announce` false it only
-    /// marks it: the caller then calls `announceInUse`). Called with `lock` held.
+    /// Starts `input`'s runner and ends its interruption by another client; when another client
+    /// holds the device, marks the input interrupted instead, schedules a retry and returns nil
+    /// (with `announce` false it only marks it: the caller then calls `announceInUse`, or
+    /// `scheduleResume` for an input interrupted before). Called with `lock` held.
     func startOrWait(
         _ input: CaptureDeviceInput, plan: VideoPlan?, notes: inout [String],
         announce: Bool = true
     ) throws(CaptureError) -> (any InputRunner)? {
+        let id = ObjectIdentifier(input), inUse = Self.inUseReason(input)
         do {
-            return try startRunner(input, plan: plan, notes: &notes)
+            let runner = try startRunner(input, plan: plan, notes: &notes)
+            // A stall mark stays: the new runner ends it with its first frame.
+            if interruptions.withLock({ $0[id]?.reason }) == inUse { endInterruption(input) }
+            return runner
         } catch {
             guard takenByAnotherClient(input, error) else { throw error }
-            beginInterruption(input, reason: Self.inUseReason(input), announce: announce)
+            // A stall (of the runner this restart stopped) goes on as this interruption, so the
+            // retries run for it.
+            interruptions.withLock { i in i[id] = i[id].map { ($0.device, inUse) } }
+            beginInterruption(input, reason: inUse, announce: announce)
             if announce { scheduleResume(input) }
             return nil
         }
+    }
+
+    /// `input`, whose runner had stopped, could not start again: a runtime error, as for a
+    /// running input. It has no runner to end its outputs' work (a still waiting on it) with the
+    /// error. Called with `lock` held.
+    func restartFailed(_ input: CaptureDeviceInput, error: CaptureError) {
+        for c in appliedConnections where c.input === input { c.output?.inputDidStop(c, error: error) }
+        inputFailed(input, error: error)
     }
 
     /// Posts the interruption of `input`, marked by `startOrWait(announce: false)` because
@@ -267,7 +283,7 @@ extension CaptureSession {
     static let resumeRetryInterval: DispatchTimeInterval = .milliseconds(250)
 
     /// Called with `lock` held.
-    private func scheduleResume(_ input: CaptureDeviceInput) {
+    func scheduleResume(_ input: CaptureDeviceInput) {
         guard resumeScheduled.insert(ObjectIdentifier(input)).inserted else { return }
         controlQueue.asyncAfter(deadline: .now() + Self.resumeRetryInterval) { [weak self] in self?.tryResume(input) }
     }
@@ -288,12 +304,9 @@ extension CaptureSession {
             // Still taken: `startOrWait` schedules the next try.
             guard let r = try startOrWait(input, plan: plans[id], notes: &notes) else { return }
             runners[id] = r
-            endInterruption(input)
         } catch {
-            // Something else went wrong: a runtime error, as for a running input. It had no
-            // runner to end its outputs' work (a still waiting on it) with the error.
-            for c in appliedConnections where c.input === input { c.output?.inputDidStop(c, error: error) }
-            inputFailed(input, error: error)
+            // Something else went wrong.
+            restartFailed(input, error: error)
         }
     }
 }

@@ -49,6 +49,9 @@ public class CaptureSession: @unchecked Sendable {
     var runners: [ObjectIdentifier: any InputRunner] = [:]
     /// Format and interval each video input runs (or will run) with.
     var plans: [ObjectIdentifier: VideoPlan] = [:]
+    /// What each device reported before the current transaction set its format or duration, for
+    /// undoing them if the transaction is rejected.
+    var formatsBeforeTransaction: [ObjectIdentifier: (device: CaptureDevice, format: CaptureDevice.Format?, interval: FrameInterval?)] = [:]
 
     let running = Atomic<Bool>(false)
     /// The inputs interrupted now and why; capture threads change it (a stall) without the

@@ -91,7 +91,8 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         }
         var ledger = SequenceLedger(nominalInterval: nominalInterval)
         var lastFrame = ContinuousClock.now
-        var stalled = false
+        // A stall of the runner this one replaced (a new format) goes on until a frame comes.
+        var stalled = session?.interruptions.withLock { $0[ObjectIdentifier(input)]?.reason } == .videoDeviceStalled
         let device = input.device
         while !stopRequested.load(ordering: .acquiring) {
             // A stage no output fed for a while (its output went away or changed settings).
