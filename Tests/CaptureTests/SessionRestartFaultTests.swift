@@ -33,6 +33,16 @@ import CaptureTestSupport
         try device.setActiveFormat(other)
     }
 
+    /// `rig`'s session running, three frames in, then its camera stalled (and the stall posted).
+    private static func stalled(_ rig: VirtualSessionRig) throws -> (CaptureSession, FrameCollector, EventLog) {
+        let events = EventLog(rig.session)
+        try rig.session.start()
+        #expect(rig.collector.wait(for: 3, timeout: 5))
+        rig.camera.stall(for: nil)
+        #expect(events.wait(timeout: 5, isStall))
+        return (rig.session, rig.collector, events)
+    }
+
     /// The camera cannot start in the new format nor again in the old one (no USB bandwidth,
     /// twice): not a silent dead camera in a running session but a runtime error that stops it.
     @Test func cameraThatCannotRestartIsARuntimeError() throws {
@@ -60,16 +70,8 @@ import CaptureTestSupport
         let b = try InstalledCamera("Undo Taken B", modes: [Self.small])
         let c = try InstalledCamera("Undo Taken C", modes: [Self.small])
         defer { a.camera.endTakeover(); a.uninstall(); b.uninstall(); c.uninstall() }
-        let session = CaptureMultiCamSession()
-        let events = EventLog(session)
-        session.addInput(try a.input())
-        let log = CameraFrameLog()
-        let output = CaptureVideoDataOutput()
-        output.setSampleBufferDelegate(log, queue: log.queue)
-        session.addOutput(output)
-        try session.start()
+        let (session, events, log) = try runningMultiCam(a)
         defer { session.stopRunning() }
-        #expect(log.wait(for: 3, timeout: 5))
 
         c.camera.injectInsufficientBandwidth()
         a.camera.injectTakeover()
@@ -96,13 +98,8 @@ import CaptureTestSupport
     @Test func stallEndsAfterARestart() throws {
         let rig = try VirtualSessionRig("Stall Restart", modes: [Self.small, Self.large])
         defer { rig.camera.resume(); rig.uninstall() }
-        let (session, collector) = (rig.session, rig.collector)
-        let events = EventLog(session)
-        try session.start()
+        let (session, collector, events) = try Self.stalled(rig)
         defer { session.stopRunning() }
-        #expect(collector.wait(for: 3, timeout: 5))
-        rig.camera.stall(for: nil)
-        #expect(events.wait(timeout: 5, Self.isStall))
 
         try Self.changeFormat(of: rig.device)
         #expect(session.isInterrupted, "the camera still stalls")
@@ -120,13 +117,8 @@ import CaptureTestSupport
     @Test func stalledCameraTakenDuringARestartIsRetried() throws {
         let rig = try VirtualSessionRig("Stall Taken", modes: [Self.small, Self.large])
         defer { rig.camera.resume(); rig.camera.endTakeover(); rig.uninstall() }
-        let (session, collector) = (rig.session, rig.collector)
-        let events = EventLog(session)
-        try session.start()
+        let (session, collector, events) = try Self.stalled(rig)
         defer { session.stopRunning() }
-        #expect(collector.wait(for: 3, timeout: 5))
-        rig.camera.stall(for: nil)
-        #expect(events.wait(timeout: 5, Self.isStall))
 
         rig.camera.injectTakeover()
         try Self.changeFormat(of: rig.device)

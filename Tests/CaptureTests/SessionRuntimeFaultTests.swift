@@ -25,16 +25,8 @@ import CaptureTestSupport
         let b = try InstalledCamera("Reject Held B", modes: [Self.mode])
         let c = try InstalledCamera("Reject Held C", modes: [Self.mode])
         defer { a.uninstall(); b.uninstall(); c.uninstall() }
-        let session = CaptureMultiCamSession()
-        let events = EventLog(session)
-        session.addInput(try a.input())
-        let log = CameraFrameLog()
-        let output = CaptureVideoDataOutput()
-        output.setSampleBufferDelegate(log, queue: log.queue)
-        session.addOutput(output)
-        try session.start()
+        let (session, events, log) = try runningMultiCam(a)
         defer { session.stopRunning() }
-        #expect(log.wait(for: 3, timeout: 5))
         let ib = try b.input(), ic = try c.input()
         let other = try b.camera.makeSource()
         try other.startStreaming(bufferCount: 2)
@@ -197,4 +189,19 @@ import CaptureTestSupport
         let n = collector.count
         #expect(collector.wait(for: n + 3, timeout: 5))
     }
+}
+
+/// A running multi-camera session with `camera`'s input and a video data output that logs its
+/// frames, three frames in; the events logged from before the start.
+func runningMultiCam(_ camera: InstalledCamera) throws -> (CaptureMultiCamSession, EventLog, CameraFrameLog) {
+    let session = CaptureMultiCamSession()
+    let events = EventLog(session)
+    session.addInput(try camera.input())
+    let log = CameraFrameLog()
+    let output = CaptureVideoDataOutput()
+    output.setSampleBufferDelegate(log, queue: log.queue)
+    session.addOutput(output)
+    try session.start()
+    #expect(log.wait(for: 3, timeout: 5))
+    return (session, events, log)
 }
