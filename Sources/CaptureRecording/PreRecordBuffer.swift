@@ -163,16 +163,6 @@ extension CaptureMovieFileOutput {
             s.fileSize = size
             s.framesWritten = frames
         }
-        rec.delegate.fileOutput(self, didStartRecordingTo: rec.url, from: rec.connections)
-        sendHeldNotices(rec)
-        let early = rec.earlyAudio
-        rec.earlyAudio = []
-        for a in early {
-            guard let pcm = a.audioBuffer else { continue }
-            do { try rec.writer.writeAudio(pcm, at: a.presentationTimeStamp - first) } catch {
-                finish(error: error)
-                return
-            }
-        }
+        _ = announceStart(rec)
     }
 }

@@ -57,17 +57,7 @@ extension CaptureMovieFileOutput {
             rec.pauseOrigin = sample.presentationTimeStamp
             rec.resumesPassed = pauses.resumes(before: sample.presentationTimeStamp)
             rec.connections = [connection] + (rec.writer.hasAudio ? audioConsumer.connections : [])
-            rec.delegate.fileOutput(self, didStartRecordingTo: rec.url, from: rec.connections)
-            sendHeldNotices(rec)
-            let early = rec.earlyAudio
-            rec.earlyAudio = []
-            for a in early {
-                guard let pcm = a.audioBuffer else { continue }
-                do { try rec.writer.writeAudio(pcm, at: a.presentationTimeStamp - rec.firstTime!) } catch {
-                    finish(error: error)
-                    return
-                }
-            }
+            guard announceStart(rec) else { return }
         } else if rec.format?.0 != pixelFormat || rec.format?.1 != dims {
             finish(
                 error: RecordingError(
@@ -121,6 +111,24 @@ extension CaptureMovieFileOutput {
         {
             buffers.removeFirst()
         }
+    }
+
+    /// The file has its first frame: tells the delegate the recording started, passes on the
+    /// pause notices held until then, and writes the audio that came before that frame. False
+    /// when that write failed (the recording is then finished with the error). Recording queue.
+    func announceStart(_ rec: Recording) -> Bool {
+        rec.delegate.fileOutput(self, didStartRecordingTo: rec.url, from: rec.connections)
+        sendHeldNotices(rec)
+        let early = rec.earlyAudio
+        rec.earlyAudio = []
+        for a in early {
+            guard let pcm = a.audioBuffer else { continue }
+            do { try rec.writer.writeAudio(pcm, at: a.presentationTimeStamp - rec.firstTime!) } catch {
+                finish(error: error)
+                return false
+            }
+        }
+        return true
     }
 
     func handleAudio(_ sample: SampleBuffer) {
