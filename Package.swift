@@ -17,6 +17,8 @@ let package = Package(
         .executable(name: "live-capture", targets: ["LiveCapture"]),
         // Movie recording (FFmpeg); its own product, so that `Capture` never needs FFmpeg.
         .library(name: "CaptureRecording", targets: ["CaptureRecording"]),
+        // Encoders as stages of the session's pipeline (FFmpeg), for the recorder and the servers.
+        .library(name: "CaptureCodecs", targets: ["CaptureCodecs"]),
     ],
     targets: [
         // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
@@ -93,7 +95,11 @@ let package = Package(
         .systemLibrary(
             name: "CFFmpeg", path: "Sources/CSystem/ffmpeg", pkgConfig: "libavformat",
             providers: [.apt(["libavformat-dev", "libavcodec-dev", "libavutil-dev"])]),
-        .target(name: "CaptureRecording", dependencies: ["Capture", "CaptureSystem", "CFFmpeg"]),
+        // Encoded products as pipeline stages (H.264 through FFmpeg's encoders), shared by every
+        // consumer that asks for the same settings; a product of its own, so the core needs no FFmpeg.
+        .target(
+            name: "CaptureCodecs", dependencies: ["Capture", "CaptureBackend", "CaptureImaging", "CaptureSystem", "CFFmpeg"]),
+        .target(name: "CaptureRecording", dependencies: ["Capture", "CaptureCodecs", "CaptureSystem", "CFFmpeg"]),
         // Only what Swift cannot call in libmicrohttpd (the variadic MHD_start_daemon); the server's alone.
         .target(name: "CCaptureServerShim", dependencies: ["CMicroHTTPD"]),
         // Serving: MJPEG stream, snapshot, state and the camera web app over HTTP (libmicrohttpd); a
@@ -141,6 +147,9 @@ let package = Package(
                 "CaptureRecording", "Capture", "CaptureTestSupport",
                 "CaptureBenchSupport",
             ]),
+        .testTarget(
+            name: "CaptureCodecsTests",
+            dependencies: ["CaptureCodecs", "Capture", "CaptureBackend", "CaptureSystem", "CaptureTestSupport"]),
         .testTarget(name: "CaptureServerTests", dependencies: ["CaptureServer", "Capture", "CaptureTestSupport"]),
         .testTarget(
             name: "CaptureDriverTests",

@@ -190,6 +190,12 @@ extension CaptureSession {
         lock.withLock { runners.values.reduce(0) { $0 + (($1 as? VideoPipeline)?.jpegEncodes.count.load(ordering: .relaxed) ?? 0) } }
     }
 
+    /// Encodes the running video inputs' encoded-product stages (H.264) made so far: with every
+    /// consumer of one product sharing its stage, one per frame however many consume it.
+    package var stageEncodes: Int {
+        lock.withLock { runners.values.reduce(0) { $0 + (($1 as? VideoPipeline)?.stageEncodes.count.load(ordering: .relaxed) ?? 0) } }
+    }
+
     // MARK: Interruptions
 
     /// Whether a device of the running session cannot deliver for now (another process holds

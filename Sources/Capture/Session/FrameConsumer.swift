@@ -1,4 +1,6 @@
 import CaptureBackend
+import CaptureSystem
+import Synchronization
 
 /// A consumer of frames inside the package (the preview, the server): the input's route table
 /// calls it directly, with no queue and no backlog of the library's in between.
@@ -17,12 +19,15 @@ package protocol FrameConsumer: AnyObject, Sendable {
 
 /// A `FrameConsumer`'s place in a session's graph: it gets a connection per camera (the preview
 /// layer's `connection` is one), beside the app's outputs and not among `outputs`. What it takes
-/// is fixed when it is made, so the routes never ask. It holds its consumer weakly: the consumer
-/// owns the port, and frames to a consumer that is gone are dropped. Thread-safe.
+/// is fixed when it is made, or set with `encodedProduct`, so the routes never ask per frame. It
+/// holds its consumer weakly: the consumer owns the port, and frames to a consumer that is gone
+/// are dropped. Thread-safe.
 package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
-    private weak let consumer: (any FrameConsumer)?
+    package private(set) weak var consumer: (any FrameConsumer)?
     private let fixedSubscription: FrameSubscription
     private let showsOrientation: Bool
+    private let product = Locked<EncodedProduct?>(nil)
+    private let keyFrameWanted = Atomic<Bool>(false)
 
     /// A port for `consumer`: raw frames, or JPEG at `jpegQuality` (the camera's subsampling, one
     /// encoder thread unless an app's output at that quality asked for more). `showsOrientation`:
@@ -36,9 +41,39 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
         super.init(frameConsumer: true)
     }
 
+    /// A port that takes nothing until `encodedProduct` is set.
+    package init(encodedFor consumer: any FrameConsumer) {
+        self.consumer = consumer
+        fixedSubscription = FrameSubscription(off: true)
+        showsOrientation = false
+        super.init(frameConsumer: true)
+    }
+
+    /// The encoded product (H.264) the consumer takes instead of frames, or nil for what the port
+    /// was made with. Taken from the next frame on; each consumer that joins a product's stage
+    /// starts with a key frame. Never set it from `consume`.
+    package var encodedProduct: EncodedProduct? {
+        get { product.withLock { $0 } }
+        set {
+            product.withLock { $0 = newValue }
+            subscriptionChanged()
+        }
+    }
+
+    /// Asks the stage of `encodedProduct` for a key frame soon (the consumer lost units, or
+    /// resumes after a pause). Any thread, also from `consume`.
+    package func requestKeyFrame() { keyFrameWanted.store(true, ordering: .releasing) }
+    /// Whether a key frame was asked for since the last call. Capture thread.
+    func takeKeyFrameRequest() -> Bool {
+        keyFrameWanted.load(ordering: .acquiring) && keyFrameWanted.exchange(false, ordering: .acquiringAndReleasing)
+    }
+
     override var acceptedMediaTypes: Set<MediaType> { [.video] }
     override var supportsOrientation: Bool { showsOrientation }
-    override var subscription: FrameSubscription { fixedSubscription }
+    override var subscription: FrameSubscription {
+        guard let p = product.withLock({ $0 }) else { return fixedSubscription }
+        return FrameSubscription(encoded: p)
+    }
 
     override func handleFrame(_ sample: SampleBuffer, connection: CaptureConnection) {
         consumer?.consume(sample, from: connection)

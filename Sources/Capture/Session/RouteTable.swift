@@ -14,8 +14,15 @@ struct FrameSubscription: Sendable, Equatable {
     /// A still output's pending captures: while one waits, the output takes the newest frame (the
     /// capture thread skips frames queued behind it) and may take a JPEG made for another output.
     var stills: StillDemand?
+    /// A product of a package product's stage (H.264) instead of the frames: made once per frame
+    /// for every consumer that asks for an equal one.
+    var encoded: EncodedProduct?
+    /// Takes nothing for now, drops included (a consumer that gets its frames elsewhere meanwhile).
+    var off = false
 
-    static func == (a: Self, b: Self) -> Bool { a.jpeg == b.jpeg && a.jpegThreads == b.jpegThreads && a.stills === b.stills }
+    static func == (a: Self, b: Self) -> Bool {
+        a.jpeg == b.jpeg && a.jpegThreads == b.jpegThreads && a.stills === b.stills && a.encoded == b.encoded && a.off == b.off
+    }
 }
 
 /// Whether a still output has captures waiting; the output sets it whenever its queue of
@@ -48,6 +55,9 @@ struct Route: Sendable {
 /// (`handleFrame`, `handleDrop`, `handleAudio`), never app code.
 final class RouteTable: Sendable {
     private let routes: Locked<[Route]>
+    /// Counts `replace` calls: a stage sees that its consumers may have changed.
+    private let replaced = Atomic<UInt64>(0)
+    var generation: UInt64 { replaced.load(ordering: .acquiring) }
 
     init(_ connections: [CaptureConnection]) { routes = Locked(Route.of(connections)) }
 
@@ -56,7 +66,10 @@ final class RouteTable: Sendable {
     func replace(with connections: [CaptureConnection]) {
         let new = Route.of(connections)
         let old = routes.withLock { r in
-            defer { r = new }
+            defer {
+                r = new
+                replaced.add(1, ordering: .releasing)
+            }
             return r
         }
         // A removed output may be freed here, outside the lock.

@@ -22,10 +22,15 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     // The JPEG stages of this input, one per product in use; only the capture thread touches
     // the list (their results run on their own threads).
     private var stages: [JPEGStage] = []
+    // The stages of package products' encoded products (H.264), one per product in use; capture
+    // thread only, as `stages`.
+    private var encodedStages: [EncodedStageEntry] = []
     /// Frames handed on so far (capture thread).
     private var framesHanded: UInt64 = 0
     /// JPEG encodes this input's stages made.
     let jpegEncodes = EncodeCounter()
+    /// Encodes this input's encoded-product stages made.
+    let stageEncodes = EncodeCounter()
     /// What each route takes of the frame being handed on, read once per frame (capture thread;
     /// reused, so handing a frame on allocates nothing).
     private var uses: [RouteUse] = {
@@ -40,6 +45,8 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         case jpeg(JPEGProduct, threads: Int)
         /// The camera's JPEG (MJPEG) made complete, once per frame for every output that wants JPEG.
         case completed
+        /// A package product's encoded product, from the stage for it.
+        case encoded(EncodedProduct)
     }
     // MJPEG frames made complete (Huffman tables inserted) for the outputs that want JPEG, once
     // per frame, into reused samples; capture thread only.
@@ -96,7 +103,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         let device = input.device
         while !stopRequested.load(ordering: .acquiring) {
             // A stage no output fed for a while (its output went away or changed settings).
-            if !stages.isEmpty { shutDownStages { self.framesHanded &- $0.lastFed > 120 } }
+            if !stages.isEmpty || !encodedStages.isEmpty { shutDownStages { self.framesHanded &- $0 > 120 } }
             let dry = sourceIsDry
             input.appHoldsEveryBuffer.store(dry, ordering: .relaxed)
             if dry {
@@ -181,11 +188,13 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             uses.removeAll(keepingCapacity: true)
             for r in routes {
                 let newest = r.wantsNewestFrame
-                guard r.connection.isEnabled, stillsToo || !newest else {
+                guard r.connection.isEnabled, !r.subscription.off, stillsToo || !newest else {
                     uses.append(.none)
                     continue
                 }
-                if let product = r.subscription.jpeg {
+                if let product = r.subscription.encoded {
+                    uses.append(.encoded(product))
+                } else if let product = r.subscription.jpeg {
                     uses.append(raw ? .jpeg(product, threads: r.subscription.jpegThreads) : .completed)
                 } else {
                     uses.append(.frame(shared: raw && newest ? r.output.acceptsSharedJPEG : nil))
@@ -195,6 +204,17 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             for case .jpeg(let product, let threads) in uses {
                 let stage = stage(for: product, threads: threads)
                 if stage.lastFed != frame { stage.submit(sample, frame: frame) }
+            }
+            // And each encoded product, a key frame first for consumers that joined or asked.
+            for case .encoded(let product) in uses {
+                let i = encodedStage(for: product)
+                guard encodedStages[i].lastFed != frame else { continue }
+                let generation = self.routes.generation
+                let joined = encodedStages[i].generation != generation
+                encodedStages[i].lastFed = frame
+                encodedStages[i].generation = generation
+                // (Every request is taken, so none lingers for a later frame.)
+                encodedStages[i].stage.submit(sample, keyFrame: anyKeyFrameRequest(for: product, routes) || joined)
             }
             // The camera's JPEG, completed once for all that want it (and a still that can take it).
             var completed: (jpeg: SampleBuffer?, drop: DroppedFrames?)?
@@ -263,16 +283,44 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         return s
     }
 
-    /// Shuts down the stages `which` picks (delivering what they hold). Capture thread, never
-    /// under the route lock: the stages' deliveries take it.
-    private func shutDownStages(_ which: (JPEGStage) -> Bool) {
+    /// The index of the stage making `product`, started on first use. Capture thread, under the
+    /// route lock (the stage is made there, it delivers later).
+    private func encodedStage(for product: EncodedProduct) -> Int {
+        if let i = encodedStages.firstIndex(where: { $0.product == product }) { return i }
+        let outlet = EncodedStageOutlet(
+            product: product, routes: routes, encodes: stageEncodes,
+            frameInterval: input.device.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30))
+        // A generation no table has: the first frame is a key frame.
+        encodedStages.append(EncodedStageEntry(product: product, stage: product.makeStage(outlet), generation: .max))
+        return encodedStages.count - 1
+    }
+
+    /// Whether a consumer of `product` asked for a key frame since the last frame.
+    private func anyKeyFrameRequest(for product: EncodedProduct, _ routes: [Route]) -> Bool {
+        var asked = false
+        for r in routes where r.subscription.encoded == product {
+            if (r.output as? FrameConsumerPort)?.takeKeyFrameRequest() == true { asked = true }
+        }
+        return asked
+    }
+
+    /// Shuts down the stages (JPEG and encoded) whose last frame fed `which` picks, delivering what
+    /// they hold. Capture thread, never under the route lock: the stages' deliveries take it.
+    private func shutDownStages(_ which: (_ lastFed: UInt64) -> Bool) {
         var gone: [JPEGStage] = []
         stages.removeAll { s in
-            guard which(s) else { return false }
+            guard which(s.lastFed) else { return false }
             gone.append(s)
             return true
         }
+        var goneEncoded: [any EncodedStage] = []
+        encodedStages.removeAll { e in
+            guard which(e.lastFed) else { return false }
+            goneEncoded.append(e.stage)
+            return true
+        }
         for s in gone { s.shutdown() }
+        for s in goneEncoded { s.shutdown() }
     }
 
     /// A damaged frame: a gap before it is reported first, then the frame itself as corrupt.
@@ -283,7 +331,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
 
     private func report(_ drop: DroppedFrames) {
         routes.withRoutes { routes in
-            for r in routes where r.connection.isEnabled { r.output.handleDrop(drop, connection: r.connection) }
+            for r in routes where r.connection.isEnabled && !r.subscription.off { r.output.handleDrop(drop, connection: r.connection) }
         }
         session?.hub.post(.framesDropped(input.device, drop))
     }

@@ -1,0 +1,143 @@
+import CaptureBackend
+import CaptureSystem
+import Foundation
+import Testing
+@testable import Capture
+@testable import CaptureCodecs
+import CaptureTestSupport
+
+/// The H.264 stage: one encode per frame for every consumer of the same settings, a key frame
+/// for each consumer that joins or asks, units a real decoder (ffprobe) reads.
+@Suite struct H264StageTests {
+    /// Keeps what an H.264 stage hands it: every unit's facts, and (if `keeps`) the units.
+    final class Viewer: H264Consumer, @unchecked Sendable {
+        struct Seen {
+            var units: [(sequence: UInt64, key: Bool, unit: ObjectIdentifier, size: Int)] = []
+            var bytes = Data()
+            var parameterSets = Data()
+            var drops = 0
+            var failures: [H264StageError] = []
+        }
+        let seen = Locked(Seen())
+        func consume(_ unit: H264AccessUnit, from connection: CaptureConnection) {
+            seen.withLock { s in
+                s.units.append((unit.sequenceNumber, unit.isKeyFrame, ObjectIdentifier(unit), unit.count))
+                if s.parameterSets.isEmpty { s.parameterSets = unit.parameterSets }
+                unit.withUnsafeBytes { s.bytes.append(contentsOf: $0) }
+            }
+        }
+        func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) { seen.withLock { $0.drops += drop.count } }
+        func h264StageFailed(_ error: H264StageError, from connection: CaptureConnection) { seen.withLock { $0.failures.append(error) } }
+        var count: Int { seen.withLock { $0.units.count } }
+    }
+
+    /// A session on a virtual camera with an app output (whose frames pace the test) and
+    /// H.264 viewers on ports of their own.
+    struct Rig {
+        let rig: VirtualSessionRig
+        var session: CaptureSession { rig.session }
+        init(_ name: String, _ mode: VirtualCamera.Mode = InstalledCamera.smallMode) throws {
+            rig = try VirtualSessionRig(name, modes: [mode])
+        }
+        func port(_ viewer: Viewer, _ settings: H264Settings) -> FrameConsumerPort {
+            let port = FrameConsumerPort(encodedFor: viewer)
+            port.encodedProduct = settings.product
+            #expect(session.addFrameConsumer(port))
+            return port
+        }
+    }
+
+    @Test func consumersOfTheSameSettingsShareOneEncode() async throws {
+        let r = try Rig("H264 share")
+        defer { r.rig.uninstall() }
+        let a = Viewer(), b = Viewer(), other = Viewer()
+        let settings = H264Settings(preset: "ultrafast")
+        let pa = r.port(a, settings), pb = r.port(b, settings)
+        try r.session.start()
+        #expect(await eventually(timeout: 30) { a.count >= 30 && b.count >= 30 })
+        // One encode per unit: two encoders would make twice as many as either viewer gets.
+        let before = a.count
+        let encodes = r.session.stageEncodes
+        let after = a.count
+        #expect(encodes >= before && encodes <= after + 2, "\(encodes) encodes for \(before)...\(after) units")
+        // Another quality is another product: a stage of its own beside the shared one.
+        let po = r.port(other, H264Settings(preset: "ultrafast", rateControl: .quality(40)))
+        #expect(await eventually(timeout: 30) { other.count >= 10 })
+        r.session.stopRunning()
+        let sa = a.seen.withLock { $0 }, sb = b.seen.withLock { $0 }
+        // The same unit objects, in the same order: each frame encoded once for both.
+        #expect(sa.units.map(\.unit) == sb.units.map(\.unit) && sa.units.map(\.sequence) == sb.units.map(\.sequence))
+        #expect(sa.units.first?.key == true, "the first unit is a key frame")
+        #expect(Set(sa.units.map(\.sequence)).count == sa.units.count, "a frame encoded twice")
+        #expect(other.seen.withLock { $0.units.first?.key } == true)
+        withExtendedLifetime((pa, pb, po)) {}
+    }
+
+    @Test func aConsumerThatJoinsOrAsksGetsAKeyFrameAtOnce() async throws {
+        let r = try Rig("H264 join")
+        defer { r.rig.uninstall() }
+        // Key frames only every 1000 frames on their own: any other is one asked for.
+        let settings = H264Settings(preset: "ultrafast", keyFrameInterval: 1000)
+        let first = Viewer(), late = Viewer()
+        let p1 = r.port(first, settings)
+        try r.session.start()
+        #expect(await eventually(timeout: 30) { first.count >= 10 })
+        let p2 = r.port(late, settings)
+        #expect(await eventually(timeout: 30) { late.count >= 5 })
+        #expect(late.seen.withLock { $0.units.first?.key } == true, "a late joiner's first unit is a key frame")
+        let keysBefore = first.seen.withLock { $0.units.filter(\.key).count }
+        #expect(keysBefore == 2, "the first frame and the join: \(keysBefore) key frames")
+        // Asked: a key frame within a few frames (one may be on its way already).
+        let n = first.count
+        p1.requestKeyFrame()
+        #expect(await eventually(timeout: 30) { first.count >= n + 5 })
+        let after = first.seen.withLock { Array($0.units[n...]) }
+        #expect(after.prefix(3).contains { $0.key }, "\(after.map(\.key))")
+        r.session.stopRunning()
+        withExtendedLifetime((p1, p2)) {}
+    }
+
+    /// The units with their parameter sets are an H.264 stream ffprobe decodes, frame for frame,
+    /// from every pixel layout the stage takes in its own way (NV12 and I420 copied, YUYV and
+    /// MJPEG converted).
+    @Test(arguments: [PixelFormat.nv12, .yuv420, .yuyv, .mjpeg])
+    func unitsDecode(_ format: PixelFormat) async throws {
+        let r = try Rig("H264 decode", .init(format, width: 352, height: 288, frameRates: [30]))
+        defer { r.rig.uninstall() }
+        let v = Viewer()
+        let p = r.port(v, H264Settings(preset: "ultrafast", keyFrameInterval: 10))
+        try r.session.start()
+        #expect(await eventually(timeout: 30) { v.count >= 25 })
+        r.session.stopRunning()
+        let s = v.seen.withLock { $0 }
+        #expect(s.failures.isEmpty, "\(s.failures.map(\.message))")
+        #expect(!s.parameterSets.isEmpty, "no SPS/PPS")
+        #expect(s.units.filter(\.key).count >= 2, "a key frame every 10 frames")
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("stage-\(UUID().uuidString).h264")
+        defer { try? FileManager.default.removeItem(at: url) }
+        try (s.parameterSets + s.bytes).write(to: url)
+        let probe = try runProcess(
+            "/usr/bin/ffprobe",
+            [
+                "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries", "stream=codec_name,width,height,nb_read_frames",
+                "-of", "csv=p=0", url.path,
+            ])
+        #expect(probe.status == 0, "\(probe.stderr)")
+        #expect(probe.text.trimmingCharacters(in: .whitespacesAndNewlines) == "h264,352,288,\(s.units.count)", "\(probe.text)")
+        withExtendedLifetime(p) {}
+    }
+
+    @Test func anEncoderThisFFmpegLacksIsReportedToItsConsumers() async throws {
+        let r = try Rig("H264 missing")
+        defer { r.rig.uninstall() }
+        let v = Viewer()
+        let p = r.port(v, H264Settings(encoder: "h264_no_such_encoder"))
+        try r.session.start()
+        #expect(await eventually(timeout: 30) { v.seen.withLock { !$0.failures.isEmpty } })
+        r.session.stopRunning()
+        let s = v.seen.withLock { $0 }
+        #expect(s.units.isEmpty)
+        #expect(s.failures.first?.code == .unsupportedCodec && s.failures.first?.message.contains("h264_no_such_encoder") == true)
+        withExtendedLifetime(p) {}
+    }
+}
