@@ -410,29 +410,34 @@ func recordSession(_ a: Arguments) {
     VirtualCamera.install(camera)
     defer { VirtualCamera.uninstall(camera) }
     guard let device = CaptureDevice.device(withUniqueID: camera.uniqueID) else { fail("virtual camera not listed") }
-    let movie = CaptureMovieFileOutput()
+    // `--outputs N`: N movie outputs with the same settings recording at once (they share the
+    // session's one H.264 encode: `h264_encodes_per_frame` stays 1).
+    let movies = (0..<max(1, a.int("outputs", 1))).map { _ in CaptureMovieFileOutput() }
+    let movie = movies[0]
     let app = CaptureVideoDataOutput()
     app.alwaysDiscardsLateVideoFrames = false
     let appDelegate = IdleFrameDelegate()
     app.setSampleBufferDelegate(appDelegate, queue: DispatchQueue(label: "capture-bench.app-output"))
     let withApp = a.flags.contains("app-output")
     let s = openSession(device: device, size: (w, h), format: format, rate: 30, outputs: withApp ? [app] : [])
-    s.addOutput(movie)
+    for m in movies { s.addOutput(m) }
     // `--preset P`: x264's preset (a slower one makes a recorder that falls behind).
     var settings = MovieOutputSettings()
     if let preset = a.string("preset") { settings.preset = preset }
-    movie.setOutputSettings(settings, for: nil)
+    for m in movies { m.setOutputSettings(settings, for: nil) }
     do { try s.start() } catch { fail("cannot start: \(error)") }
-    let url = URL(fileURLWithPath: "\(dir)/capture-bench-record-\(getpid())-session.mp4")
-    defer { try? FileManager.default.removeItem(at: url) }
-    let delegate = QuietRecordingDelegate()
-    movie.startRecording(to: url, recordingDelegate: delegate)
+    let urls = movies.indices.map { URL(fileURLWithPath: "\(dir)/capture-bench-record-\(getpid())-session-\($0).mp4") }
+    defer { for url in urls { try? FileManager.default.removeItem(at: url) } }
+    let delegates = movies.map { _ in QuietRecordingDelegate() }
+    for (i, m) in movies.enumerated() { m.startRecording(to: urls[i], recordingDelegate: delegates[i]) }
     Thread.sleep(forTimeInterval: 1.5)
-    let n0 = movie.recordedFrameCount, a0 = calloc_counter_total(), f0 = calloc_counter_marked_total(), c0 = processCPUNow()
+    let n0 = movie.recordedFrameCount, e0 = s.stageEncodes
+    let a0 = calloc_counter_total(), f0 = calloc_counter_marked_total(), c0 = processCPUNow()
     Thread.sleep(forTimeInterval: seconds)
-    let n1 = movie.recordedFrameCount, a1 = calloc_counter_total(), f1 = calloc_counter_marked_total(), c1 = processCPUNow()
-    movie.stopRecording()
-    _ = delegate.finished.wait(timeout: .now() + 10)
+    let n1 = movie.recordedFrameCount, e1 = s.stageEncodes
+    let a1 = calloc_counter_total(), f1 = calloc_counter_marked_total(), c1 = processCPUNow()
+    for m in movies { m.stopRecording() }
+    for d in delegates { _ = d.finished.wait(timeout: .now() + 10) }
     s.stopRunning()
     let frames = Double(max(1, n1 - n0))
     var r = Report()
@@ -444,6 +449,8 @@ func recordSession(_ a: Arguments) {
     r.add("frames_dropped", movie.lastRecording?.framesDropped.values.reduce(0, +) ?? -1)
     r.add("drop_reasons", (movie.lastRecording?.framesDropped ?? [:]).map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " "))
     r.add("preset", settings.preset)
+    r.add("outputs", movies.count)
+    r.add("h264_encodes_per_frame", Double(e1 - e0) / frames)
     r.add("frames_written_total", movie.lastRecording?.framesWritten ?? -1)
     if withApp {
         let (delivered, dropped) = app.statistics

@@ -13,7 +13,7 @@
 //   capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N]
 //                        [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR]
 //                        [--peer none] [--json]
-//   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--app-output] [--json]
+//   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--json]
 //                        (needs ffmpeg; see Record.swift)
 //   capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]   (what session cycles leave; Cycles.swift)
 import CaptureVirtual
@@ -771,7 +771,7 @@ default:
                capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
                capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH] [--seconds S] [--rounds N] [--json]
                capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR] [--peer none] [--json]
-               capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--app-output] [--json]
+               capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--json]
                capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]
         """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))

@@ -22,6 +22,8 @@ package final class H264AccessUnit: @unchecked Sendable {
     /// SPS and PPS (Annex B) of the stage's encoder, the same for all its units: what a consumer
     /// that starts at a key frame (a late joiner, a file) puts before it or in its header.
     package private(set) var parameterSets = Data()
+    /// What its stage has still to deliver (a consumer waiting at a stop reads it).
+    package private(set) var stageProgress: H264StageProgress?
     private let holds = Atomic<Int>(0)
 
     init() {}
@@ -42,7 +44,7 @@ package final class H264AccessUnit: @unchecked Sendable {
     /// Refills a free unit (the stage's, before it hands it out).
     fileprivate func fill(
         _ bytes: UnsafeRawBufferPointer, time: CaptureTime, sequence: UInt64, key: Bool, dimensions: VideoDimensions,
-        interval: FrameInterval, parameterSets: Data
+        interval: FrameInterval, parameterSets: Data, progress: H264StageProgress
     ) {
         if capacity < bytes.count {
             storage?.deallocate()
@@ -58,6 +60,7 @@ package final class H264AccessUnit: @unchecked Sendable {
         self.dimensions = dimensions
         frameInterval = interval
         self.parameterSets = parameterSets
+        stageProgress = progress
     }
 }
 
@@ -72,7 +75,7 @@ final class H264UnitPool {
     /// A free unit filled with `bytes`, with one hold (the stage's, while it delivers).
     func unit(
         _ bytes: UnsafeRawBufferPointer, time: CaptureTime, sequence: UInt64, key: Bool, dimensions: VideoDimensions,
-        interval: FrameInterval, parameterSets: Data
+        interval: FrameInterval, parameterSets: Data, progress: H264StageProgress
     ) -> H264AccessUnit {
         var found: H264AccessUnit?
         // Round the ring from after the last one taken: the oldest are the likeliest free.
@@ -86,7 +89,9 @@ final class H264UnitPool {
         }
         let u = found ?? H264AccessUnit()
         if found == nil { units.append(u) }
-        u.fill(bytes, time: time, sequence: sequence, key: key, dimensions: dimensions, interval: interval, parameterSets: parameterSets)
+        u.fill(
+            bytes, time: time, sequence: sequence, key: key, dimensions: dimensions, interval: interval,
+            parameterSets: parameterSets, progress: progress)
         u.hold()
         return u
     }

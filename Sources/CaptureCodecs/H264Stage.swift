@@ -2,35 +2,54 @@ import Capture
 import CaptureBackend
 import CaptureSystem
 import Foundation
+import Synchronization
 
 /// The H.264 encode of one running input for one `H264Settings`, shared by every consumer that
 /// asks for those settings: each frame is encoded once, on the stage's own thread, and each unit
 /// goes to all of them.
 ///
-/// The capture thread hands frames in (a hold on the driver buffer, never a copy there); the
-/// encoder takes the newest one when it is free, so a slow encode loses frames (reported to the
-/// consumers as `.frameWasLate`, each once) but never stalls the camera or the session's other
-/// consumers. The hold goes back as soon as the frame is copied into the encoder's picture. A
-/// consumer stalls nothing either: it gets units by a call and holds what it keeps.
+/// The capture thread hands frames in: the first waiting frame as a hold on its driver buffer,
+/// and, while a consumer keeps every frame (a file), the ones after it copied (`DetachedFrames`,
+/// about a second of them), so the camera's buffers go back at once. Without such a consumer
+/// the newest frame wins. Frames the stage cannot keep are reported to its consumers as
+/// `.frameWasLate`, each once; a slow stage never stalls the camera or the session's other
+/// consumers, and a consumer stalls nothing either: it gets units by a call and holds what it
+/// keeps.
 final class H264Stage: EncodedStage, @unchecked Sendable {
+    /// Frames that wait at most while a consumer keeps every frame (the copies' budget).
+    static let backlog = 30
     private let settings: H264Settings
     private let outlet: EncodedStageOutlet
-    /// Guards `pending`, `key`, `late`, `stopping`.
-    private let lock = NSLock()
-    /// The frame waiting for the encoder (newest wins) and whether a key frame was asked for.
-    private let pending = FrameSlot()
+    /// Guards the queue, `key`, `late` and `stopping`; the encoder thread waits on it.
+    private let condition = NSCondition()
+    /// The frames waiting for the encoder, oldest first (a ring of `backlog + 1` places).
+    private let queue = (0...H264Stage.backlog).map { _ in FrameSlot() }
+    private var head = 0
+    private var count = 0
     private var key = false
-    /// Frames replaced while waiting, not yet reported.
+    /// Frames lost (replaced, or beyond the backlog), not yet reported.
     private var late: (count: Int, first: UInt64)?
     private var stopping = false
-    private let wake = DispatchSemaphore(value: 0)
+    /// The camera's buffers the stage holds (a frame waiting, or one the encoder reads).
+    private var leases = 0
+    /// A frame is with the encoder, or a loss being reported (taken from the queue, not all
+    /// delivered yet).
+    private var busy = false
     private let finished = DispatchSemaphore(value: 0)
+    private let copies = DetachedFrames(maxFrames: H264Stage.backlog)
+    /// What the stage has still to encode or report, for consumers that wait for it.
+    let progress = H264StageProgress()
 
     // The encoder thread's.
     private let working = FrameSlot()
     private var encoder: H264Encoder?
     private var failure: H264StageError?
     private let units = H264UnitPool()
+    /// The consumers that had a key frame from this stage (the encoder thread's).
+    private var started = Set<ObjectIdentifier>()
+    private var current: [ObjectIdentifier] = {
+        var c: [ObjectIdentifier] = []; c.reserveCapacity(8); return c
+    }()
     private var index: Int64 = 0
     /// Capture time and sequence number of the last frames encoded, by index: an encoder that
     /// delays units (a hardware one) labels them with the frame they encode.
@@ -42,45 +61,128 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
         NamedThread.start("cap h264", qualityOfService: .userInteractive) { [self] in run() }
     }
 
-    func submit(_ sample: SampleBuffer, keyFrame: Bool) {
-        let held = sample.heldFrame()
-        lock.lock()
-        let waiting: UInt64? = pending.frame?.sample.sequenceNumber
-        let replaced = pending.frame.take()
-        let wasEmpty = waiting == nil
-        if let sequence = waiting {
-            late = (late.map { $0.count + 1 } ?? 1, late?.first ?? sequence)
-        }
-        pending.frame = consume held
+    func submit(_ sample: SampleBuffer, keyFrame: Bool, keepsEveryFrame: Bool) {
+        condition.lock()
         key = key || keyFrame
-        lock.unlock()
-        // The replaced frame's buffer goes back here, outside the lock.
+        // At most one of the camera's buffers is the stage's (waiting or being read): a frame
+        // held beyond that, or kept behind another, is copied (outside the lock).
+        let replacing = !keepsEveryFrame && count > 0
+        let tail = queue[(head + count + queue.count - 1) % queue.count]
+        let leasesLeft = leases - (replacing && !tail.isCopy ? 1 : 0)
+        if leasesLeft == 0, !(keepsEveryFrame && count > 0) {
+            let replaced = put(sample.heldFrame(), isCopy: false, replacing: replacing)
+            condition.unlock()
+            // A replaced frame's buffer goes back here, outside the lock.
+            _ = consume replaced
+            return
+        }
+        condition.unlock()
+        let copy = copies.detach(sample)
+        guard let copy else {
+            condition.withLock {
+                noteLate(sample.sequenceNumber)
+                updateProgress()
+            }
+            return
+        }
+        let held = copy.heldFrame()
+        copy.release()
+        condition.lock()
+        let replaced: HeldFrame?
+        if !keepsEveryFrame, count > 0 {
+            replaced = put(consume held, isCopy: true, replacing: true)
+        } else if count < H264Stage.backlog {
+            replaced = put(consume held, isCopy: true, replacing: false)
+        } else {
+            noteLate(sample.sequenceNumber)
+            updateProgress()
+            replaced = consume held
+        }
+        condition.unlock()
         _ = consume replaced
-        if wasEmpty { wake.signal() }
+    }
+
+    /// Queues `frame` (or puts it in the place of the last one waiting, which it returns, noted
+    /// lost). Under the lock.
+    private func put(_ frame: consuming HeldFrame, isCopy: Bool, replacing: Bool) -> HeldFrame? {
+        var replaced: HeldFrame?
+        let slot: FrameSlot
+        if replacing {
+            slot = queue[(head + count - 1) % queue.count]
+            if let s = slot.frame?.sample.sequenceNumber { noteLate(s) }
+            if !slot.isCopy { leases -= 1 }
+            replaced = slot.frame.take()
+        } else {
+            slot = queue[(head + count) % queue.count]
+            count += 1
+            condition.signal()
+        }
+        slot.frame = consume frame
+        slot.isCopy = isCopy
+        if !isCopy {
+            leases += 1
+            progress.notePeak(leases)
+        }
+        updateProgress()
+        return replaced
     }
 
     func shutdown() {
-        lock.withLock { stopping = true }
-        wake.signal()
+        condition.withLock {
+            stopping = true
+            // What waits is not encoded: nobody may want it any more.
+            while count > 0 {
+                let slot = queue[head]
+                if let s = slot.frame?.sample.sequenceNumber { noteLate(s) }
+                if !slot.isCopy { leases -= 1 }
+                // (Its buffer goes back here, under the stage's lock: no one else waits for it now.)
+                _ = slot.frame.take()
+                head = (head + 1) % queue.count
+                count -= 1
+            }
+            condition.signal()
+        }
         finished.wait()
+    }
+
+    // Under the lock.
+    private func noteLate(_ sequence: UInt64) {
+        late = (late.map { $0.count + 1 } ?? 1, late?.first ?? sequence)
+    }
+    private func updateProgress() {
+        progress.waiting.store(count + (busy ? 1 : 0) + (late == nil ? 0 : 1), ordering: .releasing)
     }
 
     private func run() {
         defer { finished.signal() }
         while true {
-            wake.wait()
-            lock.lock()
-            working.frame = pending.frame.take()
+            condition.lock()
+            while count == 0, late == nil, !stopping { condition.wait() }
+            let stop = stopping && count == 0
+            if count > 0 {
+                working.frame = queue[head].frame.take()
+                working.isCopy = queue[head].isCopy
+                head = (head + 1) % queue.count
+                count -= 1
+                // Still waiting, for a consumer, while it is encoded and delivered.
+                busy = true
+            }
             let key = self.key
             self.key = false
             let late = self.late
             self.late = nil
-            let stop = stopping
-            lock.unlock()
+            // (Until its units and this report are delivered, the consumers wait for them.)
+            if late != nil { busy = true }
+            updateProgress()
+            condition.unlock()
             if let late {
                 outlet.drop(DroppedFrames(reason: .frameWasLate, count: late.count, sequenceNumber: late.first))
             }
             if working.frame != nil { encode(key: key) }
+            condition.withLock {
+                busy = false
+                updateProgress()
+            }
             if stop { return }
         }
     }
@@ -90,10 +192,12 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
     private func encode(key: Bool) {
         guard let sample = working.frame?.sample else { return }
         let time = sample.presentationTimeStamp, sequence = sample.sequenceNumber
+        // The frame goes back once read into the encoder's picture (or refused).
+        var loaded = false
+        defer { if !loaded { letGoOfWorking() } }
         if let failure {
             // A consumer that joined since learns of it too.
             if key { fail(failure) }
-            _ = working.frame.take()
             return
         }
         do throws(CaptureError) {
@@ -112,11 +216,11 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
                 try encoder?.load(image)
             }
         } catch {
-            _ = working.frame.take()
             outlet.drop(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: sequence))
             return
         }
-        _ = working.frame.take()
+        loaded = true
+        letGoOfWorking()
         if let failure {
             fail(failure)
             return
@@ -131,8 +235,8 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
                 let frame = encoded[Int((at >= 0 && index - at < 64 ? at : index) % 64)]
                 let unit = units.unit(
                     bytes, time: frame.time, sequence: frame.sequence, key: isKey, dimensions: encoder.dimensions,
-                    interval: outlet.frameInterval, parameterSets: encoder.parameterSets)
-                outlet.forEachConsumer { c, connection in (c as? H264Consumer)?.consume(unit, from: connection) }
+                    interval: outlet.frameInterval, parameterSets: encoder.parameterSets, progress: progress)
+                deliver(unit)
                 unit.letGo()
             }
         } catch {
@@ -142,13 +246,60 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
         index += 1
     }
 
+    /// Hands `unit` to every consumer that has had a key frame: one that joined while an older
+    /// frame was with the encoder starts at the key frame its joining asked for.
+    private func deliver(_ unit: H264AccessUnit) {
+        current.removeAll(keepingCapacity: true)
+        outlet.forEachConsumer { c, connection in
+            guard let c = c as? H264Consumer else { return }
+            let id = ObjectIdentifier(c)
+            if unit.isKeyFrame {
+                started.insert(id)
+            } else if !started.contains(id) {
+                return
+            }
+            current.append(id)
+            c.consume(unit, from: connection)
+        }
+        // Those that left are forgotten (one that comes back starts anew, at a key frame).
+        if started.count > current.count { started = started.filter { current.contains($0) } }
+    }
+
+    /// Gives back the frame the encoder read (a camera buffer goes back to the driver here).
+    private func letGoOfWorking() {
+        let wasLease = !working.isCopy
+        _ = working.frame.take()
+        if wasLease { condition.withLock { leases -= 1 } }
+    }
+
     private func fail(_ error: H264StageError) {
         outlet.forEachConsumer { c, connection in (c as? H264Consumer)?.h264StageFailed(error, from: connection) }
     }
 }
 
+/// How many frames a stage has still to encode or report lost (queued, being encoded, losses
+/// not yet reported): a consumer that finishes at a stop waits until it has what was captured
+/// before it. Any thread.
+package final class H264StageProgress: Sendable {
+    let waiting = Atomic<Int>(0)
+    private let peak = Atomic<Int>(0)
+    package var framesWaiting: Int { waiting.load(ordering: .acquiring) }
+    /// The most camera buffers the stage held at once (at most one).
+    package var buffersHeldPeak: Int { peak.load(ordering: .relaxed) }
+    func notePeak(_ held: Int) {
+        var p = peak.load(ordering: .relaxed)
+        while held > p {
+            let (done, now) = peak.compareExchange(expected: p, desired: held, ordering: .relaxed)
+            if done { break }
+            p = now
+        }
+    }
+}
+
 /// A place for one held frame (the hold is a move-only value, kept in a class so that it can sit
-/// in a stored property of a lock-guarded pair without a closure).
+/// in a ring and be moved in and out under a lock).
 private final class FrameSlot {
     var frame: HeldFrame?
+    /// The frame is a copy of the stage's, not a camera buffer.
+    var isCopy = false
 }

@@ -1,4 +1,5 @@
 import Capture
+import CaptureCodecs
 import CaptureSystem
 import Foundation
 
@@ -8,11 +9,12 @@ import Foundation
 /// Add it to a session with `session.addOutput(_:)` (this module's overload for movie outputs):
 /// it joins the session as one of the package's frame consumers, beside the app's outputs, so it
 /// is not listed in `session.outputs`, and the session's one-output-per-kind rule leaves it out.
-/// Frames reach it in order on its recording queue, which encodes (H.264: one copy of each frame
-/// into the encoder) or writes (MJPEG: the camera's bytes as they came) each one before it lets
-/// go of it. While it is busy, frames wait in order: at most one in the camera's buffer, the
-/// rest copied into the output's own storage (about a second of frames) so that the camera and
-/// the session's other outputs lose nothing; beyond that storage the output loses frames alone.
+/// H.264 is encoded once per frame by the session's H.264 stage for every consumer with the same
+/// settings (another movie output, an RTSP publish), on the stage's thread; the output writes
+/// the encoded frames on its recording queue (MJPEG: the camera's bytes as they came). While the
+/// encoder or the queue is busy, frames wait in order: at most one in the camera's buffer, the
+/// rest copied (about a second of frames) so that the camera and the session's other outputs
+/// lose nothing; beyond that storage the recording loses frames alone.
 /// Every frame lost is counted once in `RecordingSummary.framesDropped` (the output's own losses
 /// as `.frameWasLate`), never hidden.
 ///
@@ -27,6 +29,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     let consumer = CaptureVideoDataOutput(frameConsumer: ())
     /// The session-side consumer of the microphone's audio.
     let audioConsumer = CaptureAudioDataOutput(frameConsumer: ())
+    /// The session-side port of the shared H.264 stage, and the units waiting for the recording
+    /// queue (an H.264 recording's frames).
+    let unitPort: FrameConsumerPort
+    let unitFeed: RecordingUnitFeed
     private let sink = RecordingSink()
     /// Copies of the frames the recorder is behind on (see `init`).
     let detached = DetachedFrames()
@@ -35,10 +41,11 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// streams with 4 buffers: one being filled, one the capture thread hands on, one with a quick
     /// app output; holding 2 cost an app output frames under load.)
     package static let heldFrameLimit = 1
-    /// The most camera buffers this output ever held at once (at most `heldFrameLimit`). Any thread.
-    package var cameraBuffersHeldPeak: Int { consumer.heldFramesPeak }
+    /// The most camera buffers this output (or, for H.264, its shared stage) ever held at once
+    /// (at most `heldFrameLimit`). Any thread.
+    package var cameraBuffersHeldPeak: Int { max(consumer.heldFramesPeak, unitFeed.stageBuffersHeldPeak) }
     /// Frames captured and waiting for the recording queue (the recorder's backlog). Any thread.
-    package var framesWaiting: Int { consumer.framesWaiting }
+    package var framesWaiting: Int { consumer.framesWaiting + unitFeed.waiting }
     /// Serial: frames, drops, starts, stops and delegate calls, in order.
     let queue = DispatchQueue(label: "swift-capture.recording")
     private let lock = NSLock()
@@ -95,7 +102,12 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     var audioRing: [SampleBuffer] = []
 
     public init() {
+        unitFeed = RecordingUnitFeed()
+        unitPort = FrameConsumerPort(encodedFor: unitFeed, keepsEveryFrame: true)
+        unitFeed.port = unitPort
         consumer.alwaysDiscardsLateVideoFrames = false
+        // Idle (no recording, no pre-record) it takes nothing.
+        consumer.takesNothing = true
         // The backlog keeps every frame (in order, none newest-wins) but holds at most
         // `heldFrameLimit` of the camera's buffers: a slow encoder costs the other outputs
         // nothing, and what the recorder cannot keep it loses alone, counted.
@@ -107,6 +119,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         sink.owner = self
         consumer.setSampleBufferDelegate(sink, queue: queue)
         audioConsumer.setSampleBufferDelegate(sink, queue: queue)
+        unitFeed.setDrain(on: queue) { [weak self] in self?.drainUnits() }
     }
 
     deinit {
@@ -115,6 +128,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         audioConsumer.setSampleBufferDelegate(nil, queue: nil)
         if let token = eventToken { consumer.session?.removeEventHandler(token) }
         consumer.session?.removeFrameConsumer(consumer)
+        unitPort.session?.removeFrameConsumer(unitPort)
         audioConsumer.session?.removeOutput(audioConsumer)
     }
 
@@ -162,6 +176,21 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// The product the session delivers for `settings`: NV12 to encode, or JPEG.
     static func product(_ settings: MovieOutputSettings) -> CaptureVideoDataOutput.VideoSettings {
         settings.codec == .h264 ? .init(pixelFormat: .nv12) : .init(jpeg: .init(quality: settings.jpegQuality))
+    }
+
+    /// The shared H.264 stage's settings for a recording: a key frame per fragment interval
+    /// unless the settings give another interval (fragments are cut at key frames).
+    static func stageSettings(_ settings: MovieOutputSettings, fragment: Duration, interval: FrameInterval?) -> H264Settings {
+        let i = interval ?? FrameInterval(framesPerSecond: 30)
+        let perFragment = Double(MovieWriter.microseconds(fragment)) / 1e6 * Double(i.denominator) / Double(max(1, i.numerator))
+        return H264Settings(
+            encoder: settings.h264Encoder.rawValue, preset: settings.preset,
+            rateControl: {
+                switch settings.rateControl {
+                case .quality(let q): .quality(q)
+                case .bitrate(let b): .bitrate(b)
+                }
+            }(), keyFrameInterval: settings.keyframeInterval ?? max(1, Int(perFragment)))
     }
 
     // MARK: State
@@ -285,8 +314,17 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                 giveUpPastDurationLimit(rec, requested: requested)
                 // A stop that came before this gives up a destination that does not take bytes.
                 if locked({ $0.stopAt }) != nil { writer.destination?.giveUp(after: Self.stopGrace, grace: Self.stopGrace) }
-                // From here on frames come in the recording's product.
-                consumer.videoSettings = Self.product(settings)
+                // From here on frames come in the recording's product: an H.264 recording takes
+                // the units of the session's shared encoder for these settings.
+                if settings.codec == .h264, fromStandby == nil {
+                    rec.usesStage = true
+                    consumer.takesNothing = true
+                    unitPort.encodedProduct =
+                        Self.stageSettings(settings, fragment: fragment, interval: connection?.device?.activeVideoMinFrameDuration).product
+                } else {
+                    consumer.videoSettings = Self.product(settings)
+                    consumer.takesNothing = false
+                }
             }
         }
     }
@@ -337,7 +375,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     func endStopIfDone(_ rec: Recording, _ stopAt: CaptureTime) -> Bool {
         let stalled = Double(CaptureTime.now() - stopAt) / 1e9 >= Self.stopStall || session?.isRunning != true
         // (Frames waiting may be from before the stop: their drain gets to the first after it.)
-        let videoDone = rec.videoPastStop || (stalled && consumer.framesWaiting == 0)
+        let videoDone = rec.videoPastStop || (stalled && framesWaiting == 0)
         let audioDone = rec.audioPastStop || !rec.began || !rec.writer.hasAudio || stalled
         guard videoDone, audioDone else { return false }
         finish(error: nil)
@@ -367,6 +405,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         locked { $0.stopAt = nil }
         guard let rec = active else { return }
         active = nil
+        if rec.usesStage {
+            unitPort.encodedProduct = nil
+            unitFeed.discard()
+        }
         // (Pre-record starts over with a new encoder.)
         refreshStandby()
         var error = error

@@ -50,6 +50,7 @@ extension CaptureSession {
     /// `canAddOutput(output)` is false.
     public func addOutput(_ output: CaptureMovieFileOutput) {
         guard output.consumer.session == nil, addFrameConsumer(output.consumer) else { return }
+        addFrameConsumer(output.unitPort)
         addAudioConsumer(output.audioConsumer)
         let watch = SessionWatch(output)
         output.sessionWatch = watch
@@ -65,6 +66,7 @@ extension CaptureSession {
         if let token = output.eventToken { removeEventHandler(token) }
         output.eventToken = nil
         removeFrameConsumer(output.consumer)
+        removeFrameConsumer(output.unitPort)
         removeOutput(output.audioConsumer)
         output.queue.async { output.finish(error: RecordingError(.sessionStopped, "the movie output was removed from its session")) }
     }

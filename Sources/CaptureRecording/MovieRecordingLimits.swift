@@ -65,7 +65,7 @@ extension CaptureMovieFileOutput {
     /// encoder) are not a stall: they are written first.
     func audioPastDurationLimit(_ rec: Recording, at: Int64) -> Bool {
         guard let max = rec.maxDuration, Duration.nanoseconds(at) >= max else { return false }
-        if Duration.nanoseconds(at) >= max + .milliseconds(500), consumer.framesWaiting == 0 {
+        if Duration.nanoseconds(at) >= max + .milliseconds(500), framesWaiting == 0 {
             finish(error: Self.durationReached(max))
         }
         return true

@@ -1,4 +1,5 @@
 import Capture
+import CaptureCodecs
 internal import CFFmpeg
 import Foundation
 
@@ -99,15 +100,21 @@ package final class MovieWriter {
     /// kept packet, not at the standby encoder's first frame.
     var videoOffset: Int64 = 0
 
-    /// Sets up the stream (and encoder) for frames of `video` and writes the header.
-    package func begin(_ video: VideoFormat, audio: AudioFormat?, settings: MovieOutputSettings) throws(RecordingError) {
+    /// Sets up the stream (and encoder) for frames of `video` and writes the header. Units of the
+    /// shared H.264 stage (`RecordedFrame.h264`) come with their stage's `parameterSets`.
+    package func begin(
+        _ video: VideoFormat, audio: AudioFormat?, settings: MovieOutputSettings, parameterSets: Data? = nil
+    ) throws(RecordingError) {
         guard let format else { throw RecordingError(.invalidState, "the file is closed") }
         try prepareVideo(video, settings: settings, globalHeader: (format.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0)
+        self.parameterSets = parameterSets
         try addVideoStream()
         try writeHeader(audio: audio, settings: settings)
     }
 
     var fps = AVRational(num: 30, den: 1)
+    /// The shared stage's SPS and PPS, for a stream of its units (the stream's extradata).
+    var parameterSets: Data?
 
     /// The video stream of `format`, described by the encoder (or as MJPEG).
     func addVideoStream() throws(RecordingError) {
@@ -118,6 +125,22 @@ package final class MovieWriter {
         if let encoder {
             guard avcodec_parameters_from_context(st.pointee.codecpar, encoder) >= 0 else {
                 throw RecordingError(.encoderFailed, "cannot describe the H.264 stream")
+            }
+        } else if video.pixelFormat == RecordedFrame.h264 {
+            // The stage's units: its parameter sets (Annex B) are the muxer's to convert.
+            let par = st.pointee.codecpar!
+            par.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+            par.pointee.codec_id = AV_CODEC_ID_H264
+            par.pointee.width = Int32(video.width)
+            par.pointee.height = Int32(video.height)
+            par.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+            if let sets = parameterSets, !sets.isEmpty {
+                guard let extra = av_mallocz(sets.count + Int(AV_INPUT_BUFFER_PADDING_SIZE)) else {
+                    throw RecordingError(.encoderFailed, "out of memory for the stream's parameter sets")
+                }
+                sets.withUnsafeBytes { extra.copyMemory(from: $0.baseAddress!, byteCount: sets.count) }
+                par.pointee.extradata = extra.assumingMemoryBound(to: UInt8.self)
+                par.pointee.extradata_size = Int32(sets.count)
             }
         } else {
             let par = st.pointee.codecpar!
@@ -196,7 +219,7 @@ package final class MovieWriter {
 
     /// Writes one frame, `nanoseconds` after the first. The sample is read here and not kept.
     package func write(_ sample: SampleBuffer, at nanoseconds: Int64) throws(RecordingError) {
-        guard format != nil, let packet, let stream else { throw RecordingError(.invalidState, "the file is closed") }
+        guard format != nil, packet != nil, stream != nil else { throw RecordingError(.invalidState, "the file is closed") }
         lastFrameNanoseconds = nanoseconds
         if let encoder, let frame {
             var p = pts(nanoseconds, in: encoder.pointee.time_base)
@@ -222,26 +245,40 @@ package final class MovieWriter {
             guard r >= 0 else { throw RecordingError(.encoderFailed, "libx264 failed on a frame: \(ffMessage(r))") }
             try drainEncoder()
         } else {
-            var p = pts(nanoseconds, in: streamTimeBase)
-            if p <= lastPTS { p = lastPTS + 1 }
-            lastPTS = p
-            // The JPEG is written from the sample's bytes (no copy of ours; the muxer buffers it).
-            let r: Int32 = sample.withUnsafeBytes { bytes in
-                packet.pointee.data = UnsafeMutablePointer(mutating: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self))
-                packet.pointee.size = Int32(bytes.count)
-                packet.pointee.pts = p
-                packet.pointee.dts = p
-                packet.pointee.duration = frameDurationInStream
-                packet.pointee.flags = AV_PKT_FLAG_KEY
-                packet.pointee.stream_index = stream.pointee.index
-                defer {
-                    packet.pointee.data = nil
-                    packet.pointee.size = 0
-                }
-                return mux(packet)
-            }
+            // The JPEG is written from the sample's bytes (no copy of ours).
+            let r = sample.withUnsafeBytes { writeEncoded($0, key: true, at: nanoseconds) }
             guard r >= 0 else { throw failure(r, "writing a frame") }
         }
+    }
+
+    /// Writes one unit of the shared H.264 stage, `nanoseconds` after the first.
+    func write(_ unit: H264AccessUnit, at nanoseconds: Int64) throws(RecordingError) {
+        guard format != nil else { throw RecordingError(.invalidState, "the file is closed") }
+        lastFrameNanoseconds = nanoseconds
+        let r = unit.withUnsafeBytes { writeEncoded($0, key: unit.isKeyFrame, at: nanoseconds) }
+        packetBytes += Int64(unit.count)
+        guard r >= 0 else { throw failure(r, "writing a frame") }
+    }
+
+    /// Muxes bytes encoded already (a JPEG, a stage's unit) as the frame `nanoseconds` after the
+    /// first, from where they lie (the muxer buffers what it keeps); FFmpeg's result.
+    private func writeEncoded(_ bytes: UnsafeRawBufferPointer, key: Bool, at nanoseconds: Int64) -> Int32 {
+        guard let packet, let stream else { return -EINVAL }
+        var p = pts(nanoseconds, in: streamTimeBase)
+        if p <= lastPTS { p = lastPTS + 1 }
+        lastPTS = p
+        packet.pointee.data = UnsafeMutablePointer(mutating: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self))
+        packet.pointee.size = Int32(bytes.count)
+        packet.pointee.pts = p
+        packet.pointee.dts = p
+        packet.pointee.duration = frameDurationInStream
+        packet.pointee.flags = key ? AV_PKT_FLAG_KEY : 0
+        packet.pointee.stream_index = stream.pointee.index
+        defer {
+            packet.pointee.data = nil
+            packet.pointee.size = 0
+        }
+        return mux(packet)
     }
 
     /// A packet to the muxer: in order of time across the streams when there is audio (the

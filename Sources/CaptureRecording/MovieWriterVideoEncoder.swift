@@ -1,4 +1,5 @@
 import Capture
+import CaptureCodecs
 internal import CFFmpeg
 import Foundation
 
@@ -11,6 +12,9 @@ extension MovieWriter {
         fps = AVRational(num: Int32(video.frameInterval.denominator), den: Int32(max(1, video.frameInterval.numerator)))
         if video.pixelFormat == .jpeg {
             encoderName = "passthrough"
+        } else if video.pixelFormat == RecordedFrame.h264 {
+            // Encoded by the session's shared stage with these settings.
+            encoderName = settings.h264Encoder.rawValue
         } else {
             try openEncoder(video, fps: fps, settings: settings, globalHeader: globalHeader)
         }

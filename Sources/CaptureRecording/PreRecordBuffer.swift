@@ -1,4 +1,5 @@
 import Capture
+import CaptureCodecs
 import CaptureSystem
 import Foundation
 
@@ -70,6 +71,8 @@ extension CaptureMovieFileOutput {
             standby?.writer.detached = detached
         }
         consumer.videoSettings = standby.map { Self.product($0.settings) } ?? .init()
+        // Idle without pre-record: no frames.
+        consumer.takesNothing = standby == nil
     }
 
     static func wanted(_ pixelFormat: PixelFormat, _ settings: MovieOutputSettings) -> Bool {

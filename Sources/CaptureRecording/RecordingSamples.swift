@@ -1,18 +1,79 @@
 import Capture
+import CaptureCodecs
 import CaptureSystem
 import Foundation
 
+/// A frame as the recorder writes it: the camera's (MJPEG, or raw for pre-record's encoder) or
+/// a unit of the session's shared H.264 stage.
+enum RecordedFrame {
+    case sample(SampleBuffer)
+    case unit(H264AccessUnit)
+
+    /// The format a unit stands for in the recorder's checks (no camera delivers it).
+    static let h264 = PixelFormat(fourCC: "H264")!
+
+    var presentationTimeStamp: CaptureTime {
+        switch self {
+        case .sample(let s): s.presentationTimeStamp
+        case .unit(let u): u.presentationTimeStamp
+        }
+    }
+    var sequenceNumber: UInt64 {
+        switch self {
+        case .sample(let s): s.sequenceNumber
+        case .unit(let u): u.sequenceNumber
+        }
+    }
+    var format: (PixelFormat, VideoDimensions)? {
+        switch self {
+        case .sample(let s): s.pixelFormat.flatMap { f in s.dimensions.map { (f, $0) } }
+        case .unit(let u): (Self.h264, u.dimensions)
+        }
+    }
+    /// False for a unit that is not a key frame (a file, or its part after a loss, starts at one).
+    var isKeyFrame: Bool {
+        if case .unit(let u) = self { return u.isKeyFrame }
+        return true
+    }
+}
+
 // On the recording queue: the frames, audio and drops the session hands the output.
 extension CaptureMovieFileOutput {
+    /// The shared stage's units, drops and failure waiting in the feed.
+    func drainUnits() {
+        while let entry = unitFeed.next() {
+            switch entry {
+            case .unit(let u):
+                if active?.usesStage == true, let connection = consumer.connection(with: .video) {
+                    handle(.unit(u), connection: connection)
+                }
+                u.letGo()
+            case .drop(let d):
+                if active?.usesStage == true { handleDrop(d, fromStage: true) }
+            case .failed(let e):
+                if active?.usesStage == true {
+                    finish(error: RecordingError(e.code == .unsupportedCodec ? .unsupportedCodec : .encoderFailed, e.message))
+                }
+            }
+        }
+    }
+
     func handle(_ sample: SampleBuffer, connection: CaptureConnection) {
-        guard let pixelFormat = sample.pixelFormat, let dims = sample.dimensions else { return }
-        if let rec = active, let stopAt = locked({ $0.stopAt }), stopAt < sample.presentationTimeStamp {
+        // (The camera's frames and drops that were on their way when a recording took to the stage.)
+        if active?.usesStage == true { return }
+        handle(.sample(sample), connection: connection)
+    }
+
+    private func handle(_ frame: RecordedFrame, connection: CaptureConnection) {
+        guard let (pixelFormat, dims) = frame.format else { return }
+        if let rec = active, let stopAt = locked({ $0.stopAt }), stopAt < frame.presentationTimeStamp {
             // Every frame captured before the stop is in: the recording ends once the audio is
             // too (this frame and those after it are not part of it).
             rec.videoPastStop = true
             if !endStopIfDone(rec, stopAt) { return }
         }
         guard let rec = active else {
+            guard case .sample(let sample) = frame else { return }
             if let sb = standby, !feed(sb, sample, pixelFormat, dims, connection: connection), sb.format != nil,
                 sb.format?.0 != pixelFormat || sb.format?.1 != dims, Self.wanted(pixelFormat, sb.settings)
             {
@@ -26,36 +87,43 @@ extension CaptureMovieFileOutput {
             return
         }
         if let sb = rec.standby {
-            startFromStandby(rec, sb, sample, pixelFormat, dims, connection: connection)
+            if case .sample(let sample) = frame { startFromStandby(rec, sb, sample, pixelFormat, dims, connection: connection) }
             return
         }
         // Frames asked for before this recording (another product) are not part of it.
-        let wanted: Bool = rec.settings.codec == .h264 ? (pixelFormat == .nv12 || pixelFormat == .yuv420) : pixelFormat == .jpeg
-        guard wanted, !(sample.presentationTimeStamp < rec.requested) else { return }
+        let wanted: Bool =
+            rec.usesStage
+            ? pixelFormat == RecordedFrame.h264
+            : rec.settings.codec == .h264 ? (pixelFormat == .nv12 || pixelFormat == .yuv420) : pixelFormat == .jpeg
+        guard wanted, !(frame.presentationTimeStamp < rec.requested) else { return }
         // Captured while paused: not part of the recording, and no loss.
         let pauses = locked { $0.pauses }
-        if pauses.contains(sample.presentationTimeStamp) { return }
+        if pauses.contains(frame.presentationTimeStamp) { return }
         if !rec.began {
+            // The file starts at a key frame (the stage makes one when the recording joins).
+            guard frame.isKeyFrame else { return }
             // With a microphone, the file opens once its format is known (its first buffer),
             // or without audio after a second of video and no audio.
             let wantsAudio = rec.settings.recordsAudio && audioConsumer.connection(with: .audio) != nil
             let audio = rec.earlyAudio.first?.audioBuffer?.format
-            if wantsAudio, audio == nil, sample.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
+            if wantsAudio, audio == nil, frame.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
             let interval = connection.device?.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
             rec.frameNanoseconds = Int64(interval.numerator) * 1_000_000_000 / Int64(max(1, interval.denominator))
             do {
+                var parameterSets: Data?
+                if case .unit(let u) = frame { parameterSets = u.parameterSets }
                 try rec.writer.begin(
                     .init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
-                    audio: wantsAudio ? audio : nil, settings: rec.settings)
+                    audio: wantsAudio ? audio : nil, settings: rec.settings, parameterSets: parameterSets)
             } catch {
                 finish(error: error)
                 return
             }
             rec.began = true
             rec.format = (pixelFormat, dims)
-            rec.firstTime = sample.presentationTimeStamp
-            rec.pauseOrigin = sample.presentationTimeStamp
-            rec.resumesPassed = pauses.resumes(before: sample.presentationTimeStamp)
+            rec.firstTime = frame.presentationTimeStamp
+            rec.pauseOrigin = frame.presentationTimeStamp
+            rec.resumesPassed = pauses.resumes(before: frame.presentationTimeStamp)
             rec.connections = [connection] + (rec.writer.hasAudio ? audioConsumer.connections : [])
             guard announceStart(rec) else { return }
         } else if rec.format?.0 != pixelFormat || rec.format?.1 != dims {
@@ -65,7 +133,7 @@ extension CaptureMovieFileOutput {
                     "the camera's frames changed from \(rec.format!.1) to \(dims) mid-recording; the file ends before the change"))
             return
         }
-        let captured = sample.presentationTimeStamp
+        let captured = frame.presentationTimeStamp
         var at = captured - rec.firstTime! - pauses.removed(before: captured, after: rec.pauseOrigin ?? rec.firstTime!)
         // The first frame after a pause starts a run of sequence numbers (those in the pause
         // were neither written nor lost) and a keyframe, and comes at least half a frame after
@@ -73,20 +141,33 @@ extension CaptureMovieFileOutput {
         let resumes = pauses.resumes(before: captured)
         let resumed = resumes > rec.resumesPassed
         if resumed { at = Swift.max(at, rec.lastNanoseconds + rec.frameNanoseconds / 2) }
+        if resumed || rec.awaitingKey, !frame.isKeyFrame {
+            // The shared encoder's unit after a pause or a loss is not a key frame: lost (the
+            // file goes on from the key frame asked for, next frame or so).
+            rec.awaitingKey = true
+            unitPort.requestKeyFrame()
+            rec.drops[.frameWasLate, default: 0] += 1
+            return
+        }
         if finishAtDurationLimit(rec, frameAt: at) || finishAtFileSizeLimit(rec) { return }
         if resumed {
             rec.resumesPassed = resumes
             rec.writer.nextFrameIsKey = true
         }
+        rec.awaitingKey = false
         do {
-            try rec.writer.write(sample, at: at + (rec.firstTime! - (rec.writerOrigin ?? rec.firstTime!)))
+            let on = at + (rec.firstTime! - (rec.writerOrigin ?? rec.firstTime!))
+            switch frame {
+            case .sample(let sample): try rec.writer.write(sample, at: on)
+            case .unit(let unit): try rec.writer.write(unit, at: on)
+            }
         } catch {
             finish(error: error)
             return
         }
         rec.frames += 1
         rec.lastNanoseconds = at
-        rec.noteSequence(sample.sequenceNumber, camera: connection.device?.uniqueID, newRun: resumed)
+        rec.noteSequence(frame.sequenceNumber, camera: connection.device?.uniqueID, newRun: resumed)
         let duration = rec.duration, size = rec.writer.fileSize, frames = rec.frames
         locked { s in
             s.duration = duration
@@ -194,7 +275,10 @@ extension CaptureMovieFileOutput {
         do { try rec.writer.writeAudio(pcm, at: at) } catch { finish(error: error) }
     }
 
-    func handleDrop(_ drop: DroppedFrames) {
+    /// A drop from the camera's frames (the session's consumer) or from the shared stage's feed:
+    /// each reaches the recorder by one of them, as its recording takes frames or units.
+    func handleDrop(_ drop: DroppedFrames, fromStage: Bool = false) {
+        if active?.usesStage == true, !fromStage { return }
         if let sb = active?.standby ?? (active == nil ? standby : nil) {
             sb.drops.append(drop)
             return

@@ -55,8 +55,9 @@ public struct RecordingError: Error, Sendable, Hashable, CustomStringConvertible
 
 /// The video codec of a recording.
 public enum VideoCodec: String, Sendable, Hashable, CaseIterable {
-    /// H.264 through FFmpeg's `libx264` encoder (the camera's frames are taken as NV12 or I420,
-    /// converted by the session from other formats).
+    /// H.264 through FFmpeg's `libx264` encoder, once per frame for every consumer with the same
+    /// settings (the camera's NV12 or I420 frames copied into the encoder, other formats
+    /// converted, MJPEG decoded).
     case h264
     /// Motion JPEG: an MJPEG camera's frames are written as they came (Huffman tables inserted
     /// where the camera left them out); a raw camera's frames are encoded by the session's JPEG

@@ -22,6 +22,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         var wakeup: Wakeup?
         var discardsLate = true
         var settings = VideoSettings()
+        /// A frame consumer that takes nothing for now (see `takesNothing`).
+        var suspended = false
         /// A drain for the current `wakeup` is scheduled or running. A drain of an older
         /// delegate's wake-up never touches it (its queue may be busy for a long time).
         var busy = false
@@ -243,7 +245,23 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     override var acceptedMediaTypes: Set<MediaType> { [.video] }
     override var preferredPixelFormat: PixelFormat? { state.withLock { $0.settings.pixelFormat } }
 
-    override var subscription: FrameSubscription { state.withLock { Self.subscription(of: $0.settings) } }
+    override var subscription: FrameSubscription {
+        state.withLock { $0.suspended ? FrameSubscription(off: true) : Self.subscription(of: $0.settings) }
+    }
+
+    /// A frame consumer that takes no frames and no drop reports for now (the recorder while it
+    /// takes a shared encoder's units instead); from the next frame on.
+    package var takesNothing: Bool {
+        get { state.withLock { $0.suspended } }
+        set {
+            guard
+                state.withLock({ s in
+                    defer { s.suspended = newValue }; return s.suspended != newValue
+                })
+            else { return }
+            subscriptionChanged()
+        }
+    }
 
     static func subscription(of settings: VideoSettings) -> FrameSubscription {
         guard let jpeg = settings.jpeg else { return FrameSubscription() }

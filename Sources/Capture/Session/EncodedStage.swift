@@ -25,11 +25,14 @@ package struct EncodedProduct: Hashable, Sendable {
 /// `EncodedStageOutlet`, usually from a thread of its own.
 package protocol EncodedStage: AnyObject, Sendable {
     /// A raw frame (a frame lease) to encode; `keyFrame`: make it a key frame (a consumer joined
-    /// or asked for one). Capture thread, under the input's route lock: return at once, and
-    /// keep the frame past the call only with a hold (`heldFrame()`). Frames the stage does not
-    /// encode (it is behind) it reports through the outlet.
-    func submit(_ sample: SampleBuffer, keyFrame: Bool)
-    /// Delivers what is under way, then stops. Capture thread, never under the route lock.
+    /// or asked for one); `keepsEveryFrame`: a consumer (a file) wants every frame, so frames
+    /// the stage is behind on wait (copied, so the camera's buffers go back) rather than the
+    /// newest winning. Capture thread, under the input's route lock: return quickly, and keep
+    /// the frame past the call only with a hold (`heldFrame()`) or a copy. Frames the stage does
+    /// not encode it reports through the outlet, each once.
+    func submit(_ sample: SampleBuffer, keyFrame: Bool, keepsEveryFrame: Bool)
+    /// Finishes the encode under way and stops; frames still waiting are reported lost. Capture
+    /// thread, never under the route lock.
     func shutdown()
 }
 
@@ -70,4 +73,7 @@ struct EncodedStageEntry {
     /// change may have brought a consumer that needs a key frame).
     var lastFed: UInt64 = 0
     var generation: UInt64
+    /// The ports of the product as of `generation`, and whether one keeps every frame.
+    var consumers: [ObjectIdentifier] = []
+    var keepsEveryFrame = false
 }

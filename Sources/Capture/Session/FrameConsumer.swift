@@ -35,15 +35,21 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
     /// so the connection says it supports them; frames are never turned for it.
     package init(_ consumer: any FrameConsumer, jpegQuality: Int? = nil, showsOrientation: Bool = false) {
         self.consumer = consumer
+        keepsEveryFrame = false
         fixedSubscription = CaptureVideoDataOutput.subscription(
             of: .init(jpeg: jpegQuality.map { .init(quality: $0) }))
         self.showsOrientation = showsOrientation
         super.init(frameConsumer: true)
     }
 
+    /// Whether the consumer wants every frame of its encoded product (a file): the product's
+    /// stage then keeps the frames it is behind on instead of the newest winning.
+    package let keepsEveryFrame: Bool
+
     /// A port that takes nothing until `encodedProduct` is set.
-    package init(encodedFor consumer: any FrameConsumer) {
+    package init(encodedFor consumer: any FrameConsumer, keepsEveryFrame: Bool = false) {
         self.consumer = consumer
+        self.keepsEveryFrame = keepsEveryFrame
         fixedSubscription = FrameSubscription(off: true)
         showsOrientation = false
         super.init(frameConsumer: true)

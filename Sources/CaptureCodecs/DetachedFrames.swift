@@ -1,10 +1,10 @@
-internal import CFFmpeg
+package import CFFmpeg
 import Capture
 import Foundation
 
-/// The recorder's own storage for frames it is behind on, so that the camera's buffers (and the
-/// JPEG rings' samples) go back at once and no other output of the session loses a frame to a
-/// slow encoder (`CaptureVideoDataOutput.FrameDetacher`).
+/// Storage for frames a consumer (the recorder, an H.264 stage that keeps every frame) is behind
+/// on, so that the camera's buffers (and the JPEG rings' samples) go back at once and no other
+/// output of the session loses a frame to a slow encoder (`CaptureVideoDataOutput.FrameDetacher`).
 ///
 /// A frame is copied once, on the delivering thread, into a reused slot: raw frames and JPEG
 /// bytes as they are (a memcpy; a YUYV frame is converted for H.264 later, on the recording
@@ -15,23 +15,23 @@ import Foundation
 ///
 /// Thread-safe: `detach` runs on the delivering thread, `buffer(containing:)` on the recording
 /// queue, `recycle` wherever the last hold of a copy goes.
-final class DetachedFrames: @unchecked Sendable {
+package final class DetachedFrames: @unchecked Sendable {
     /// At most this many bytes of copies.
-    let byteBudget: Int
+    package let byteBudget: Int
     /// At most this many copies (about a second of frames at the usual rates).
-    let maxFrames: Int
+    package let maxFrames: Int
     private let lock = NSLock()
     private var pool: SlotPool?
     private var leases = FrameLeasePool(capacity: 32)
 
-    init(byteBudget: Int = 96 << 20, maxFrames: Int = 30) {
+    package init(byteBudget: Int = 96 << 20, maxFrames: Int = 30) {
         self.byteBudget = byteBudget
         self.maxFrames = maxFrames
     }
 
     /// A copy of `sample` in a slot, as a lease with one hold; nil when every slot the budget
     /// allows is taken.
-    func detach(_ sample: SampleBuffer) -> SampleBuffer? {
+    package func detach(_ sample: SampleBuffer) -> SampleBuffer? {
         lock.lock()
         defer { lock.unlock() }
         guard let pixelFormat = sample.pixelFormat, let dims = sample.dimensions else { return nil }
@@ -79,7 +79,7 @@ final class DetachedFrames: @unchecked Sendable {
     }
 
     /// The slot buffer `pointer` lies in (for an encoder to read the copy where it lies), or nil.
-    func buffer(containing pointer: UnsafeRawPointer) -> UnsafeMutablePointer<AVBufferRef>? {
+    package func buffer(containing pointer: UnsafeRawPointer) -> UnsafeMutablePointer<AVBufferRef>? {
         lock.lock()
         defer { lock.unlock() }
         return pool?.buffer(containing: pointer)

@@ -1,0 +1,155 @@
+import Capture
+import CaptureCodecs
+import Foundation
+
+/// The movie output's way into the session's shared H.264 stage: units (held, not copied) and
+/// drop reports wait here, in order, for the recording queue. The queue is the recorder's
+/// backpressure: a recorder behind by more than `capacity` (a slow destination) loses units
+/// alone, counted once as `.frameWasLate`, and then waits for a key frame it asks the stage for,
+/// so the encoder and the session's other consumers never wait for it.
+final class RecordingUnitFeed: H264Consumer, @unchecked Sendable {
+    enum Entry {
+        case unit(H264AccessUnit)
+        case drop(DroppedFrames)
+        case failed(H264StageError)
+    }
+
+    /// Entries waiting at most; units stop 16 short, so drop reports find room.
+    static let capacity = 256
+    /// Units waiting at most: about 8 s at 30 fps, a small part of what their raw frames were.
+    static let unitLimit = capacity - 16
+    private let lock = NSLock()
+    // Guarded by `lock`: a ring of entries, preallocated (queuing allocates nothing).
+    private var ring = [Entry?](repeating: nil, count: capacity)
+    private var head = 0
+    private var count = 0
+    /// Units lost to a full ring (or after one, until a key frame), not yet queued as a drop.
+    private var lost: (count: Int, sequence: UInt64, time: CaptureTime)?
+    private var awaitingKey = false
+    /// Drop reports that found the ring full (a recorder stuck far behind), queued next.
+    private var overflow: [DroppedFrames] = []
+    /// The stage failed: no unit will come; the recording ends before anything else waiting.
+    private var failure: H264StageError?
+    // Set once, by `setDrain`, before the port is in a session.
+    private var wakeup: DispatchSourceUserDataAdd?
+    /// Set once, before the port is in a session.
+    weak var port: FrameConsumerPort?
+
+    init() {}
+
+    /// `drain` runs on `queue` whenever entries came (coalesced: one call may find many; a
+    /// dispatch source, so that waking it allocates nothing). Called once, before the port is
+    /// in a session.
+    func setDrain(on queue: DispatchQueue, _ drain: @escaping @Sendable () -> Void) {
+        let source = DispatchSource.makeUserDataAddSource(queue: queue)
+        source.setEventHandler(handler: drain)
+        source.activate()
+        wakeup = source
+    }
+
+    deinit { wakeup?.cancel() }
+
+    /// The stage of the last unit (what it has still to deliver counts as waiting).
+    private var stage: H264StageProgress?
+
+    /// The most camera buffers a stage of an earlier recording held at once.
+    private var peakBefore = 0
+    /// The most camera buffers the stages of this feed's recordings held at once. Any thread.
+    var stageBuffersHeldPeak: Int { lock.withLock { max(peakBefore, stage?.buffersHeldPeak ?? 0) } }
+
+    /// Units and drops waiting for the recording queue, and frames waiting in its stage. Any thread.
+    var waiting: Int { lock.withLock { count + (stage?.framesWaiting ?? 0) } }
+
+    func consume(_ unit: H264AccessUnit, from connection: CaptureConnection) {
+        let queued: Bool = lock.withLock {
+            // After a loss the file can only go on from a key frame.
+            if awaitingKey, !unit.isKeyFrame {
+                lose(unit)
+                return false
+            }
+            flushLost()
+            guard count < Self.unitLimit else {
+                lose(unit)
+                awaitingKey = true
+                return false
+            }
+            awaitingKey = false
+            if stage !== unit.stageProgress { stage = unit.stageProgress }
+            unit.hold()
+            push(.unit(unit))
+            return true
+        }
+        if queued {
+            wakeup?.add(data: 1)
+        } else {
+            port?.requestKeyFrame()
+        }
+    }
+
+    func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) { enqueue(drop) }
+
+    func h264StageFailed(_ error: H264StageError, from connection: CaptureConnection) {
+        lock.withLock { failure = error }
+        wakeup?.add(data: 1)
+    }
+
+    /// The next entry, in order, or nil. Recording queue. A unit comes with the feed's hold,
+    /// which the caller lets go of.
+    func next() -> Entry? {
+        lock.withLock {
+            if let f = failure {
+                failure = nil
+                return .failed(f)
+            }
+            guard count > 0 else { return nil }
+            defer {
+                ring[head] = nil
+                head = (head + 1) % Self.capacity
+                count -= 1
+            }
+            return ring[head]
+        }
+    }
+
+    /// Lets go of every unit waiting (the recording ended). Recording queue.
+    func discard() {
+        while let e = next() { if case .unit(let u) = e { u.letGo() } }
+        lock.withLock {
+            lost = nil
+            overflow = []
+            failure = nil
+            peakBefore = max(peakBefore, stage?.buffersHeldPeak ?? 0)
+            stage = nil
+            awaitingKey = false
+        }
+    }
+
+    private func enqueue(_ drop: DroppedFrames) {
+        lock.withLock {
+            flushLost()
+            if count < Self.capacity, overflow.isEmpty { push(.drop(drop)) } else { overflow.append(drop) }
+        }
+        wakeup?.add(data: 1)
+    }
+
+    // Under the lock.
+    private func push(_ entry: Entry) {
+        ring[(head + count) % Self.capacity] = entry
+        count += 1
+    }
+
+    private func lose(_ unit: H264AccessUnit) {
+        if let l = lost {
+            lost = (l.count + 1, l.sequence, l.time)
+        } else {
+            lost = (1, unit.sequenceNumber, unit.presentationTimeStamp)
+        }
+    }
+
+    private func flushLost() {
+        while !overflow.isEmpty, count < Self.capacity { push(.drop(overflow.removeFirst())) }
+        guard let l = lost, overflow.isEmpty, count < Self.capacity else { return }
+        lost = nil
+        push(.drop(DroppedFrames(reason: .frameWasLate, count: l.count, sequenceNumber: l.sequence, time: l.time)))
+    }
+}

@@ -1,0 +1,69 @@
+import Capture
+@testable import CaptureRecording
+import CaptureTestSupport
+import Foundation
+import Testing
+
+/// Movie outputs with the same H.264 settings share the session's one encode of each frame;
+/// other settings get an encoder of their own.
+@Suite struct SharedEncodeRecordingTests {
+    @Test func twoRecordingsWithTheSameSettingsEncodeEachFrameOnce() throws {
+        let rig = try RecordingRig("shared", .init(.yuyv, width: 640, height: 480, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("shared")
+        defer { folder.remove() }
+        let settings = MovieOutputSettings(codec: .h264, rateControl: .quality(28))
+        let movies = (0..<2).map { _ in CaptureMovieFileOutput() }
+        for m in movies {
+            rig.session.addOutput(m)
+            m.setOutputSettings(settings, for: nil)
+            m.maxRecordedDuration = .seconds(2)
+        }
+        try rig.session.start()
+        let urls = [folder.file("a.mp4"), folder.file("b.mkv")]
+        let events = movies.indices.map { _ in RecordingEvents() }
+        for (i, m) in movies.enumerated() { m.startRecording(to: urls[i], recordingDelegate: events[i]) }
+        for e in events { #expect(e.waitForFinish(timeout: 60), "a recording never finished") }
+        let encodes = rig.session.stageEncodes
+        let summaries = try movies.map { try #require($0.lastRecording) }
+        for (s, url) in zip(summaries, urls) {
+            #expect(s.error?.code == .maximumDurationReached && s.encoder == "libx264", "\(s)")
+            let probe = try Probe(url)
+            #expect(probe.codec == "h264" && probe.width == 640 && probe.height == 480, "\(probe)")
+            #expect(probe.frames == s.framesWritten && s.framesWritten > 30, "ffprobe \(probe.frames), written \(s.framesWritten)")
+        }
+        // One encode per frame of the two recordings together (their spans overlap almost
+        // wholly): an encoder per recording would have made one per frame of each.
+        let ranges = try summaries.map { try #require($0.sequenceRange) }
+        let union = Int(ranges.map(\.upperBound).max()! - ranges.map(\.lowerBound).min()!) + 1
+        #expect(encodes <= union + 3, "\(encodes) encodes for frames \(ranges) (\(union) frames)")
+        #expect(encodes >= summaries.map(\.framesWritten).max()!, "\(encodes) encodes")
+    }
+
+    @Test func anotherQualityIsAnotherEncode() throws {
+        let rig = try RecordingRig("unshared", .init(.nv12, width: 320, height: 240, frameRates: [30]))
+        defer { rig.stop() }
+        let folder = try TempFolder("unshared")
+        defer { folder.remove() }
+        let movies = [28, 40].map { q in
+            let m = CaptureMovieFileOutput()
+            rig.session.addOutput(m)
+            m.setOutputSettings(.init(codec: .h264, rateControl: .quality(q)), for: nil)
+            m.maxRecordedDuration = .seconds(1)
+            return m
+        }
+        try rig.session.start()
+        let events = movies.map { _ in RecordingEvents() }
+        for (i, m) in movies.enumerated() { m.startRecording(to: folder.file("q\(i).mp4"), recordingDelegate: events[i]) }
+        for e in events { #expect(e.waitForFinish(timeout: 60)) }
+        let encodes = rig.session.stageEncodes
+        let written = movies.compactMap { $0.lastRecording?.framesWritten }
+        #expect(written.count == 2 && written.allSatisfy { $0 > 10 }, "\(written)")
+        // Each recording's frames encoded by its own encoder.
+        #expect(encodes >= written.reduce(0, +), "\(encodes) encodes for \(written) frames")
+        let sizes = try (0..<2).map {
+            try #require(FileManager.default.attributesOfItem(atPath: folder.file("q\($0).mp4").path)[.size] as? Int)
+        }
+        #expect(sizes[1] < sizes[0], "quality 40 is smaller than 28: \(sizes)")
+    }
+}
