@@ -316,7 +316,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                 if locked({ $0.stopAt }) != nil { writer.destination?.giveUp(after: Self.stopGrace, grace: Self.stopGrace) }
                 // From here on frames come in the recording's product: an H.264 recording takes
                 // the units of the session's shared encoder for these settings.
-                if settings.codec == .h264, fromStandby == nil {
+                if settings.codec == .h264 {
                     rec.usesStage = true
                     consumer.takesNothing = true
                     unitPort.encodedProduct =

@@ -4,8 +4,9 @@ import Foundation
 
 // Pre-record: a writer with no file keeps its packets in a ring until a recording attaches it.
 extension MovieWriter {
-    /// Pre-record: opens the encoder for frames of `video`, whose packets go into the ring.
-    func begin(standby video: VideoFormat, settings: MovieOutputSettings) throws(RecordingError) {
+    /// Pre-record: sets up the stream for frames of `video` (units with their stage's
+    /// `parameterSets`, or JPEG), whose packets go into the ring.
+    func begin(standby video: VideoFormat, settings: MovieOutputSettings, parameterSets: Data? = nil) throws(RecordingError) {
         var ctx: UnsafeMutablePointer<AVFormatContext>?
         guard avformat_alloc_output_context2(&ctx, nil, "matroska", nil) >= 0, let ctx else {
             throw RecordingError(.encoderFailed, "FFmpeg has no matroska muxer")
@@ -13,6 +14,7 @@ extension MovieWriter {
         format = ctx
         // Every container written (MP4, Matroska, RTSP's SDP) takes the H.264 headers out of band.
         try prepareVideo(video, settings: settings, globalHeader: true)
+        self.parameterSets = parameterSets
         try addVideoStream()
         streamTimeBase = inputTimeBase
         frameDurationInStream = max(1, av_rescale_q(1, AVRational(num: fps.den, den: fps.num), streamTimeBase))

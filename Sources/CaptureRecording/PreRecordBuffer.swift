@@ -68,46 +68,59 @@ extension CaptureMovieFileOutput {
         guard active == nil else { return }
         if window > .zero, standby == nil, settings.problem == nil {
             standby = Standby(window: window, settings: settings, fragment: fragment)
-            standby?.writer.detached = detached
         }
+        // H.264 is kept as the session's shared stage makes it; MJPEG as the session hands it out.
+        let units = standby?.settings.codec == .h264
         consumer.videoSettings = standby.map { Self.product($0.settings) } ?? .init()
         // Idle without pre-record: no frames.
-        consumer.takesNothing = standby == nil
+        consumer.takesNothing = standby == nil || units
+        unitPort.encodedProduct =
+            units
+            ? Self.stageSettings(settings, fragment: fragment, interval: connection?.device?.activeVideoMinFrameDuration).product : nil
     }
 
+    /// Whether frames of `pixelFormat` are what a recording with `settings` writes: the shared
+    /// stage's units for H.264, JPEG for MJPEG.
     static func wanted(_ pixelFormat: PixelFormat, _ settings: MovieOutputSettings) -> Bool {
-        settings.codec == .h264 ? (pixelFormat == .nv12 || pixelFormat == .yuv420) : pixelFormat == .jpeg
+        settings.codec == .h264 ? pixelFormat == RecordedFrame.h264 : pixelFormat == .jpeg
     }
 
-    /// Pre-record: encodes (or keeps) a frame into the standby writer's ring. False when the
+    /// Pre-record: keeps a frame (a unit, a JPEG) in the standby writer's ring. False when the
     /// frame is not the product asked for, is of another size than those before, or failed.
     func feed(
-        _ sb: Standby, _ sample: SampleBuffer, _ pixelFormat: PixelFormat, _ dims: VideoDimensions,
+        _ sb: Standby, _ frame: RecordedFrame, _ pixelFormat: PixelFormat, _ dims: VideoDimensions,
         connection: CaptureConnection
     ) -> Bool {
         guard !sb.failed, Self.wanted(pixelFormat, sb.settings) else { return false }
         if let f = sb.format, f.0 != pixelFormat || f.1 != dims { return false }
         if sb.origin == nil {
+            // What is kept starts at a key frame.
+            guard frame.isKeyFrame else { return false }
             let interval = connection.device?.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
             sb.frameNanoseconds = Int64(interval.numerator) * 1_000_000_000 / Int64(max(1, interval.denominator))
             do {
                 try sb.writer.begin(
                     standby: .init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
-                    settings: sb.settings)
+                    settings: sb.settings, parameterSets: frame.parameterSets)
             } catch {
                 // (A recording started now reports the same failure from a writer of its own.)
                 sb.failed = true
                 return false
             }
-            sb.origin = sample.presentationTimeStamp
+            sb.origin = frame.presentationTimeStamp
             sb.format = (pixelFormat, dims)
         }
-        let at = sample.presentationTimeStamp - sb.origin!
-        do { try sb.writer.write(sample, at: at) } catch {
+        let at = frame.presentationTimeStamp - sb.origin!
+        do {
+            switch frame {
+            case .sample(let sample): try sb.writer.write(sample, at: at)
+            case .unit(let unit): try sb.writer.write(unit, at: at)
+            }
+        } catch {
             sb.failed = true
             return false
         }
-        sb.frames.append((at, sample.sequenceNumber))
+        sb.frames.append((at, frame.sequenceNumber))
         if let from = sb.writer.keptRange?.lowerBound, let i = sb.frames.firstIndex(where: { $0.at > from - sb.frameNanoseconds / 2 }),
             i > 0
         {
@@ -121,10 +134,10 @@ extension CaptureMovieFileOutput {
     /// (once the microphone's format is known, as for any recording) the file is begun with
     /// the kept frames from the keyframe the pre-record duration asks for.
     func startFromStandby(
-        _ rec: Recording, _ sb: Standby, _ sample: SampleBuffer, _ pixelFormat: PixelFormat,
+        _ rec: Recording, _ sb: Standby, _ frame: RecordedFrame, _ pixelFormat: PixelFormat,
         _ dims: VideoDimensions, connection: CaptureConnection
     ) {
-        guard feed(sb, sample, pixelFormat, dims, connection: connection), let origin = sb.origin else {
+        guard feed(sb, frame, pixelFormat, dims, connection: connection), let origin = sb.origin else {
             if sb.format != nil, Self.wanted(pixelFormat, sb.settings), sb.format?.0 != pixelFormat || sb.format?.1 != dims {
                 finish(error: RecordingError(.formatChanged, "the camera's frames changed size before the recording began; start it again"))
             }
@@ -132,7 +145,7 @@ extension CaptureMovieFileOutput {
         }
         let wantsAudio = rec.settings.recordsAudio && audioConsumer.connection(with: .audio) != nil
         let audio = rec.earlyAudio.first?.audioBuffer?.format
-        if wantsAudio, audio == nil, sample.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
+        if wantsAudio, audio == nil, frame.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
         let window = sb.window.components
         let windowNanoseconds = window.seconds * 1_000_000_000 + window.attoseconds / 1_000_000_000
         let attached: (origin: Int64, frames: Int)
@@ -151,8 +164,8 @@ extension CaptureMovieFileOutput {
         rec.frameNanoseconds = sb.frameNanoseconds
         rec.writerOrigin = origin
         rec.firstTime = first
-        rec.pauseOrigin = sample.presentationTimeStamp
-        rec.resumesPassed = locked { $0.pauses }.resumes(before: sample.presentationTimeStamp)
+        rec.pauseOrigin = frame.presentationTimeStamp
+        rec.resumesPassed = locked { $0.pauses }.resumes(before: frame.presentationTimeStamp)
         // (The origin is on the encoder's 90 kHz clock: within a tick of the frame's time.)
         let written = sb.frames.filter { $0.at > attached.origin - sb.frameNanoseconds / 2 }
         rec.frames = attached.frames

@@ -30,6 +30,11 @@ enum RecordedFrame {
         case .unit(let u): (Self.h264, u.dimensions)
         }
     }
+    /// A unit's stage's SPS and PPS (a file's header takes them).
+    var parameterSets: Data? {
+        if case .unit(let u) = self { return u.parameterSets }
+        return nil
+    }
     /// False for a unit that is not a key frame (a file, or its part after a loss, starts at one).
     var isKeyFrame: Bool {
         if case .unit(let u) = self { return u.isKeyFrame }
@@ -44,23 +49,28 @@ extension CaptureMovieFileOutput {
         while let entry = unitFeed.next() {
             switch entry {
             case .unit(let u):
-                if active?.usesStage == true, let connection = consumer.connection(with: .video) {
-                    handle(.unit(u), connection: connection)
-                }
+                if takesUnits, let connection = consumer.connection(with: .video) { handle(.unit(u), connection: connection) }
                 u.letGo()
             case .drop(let d):
-                if active?.usesStage == true { handleDrop(d, fromStage: true) }
+                if takesUnits { handleDrop(d, fromStage: true) }
             case .failed(let e):
                 if active?.usesStage == true {
                     finish(error: RecordingError(e.code == .unsupportedCodec ? .unsupportedCodec : .encoderFailed, e.message))
+                } else if active == nil {
+                    // (A recording started now reports it from the stage again.)
+                    standby?.failed = true
                 }
             }
         }
     }
 
+    /// Whether the recording, or pre-record when none is under way, takes the shared stage's
+    /// units (and drops) rather than the camera's frames.
+    var takesUnits: Bool { active.map(\.usesStage) ?? (standby?.settings.codec == .h264) }
+
     func handle(_ sample: SampleBuffer, connection: CaptureConnection) {
         // (The camera's frames and drops that were on their way when a recording took to the stage.)
-        if active?.usesStage == true { return }
+        if takesUnits { return }
         handle(.sample(sample), connection: connection)
     }
 
@@ -73,8 +83,7 @@ extension CaptureMovieFileOutput {
             if !endStopIfDone(rec, stopAt) { return }
         }
         guard let rec = active else {
-            guard case .sample(let sample) = frame else { return }
-            if let sb = standby, !feed(sb, sample, pixelFormat, dims, connection: connection), sb.format != nil,
+            if let sb = standby, !feed(sb, frame, pixelFormat, dims, connection: connection), sb.format != nil,
                 sb.format?.0 != pixelFormat || sb.format?.1 != dims, Self.wanted(pixelFormat, sb.settings)
             {
                 // The camera's frames changed: the past kept is of another size; start over.
@@ -82,19 +91,16 @@ extension CaptureMovieFileOutput {
                 standby = nil
                 audioRing = []
                 refreshStandby()
-                if let fresh = standby { _ = feed(fresh, sample, pixelFormat, dims, connection: connection) }
+                if let fresh = standby { _ = feed(fresh, frame, pixelFormat, dims, connection: connection) }
             }
             return
         }
         if let sb = rec.standby {
-            if case .sample(let sample) = frame { startFromStandby(rec, sb, sample, pixelFormat, dims, connection: connection) }
+            startFromStandby(rec, sb, frame, pixelFormat, dims, connection: connection)
             return
         }
         // Frames asked for before this recording (another product) are not part of it.
-        let wanted: Bool =
-            rec.usesStage
-            ? pixelFormat == RecordedFrame.h264
-            : rec.settings.codec == .h264 ? (pixelFormat == .nv12 || pixelFormat == .yuv420) : pixelFormat == .jpeg
+        let wanted = Self.wanted(pixelFormat, rec.settings)
         guard wanted, !(frame.presentationTimeStamp < rec.requested) else { return }
         // Captured while paused: not part of the recording, and no loss.
         let pauses = locked { $0.pauses }
@@ -110,11 +116,9 @@ extension CaptureMovieFileOutput {
             let interval = connection.device?.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
             rec.frameNanoseconds = Int64(interval.numerator) * 1_000_000_000 / Int64(max(1, interval.denominator))
             do {
-                var parameterSets: Data?
-                if case .unit(let u) = frame { parameterSets = u.parameterSets }
                 try rec.writer.begin(
                     .init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
-                    audio: wantsAudio ? audio : nil, settings: rec.settings, parameterSets: parameterSets)
+                    audio: wantsAudio ? audio : nil, settings: rec.settings, parameterSets: frame.parameterSets)
             } catch {
                 finish(error: error)
                 return
@@ -278,7 +282,7 @@ extension CaptureMovieFileOutput {
     /// A drop from the camera's frames (the session's consumer) or from the shared stage's feed:
     /// each reaches the recorder by one of them, as its recording takes frames or units.
     func handleDrop(_ drop: DroppedFrames, fromStage: Bool = false) {
-        if active?.usesStage == true, !fromStage { return }
+        if takesUnits != fromStage { return }
         if let sb = active?.standby ?? (active == nil ? standby : nil) {
             sb.drops.append(drop)
             return
