@@ -126,7 +126,7 @@ let package = Package(
                 // `preview`: the window against SDL and TurboJPEG called directly.
                 "CapturePreview", "CSDL2", "CTurboJPEG",
                 // `record`: the recorder's encode and write path.
-                "CaptureRecording",
+                "CaptureRecording", "CaptureCodecs",
             ],
             path: "Benchmarks/CaptureBench"),
         // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.
@@ -144,12 +144,12 @@ let package = Package(
         .testTarget(
             name: "CaptureRecordingTests",
             dependencies: [
-                "CaptureRecording", "Capture", "CaptureTestSupport",
+                "CaptureRecording", "CaptureCodecs", "Capture", "CaptureTestSupport",
                 "CaptureBenchSupport",
             ]),
         .testTarget(
             name: "CaptureCodecsTests",
-            dependencies: ["CaptureCodecs", "Capture", "CaptureBackend", "CaptureSystem", "CaptureTestSupport"]),
+            dependencies: ["CaptureCodecs", "Capture", "CaptureBackend", "CaptureSystem", "CaptureTestSupport", "CaptureBenchSupport"]),
         .testTarget(name: "CaptureServerTests", dependencies: ["CaptureServer", "Capture", "CaptureTestSupport"]),
         .testTarget(
             name: "CaptureDriverTests",

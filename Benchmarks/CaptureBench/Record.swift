@@ -1,10 +1,11 @@
-// capture-bench record: the movie recorder's encode and write path (CaptureRecording's
+// capture-bench record: the movie recorder's encode and write path (CaptureCodecs'
+// H264FrameEncoder, what the session's H.264 stage runs on its thread, and CaptureRecording's
 // MovieWriter, what CaptureMovieFileOutput runs on its recording queue) against its peers, side
 // by side in one run, interleaved rounds, median of the per-round ratios.
 //
 //   (a) H.264: the same raw frames (YUYV or NV12, limited range, as a camera gives them) through
-//       ours (YUYV: the video data output's PixelFormatConverter to NV12, as the session does
-//       for a recorder; then MovieWriter: copy into its AVFrame, libx264, fragmented MP4) and
+//       ours (the encoder's copy into its picture, NV12 as it is, YUYV through its
+//       PixelFormatConverter to NV12; libx264; MovieWriter: fragmented MP4) and
 //       through `ffmpeg -c:v libx264` with the recorder's default settings (preset, CRF, tune
 //       zerolatency, no B-frames, a keyframe per second, NV12 into x264, x264's own choice of
 //       threads on both sides, the same fragmented MP4; the bench checks that both files carry
@@ -23,6 +24,7 @@ import Capture
 import CaptureVirtual
 import CaptureBackend
 import CaptureBenchSupport
+import CaptureCodecs
 import CaptureImaging
 import CaptureRecording
 import CAllocCounter
@@ -120,16 +122,12 @@ func recordBench(_ a: Arguments) {
 
     let memory = DriverLikeBuffers(frames: frames)
     let used = memory.used
-    // The converter's destination: one reused NV12 buffer, as the output's pool gives.
-    guard let nv12Size = PixelFormatConverter.frameSize(.nv12, width: w, height: h) else { fail("bad size") }
-    let nv12Memory = DriverLikeBuffers(frames: [Data(count: nv12Size.byteCount)])
-    let converted = FrameReplay(pixelFormat: .nv12, width: w, height: h, bytesPerLine: nv12Size.bytesPerLine, buffers: nv12Memory.used)
-    let direct = FrameReplay(
-        pixelFormat: .nv12, width: w, height: h, bytesPerLine: w,
-        buffers: format == .nv12 ? used : nv12Memory.used)
-    let converter = PixelFormatConverter()
+    let replay = FrameReplay(
+        pixelFormat: format, width: w, height: h, bytesPerLine: format == .yuyv ? w * 2 : w, buffers: used)
     let samples = ReplaySamples()
     let frameNanoseconds = Int64(1_000_000_000 / rate)
+    let stage = H264Settings(
+        encoder: settings.h264Encoder.rawValue, preset: settings.preset, rateControl: .quality(crf), keyFrameInterval: gop)
 
     func ourRecording(_ n: Int) -> RecordRun {
         try? FileManager.default.removeItem(atPath: ours)
@@ -140,25 +138,28 @@ func recordBench(_ a: Arguments) {
             guard let writer = try MovieWriter(url: URL(fileURLWithPath: ours), fragmentInterval: .seconds(1)) else {
                 fail("no container for \(ours)")
             }
-            try writer.begin(
-                .init(width: w, height: h, pixelFormat: .nv12, frameInterval: FrameInterval(framesPerSecond: Double(rate))),
-                audio: nil, settings: settings)
-            extra = threadCount() - t0
+            let encoder = H264FrameEncoder(stage, interval: FrameInterval(framesPerSecond: Double(rate)))
+            var failure: (any Error)?
+            var begun = false
             for i in 0..<n {
-                let k = i % count
-                let sample: SampleBuffer
-                if format == .yuyv {
-                    let b = used[k]
-                    let image = ImageBuffer(
-                        pixelFormat: .yuyv, width: w, height: h, colorRange: .limited,
-                        plane0: PlaneView(base: b.baseAddress, count: b.count, bytesPerLine: 0))
-                    do { try converter.convert(image, to: .nv12, into: nv12Memory.buffers[0]) } catch { fail("convert: \(error)") }
-                    sample = converted.sample(0, sequence: UInt32(i), reusing: samples)
-                } else {
-                    sample = direct.sample(k, sequence: UInt32(i), reusing: samples)
-                }
-                try writer.write(sample, at: Int64(i) * frameNanoseconds)
+                let sample = replay.sample(i % count, sequence: UInt32(i), reusing: samples)
+                try encoder.load(sample)
                 samples.done(sample)
+                try encoder.encode(keyFrame: false) { unit in
+                    do {
+                        if !begun {
+                            try writer.begin(
+                                .init(
+                                    width: w, height: h, pixelFormat: MovieWriter.VideoFormat.h264,
+                                    frameInterval: FrameInterval(framesPerSecond: Double(rate))),
+                                audio: nil, settings: settings, parameterSets: unit.parameterSets)
+                            begun = true
+                            extra = threadCount() - t0
+                        }
+                        try writer.write(unit, at: Int64(i) * frameNanoseconds)
+                    } catch { failure = error }
+                }
+                if let failure { throw failure }
             }
             try writer.finish(videoEnd: Int64(n) * frameNanoseconds)
         } catch { fail("recording: \(error)") }

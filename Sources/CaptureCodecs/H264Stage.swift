@@ -18,7 +18,6 @@ import Synchronization
 final class H264Stage: EncodedStage, @unchecked Sendable {
     /// Frames that wait at most while a consumer keeps every frame (the copies' budget).
     static let backlog = 30
-    private let settings: H264Settings
     private let outlet: EncodedStageOutlet
     /// Guards the queue, `key`, `late` and `stopping`; the encoder thread waits on it.
     private let condition = NSCondition()
@@ -42,22 +41,17 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
 
     // The encoder thread's.
     private let working = FrameSlot()
-    private var encoder: H264Encoder?
+    private let encoder: H264FrameEncoder
     private var failure: H264StageError?
-    private let units = H264UnitPool()
     /// The consumers that had a key frame from this stage (the encoder thread's).
     private var started = Set<ObjectIdentifier>()
     private var current: [ObjectIdentifier] = {
         var c: [ObjectIdentifier] = []; c.reserveCapacity(8); return c
     }()
-    private var index: Int64 = 0
-    /// Capture time and sequence number of the last frames encoded, by index: an encoder that
-    /// delays units (a hardware one) labels them with the frame they encode.
-    private var encoded = [(time: CaptureTime, sequence: UInt64)](repeating: (CaptureTime(nanoseconds: 0), 0), count: 64)
 
     init(settings: H264Settings, outlet: EncodedStageOutlet) {
-        self.settings = settings
         self.outlet = outlet
+        encoder = H264FrameEncoder(settings, interval: outlet.frameInterval, progress: progress)
         NamedThread.start("cap h264", qualityOfService: .userInteractive) { [self] in run() }
     }
 
@@ -191,59 +185,33 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
     /// copied into the encoder.
     private func encode(key: Bool) {
         guard let sample = working.frame?.sample else { return }
-        let time = sample.presentationTimeStamp, sequence = sample.sequenceNumber
-        // The frame goes back once read into the encoder's picture (or refused).
-        var loaded = false
-        defer { if !loaded { letGoOfWorking() } }
+        let sequence = sample.sequenceNumber
         if let failure {
+            letGoOfWorking()
             // A consumer that joined since learns of it too.
             if key { fail(failure) }
             return
         }
-        do throws(CaptureError) {
-            try sample.withVideoImage { (image: ImageBuffer?) throws(CaptureError) in
-                guard let image else { throw CaptureError(.corruptFrame, "the frame has no image") }
-                if encoder == nil {
-                    do throws(H264StageError) {
-                        encoder = try H264Encoder(
-                            settings, dimensions: VideoDimensions(width: image.width, height: image.height),
-                            interval: outlet.frameInterval, from: image.pixelFormat)
-                    } catch {
-                        failure = error
-                        return
-                    }
-                }
-                try encoder?.load(image)
-            }
+        do throws(H264FrameEncoder.Failure) {
+            try encoder.load(sample)
         } catch {
-            outlet.drop(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: sequence))
-            return
-        }
-        loaded = true
-        letGoOfWorking()
-        if let failure {
-            fail(failure)
-            return
-        }
-        guard let encoder else { return }
-        outlet.countEncode()
-        // The first frame is a key frame anyway.
-        let asKey = key && index > 0
-        encoded[Int(index % 64)] = (time, sequence)
-        do {
-            try encoder.encode(index: index, key: asKey) { bytes, isKey, at in
-                let frame = encoded[Int((at >= 0 && index - at < 64 ? at : index) % 64)]
-                let unit = units.unit(
-                    bytes, time: frame.time, sequence: frame.sequence, key: isKey, dimensions: encoder.dimensions,
-                    interval: outlet.frameInterval, parameterSets: encoder.parameterSets, progress: progress)
-                deliver(unit)
-                unit.letGo()
+            letGoOfWorking()
+            switch error {
+            case .frame: outlet.drop(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: sequence))
+            case .encoder(let e):
+                failure = e
+                fail(e)
             }
+            return
+        }
+        letGoOfWorking()
+        outlet.countEncode()
+        do {
+            try encoder.encode(keyFrame: key) { unit in deliver(unit) }
         } catch {
             failure = error
             fail(error)
         }
-        index += 1
     }
 
     /// Hands `unit` to every consumer that has had a key frame: one that joined while an older

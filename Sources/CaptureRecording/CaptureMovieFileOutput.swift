@@ -290,9 +290,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                     sb.writer.close()
                     audioRing = []
                 }
-                let writer = try MovieWriter(url: outputFileURL, container: container, fragmentInterval: fragment)
-                writer.detached = detached
-                return writer
+                return try MovieWriter(url: outputFileURL, container: container, fragmentInterval: fragment)
             }
             switch result {
             case .failure(let error):

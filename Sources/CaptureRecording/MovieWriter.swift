@@ -3,19 +3,23 @@ import CaptureCodecs
 internal import CFFmpeg
 import Foundation
 
-/// One movie file being written: FFmpeg's muxer (fragmented MP4 or Matroska), one video stream,
-/// and for H.264 the libx264 encoder. Timestamps are nanoseconds since the recording's first
-/// frame (the capture clock, so dropped frames leave gaps in time).
+/// One movie file being written: FFmpeg's muxer (fragmented MP4, Matroska or RTSP), one video
+/// stream of encoded frames (the session's H.264 stage's units, or JPEG), and the audio encoder.
+/// Timestamps are nanoseconds since the recording's first frame (the capture clock, so dropped
+/// frames leave gaps in time).
 ///
 /// Not thread-safe: the movie output's recording queue owns it. Steady state allocates nothing
-/// of its own per frame (one reused `AVFrame` and `AVPacket`); FFmpeg and x264 allocate about
-/// ten per H.264 frame themselves (`capture-bench record`). Package access for that bench.
+/// of its own per frame (one reused `AVPacket` pointed at the frame's bytes); the muxer
+/// allocates what it keeps (`capture-bench record`). Package access for that bench.
 package final class MovieWriter {
     /// The stream's shape, known at the first frame.
     package struct VideoFormat {
+        /// The pixel format that stands for H.264 units (no camera delivers it).
+        package static let h264 = PixelFormat(fourCC: "H264")!
+
         var width: Int
         var height: Int
-        /// Of the frames given: `.nv12`/`.yuv420` for H.264, `.jpeg` for MJPEG.
+        /// Of the frames given: `h264` for a stage's units, `.jpeg` for MJPEG.
         var pixelFormat: PixelFormat
         /// The camera's nominal frame interval.
         var frameInterval: FrameInterval
@@ -32,18 +36,12 @@ package final class MovieWriter {
     package internal(set) var encoderName = ""
     var format: UnsafeMutablePointer<AVFormatContext>?
     var stream: UnsafeMutablePointer<AVStream>?
-    var encoder: UnsafeMutablePointer<AVCodecContext>?
-    var frame: UnsafeMutablePointer<AVFrame>?
-    /// The encoder's view of a frame the recorder copied into a slot of `detached`: x264 reads
-    /// it there, so that copy is the frame's only one (its buffer is borrowed, never unref'd here).
-    var direct: UnsafeMutablePointer<AVFrame>?
-    /// Where the recorder's copies of frames lie (nil: frames are copied into `frame`).
-    var detached: DetachedFrames?
     var packet: UnsafeMutablePointer<AVPacket>?
     var container: MovieContainer
     var fragmentMicroseconds: Int64
     var videoFormat: VideoFormat?
-    /// Time bases: the encoder's (and the one asked of the stream), and the one the muxer chose.
+    /// Time bases: the one asked of the stream (a standby writer's ring keeps it), and the one
+    /// the muxer chose.
     let inputTimeBase = AVRational(num: 1, den: 90_000)
     var streamTimeBase = AVRational(num: 1, den: 90_000)
     var frameDurationInStream: Int64 = 0
@@ -51,8 +49,6 @@ package final class MovieWriter {
     private var headerWritten = false
     /// The file (nil for RTSP and before `open`).
     var destination: Destination?
-    /// Makes the next H.264 frame a keyframe (IDR), as after a pause (JPEG frames all are).
-    var nextFrameIsKey = false
     /// The last frame's time on the writer's time line (nil before the first), and the file's
     /// time 0 on it (pre-record starts the file at a kept keyframe): how far the video reaches,
     /// which audio is not encoded past (`MovieWriterAudio.swift`).
@@ -105,14 +101,28 @@ package final class MovieWriter {
     package func begin(
         _ video: VideoFormat, audio: AudioFormat?, settings: MovieOutputSettings, parameterSets: Data? = nil
     ) throws(RecordingError) {
-        guard let format else { throw RecordingError(.invalidState, "the file is closed") }
-        try prepareVideo(video, settings: settings, globalHeader: (format.pointee.oformat.pointee.flags & AVFMT_GLOBALHEADER) != 0)
+        guard format != nil else { throw RecordingError(.invalidState, "the file is closed") }
+        try prepareVideo(video, settings: settings)
         self.parameterSets = parameterSets
         try addVideoStream()
         try writeHeader(audio: audio, settings: settings)
     }
 
     var fps = AVRational(num: 30, den: 1)
+
+    /// Notes the video's shape and makes the packet frames are written with; the frames come
+    /// encoded (a stage's H.264 units, or JPEG as it is).
+    func prepareVideo(_ video: VideoFormat, settings: MovieOutputSettings) throws(RecordingError) {
+        guard video.pixelFormat == .jpeg || video.pixelFormat == RecordedFrame.h264 else {
+            throw RecordingError(.invalidState, "a movie writer takes H.264 units or JPEG, not \(video.pixelFormat) frames")
+        }
+        videoFormat = video
+        fps = AVRational(num: Int32(video.frameInterval.denominator), den: Int32(max(1, video.frameInterval.numerator)))
+        // (H.264: encoded by the session's stage with these settings.)
+        encoderName = video.pixelFormat == .jpeg ? "passthrough" : settings.h264Encoder.rawValue
+        if packet == nil { packet = av_packet_alloc() }
+        guard packet != nil else { throw RecordingError(.encoderFailed, "out of memory for a packet") }
+    }
     /// The shared stage's SPS and PPS, for a stream of its units (the stream's extradata).
     var parameterSets: Data?
 
@@ -122,11 +132,7 @@ package final class MovieWriter {
             throw RecordingError(.encoderFailed, "cannot add a video stream")
         }
         stream = st
-        if let encoder {
-            guard avcodec_parameters_from_context(st.pointee.codecpar, encoder) >= 0 else {
-                throw RecordingError(.encoderFailed, "cannot describe the H.264 stream")
-            }
-        } else if video.pixelFormat == RecordedFrame.h264 {
+        if video.pixelFormat == RecordedFrame.h264 {
             // The stage's units: its parameter sets (Annex B) are the muxer's to convert.
             let par = st.pointee.codecpar!
             par.pointee.codec_type = AVMEDIA_TYPE_VIDEO
@@ -217,42 +223,20 @@ package final class MovieWriter {
         av_rescale_q(nanoseconds, AVRational(num: 1, den: 1_000_000_000), tb)
     }
 
-    /// Writes one frame, `nanoseconds` after the first. The sample is read here and not kept.
+    /// Writes one JPEG frame, `nanoseconds` after the first, from the sample's bytes (no copy
+    /// of ours). The sample is read here and not kept.
     package func write(_ sample: SampleBuffer, at nanoseconds: Int64) throws(RecordingError) {
-        guard format != nil, packet != nil, stream != nil else { throw RecordingError(.invalidState, "the file is closed") }
-        lastFrameNanoseconds = nanoseconds
-        if let encoder, let frame {
-            var p = pts(nanoseconds, in: encoder.pointee.time_base)
-            if p <= lastPTS { p = lastPTS + 1 }
-            lastPTS = p
-            // (x264 makes a forced I frame an IDR, GOPs being closed.)
-            let type = nextFrameIsKey ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
-            nextFrameIsKey = false
-            let r: Int32
-            if let d = direct, borrow(sample, into: d) {
-                // The recorder's copy, read where it lies.
-                d.pointee.pts = p
-                d.pointee.pict_type = type
-                r = avcodec_send_frame(encoder, d)
-                unborrow(d)
-            } else {
-                guard av_frame_make_writable(frame) >= 0 else { throw RecordingError(.encoderFailed, "out of memory for a frame") }
-                copy(sample, into: frame)
-                frame.pointee.pts = p
-                frame.pointee.pict_type = type
-                r = avcodec_send_frame(encoder, frame)
-            }
-            guard r >= 0 else { throw RecordingError(.encoderFailed, "libx264 failed on a frame: \(ffMessage(r))") }
-            try drainEncoder()
-        } else {
-            // The JPEG is written from the sample's bytes (no copy of ours).
-            let r = sample.withUnsafeBytes { writeEncoded($0, key: true, at: nanoseconds) }
-            guard r >= 0 else { throw failure(r, "writing a frame") }
+        guard format != nil else { throw RecordingError(.invalidState, "the file is closed") }
+        guard videoFormat?.pixelFormat == .jpeg else {
+            throw RecordingError(.invalidState, "a writer of H.264 takes the units of an H.264 stage, not frames")
         }
+        lastFrameNanoseconds = nanoseconds
+        let r = sample.withUnsafeBytes { writeEncoded($0, key: true, at: nanoseconds) }
+        guard r >= 0 else { throw failure(r, "writing a frame") }
     }
 
     /// Writes one unit of the shared H.264 stage, `nanoseconds` after the first.
-    func write(_ unit: H264AccessUnit, at nanoseconds: Int64) throws(RecordingError) {
+    package func write(_ unit: H264AccessUnit, at nanoseconds: Int64) throws(RecordingError) {
         guard format != nil else { throw RecordingError(.invalidState, "the file is closed") }
         lastFrameNanoseconds = nanoseconds
         let r = unit.withUnsafeBytes { writeEncoded($0, key: unit.isKeyFrame, at: nanoseconds) }
@@ -314,17 +298,12 @@ package final class MovieWriter {
     /// The audio encoder's name (`aac`, `libopus`, `opus`, `pcm_s16le`).
     var audioEncoderName = "aac"
 
-    /// Flushes the encoder, writes the trailer (the last fragment) and closes the file. Safe to
+    /// Flushes the audio encoder, writes the trailer (the last fragment) and closes the file. Safe to
     /// call more than once; after a failure it still closes the file.
     package func finish(videoEnd: Int64 = 0) throws(RecordingError) {
         defer { close() }
         guard let format, headerWritten else { return }
         var failure: RecordingError?
-        if let encoder {
-            if avcodec_send_frame(encoder, nil) >= 0 {
-                do { try drainEncoder() } catch { failure = error }
-            }
-        }
         if audioEncoder != nil {
             do { try finishAudio(videoEnd: videoEnd) } catch { if failure == nil { failure = error } }
         }
@@ -337,12 +316,9 @@ package final class MovieWriter {
 
     /// Closes the file and frees FFmpeg's objects (without a trailer).
     func close() {
-        if encoder != nil { avcodec_free_context(&encoder) }
         if audioEncoder != nil { avcodec_free_context(&audioEncoder) }
         if audioFrame != nil { av_frame_free(&audioFrame) }
         audioStream = nil
-        if frame != nil { av_frame_free(&frame) }
-        if direct != nil { av_frame_free(&direct) }
         if packet != nil { av_packet_free(&packet) }
         if let f = format {
             if destination != nil {

@@ -12,8 +12,7 @@ extension MovieWriter {
             throw RecordingError(.encoderFailed, "FFmpeg has no matroska muxer")
         }
         format = ctx
-        // Every container written (MP4, Matroska, RTSP's SDP) takes the H.264 headers out of band.
-        try prepareVideo(video, settings: settings, globalHeader: true)
+        try prepareVideo(video, settings: settings)
         self.parameterSets = parameterSets
         try addVideoStream()
         streamTimeBase = inputTimeBase
@@ -57,8 +56,8 @@ extension MovieWriter {
         try writeHeader(audio: audio, settings: settings)
         videoOffset = av_rescale_q(originTicks, inputTimeBase, streamTimeBase)
         originNanoseconds = pts(originTicks, from: inputTimeBase)
-        // JPEG packets are timed in the stream's time base, which the muxer chose now.
-        if encoder == nil { lastPTS = av_rescale_q(lastPTS, inputTimeBase, streamTimeBase) }
+        // Packets are timed in the stream's time base, which the muxer chose now.
+        lastPTS = av_rescale_q(lastPTS, inputTimeBase, streamTimeBase)
         packetBytes = 0
         for p in kept {
             p.pointee.stream_index = stream!.pointee.index

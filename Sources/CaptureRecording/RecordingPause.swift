@@ -30,6 +30,8 @@ extension CaptureMovieFileOutput {
             return s.generation
         }
         guard let generation else { return }
+        // H.264 goes on from a key frame: asked for now, so that it is the first frame after.
+        if !paused { unitPort.requestKeyFrame() }
         queue.async { [self] in notify(paused: paused, generation: generation) }
     }
 

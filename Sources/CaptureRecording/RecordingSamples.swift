@@ -10,7 +10,7 @@ enum RecordedFrame {
     case unit(H264AccessUnit)
 
     /// The format a unit stands for in the recorder's checks (no camera delivers it).
-    static let h264 = PixelFormat(fourCC: "H264")!
+    static let h264 = MovieWriter.VideoFormat.h264
 
     var presentationTimeStamp: CaptureTime {
         switch self {
@@ -154,10 +154,7 @@ extension CaptureMovieFileOutput {
             return
         }
         if finishAtDurationLimit(rec, frameAt: at) || finishAtFileSizeLimit(rec) { return }
-        if resumed {
-            rec.resumesPassed = resumes
-            rec.writer.nextFrameIsKey = true
-        }
+        if resumed { rec.resumesPassed = resumes }
         rec.awaitingKey = false
         do {
             let on = at + (rec.firstTime! - (rec.writerOrigin ?? rec.firstTime!))

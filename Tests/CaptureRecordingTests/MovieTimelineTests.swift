@@ -1,5 +1,6 @@
 import Capture
 import CaptureBenchSupport
+import CaptureCodecs
 import CaptureTestSupport
 import Foundation
 import Testing
@@ -27,13 +28,33 @@ import Testing
         let url = folder.file(name)
         let writer = try #require(try MovieWriter(url: url, fragmentInterval: .seconds(1)))
         let format = AudioFormat(sampleRate: 48_000, channelCount: 1, sampleFormat: .s16)
-        try writer.begin(
-            .init(width: width, height: height, pixelFormat: .nv12, frameInterval: FrameInterval(framesPerSecond: 30)),
-            audio: format, settings: MovieOutputSettings(rateControl: .quality(30)))
+        // The frames encoded as a session's stage would, each unit written at its frame's time.
+        let encoder = H264FrameEncoder(H264Settings(rateControl: .quality(30)), interval: FrameInterval(framesPerSecond: 30))
+        var begun = false
+        func video(_ i: Int) throws {
+            try encoder.load(replay.sample(0, sequence: UInt32(i)))
+            var units: [H264AccessUnit] = []
+            try encoder.encode(keyFrame: false) { unit in
+                unit.hold()
+                units.append(unit)
+            }
+            defer { for u in units { u.letGo() } }
+            for u in units {
+                if !begun {
+                    try writer.begin(
+                        .init(
+                            width: width, height: height, pixelFormat: MovieWriter.VideoFormat.h264,
+                            frameInterval: FrameInterval(framesPerSecond: 30)),
+                        audio: format, settings: MovieOutputSettings(rateControl: .quality(30)), parameterSets: u.parameterSets)
+                    begun = true
+                }
+                try writer.write(u, at: Int64(i) * Self.interval)
+            }
+        }
         // One video frame's worth of a 1 kHz tone (1600 samples) at each frame's time.
         let perFrame = 1600
         for i in 0..<(Self.frames + audioPast) {
-            if i < Self.frames { try writer.write(replay.sample(0, sequence: UInt32(i)), at: Int64(i) * Self.interval) }
+            if i < Self.frames { try video(i) }
             var pcm = Data(capacity: perFrame * 2)
             for n in 0..<perFrame {
                 let v = Int16(8000 * sin(2 * Double.pi * 1000 * Double(i * perFrame + n) / 48_000))

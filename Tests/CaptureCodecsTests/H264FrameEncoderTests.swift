@@ -1,18 +1,17 @@
 import Capture
 import CaptureBenchSupport
-import CaptureRecording
+@testable import CaptureCodecs
 import CaptureTestSupport
 import Foundation
 import Testing
 
-/// The recorder's writer on frames from memory (the path `capture-bench record` measures).
-@Suite struct MovieWriterTests {
-    /// A source that reports no row pitch (0) has rows without padding: each row of the file's
-    /// picture is the frame's own row, not a repeat of the first. Checked by decoding with ffmpeg.
+/// The H.264 encoder on frames from memory (what a stage, and `capture-bench record`, run).
+@Suite struct H264FrameEncoderTests {
+    /// A source that reports no row pitch (0) has rows without padding: each row of the
+    /// encoder's picture is the frame's own row, not a repeat of the first. Checked by decoding
+    /// with ffmpeg.
     @Test(arguments: [(PixelFormat.nv12, 96, 64), (PixelFormat.yuv420, 80, 48)])
-    func framesWithoutAPitchAreRecordedRowByRow(_ format: PixelFormat, _ width: Int, _ height: Int) throws {
-        let folder = try TempFolder("writer")
-        defer { folder.remove() }
+    func framesWithoutAPitchAreEncodedRowByRow(_ format: PixelFormat, _ width: Int, _ height: Int) throws {
         // Luma rises by 3 per row (16...), chroma neutral.
         let chroma = 2 * ((width + 1) / 2) * ((height + 1) / 2)
         var bytes = [UInt8](repeating: 128, count: width * height + chroma)
@@ -23,13 +22,18 @@ import Testing
         let replay = FrameReplay(
             pixelFormat: format, width: width, height: height, bytesPerLine: 0,
             buffers: [UnsafeRawBufferPointer(memory)])
-        let url = folder.file("rows.mp4")
-        let writer = try #require(try MovieWriter(url: url, fragmentInterval: .seconds(1)))
-        try writer.begin(
-            .init(width: width, height: height, pixelFormat: format, frameInterval: FrameInterval(framesPerSecond: 30)),
-            audio: nil, settings: MovieOutputSettings(rateControl: .quality(4)))
-        for i in 0..<3 { try writer.write(replay.sample(0, sequence: UInt32(i)), at: Int64(i) * 33_333_333) }
-        try writer.finish(videoEnd: 100_000_000)
+        let encoder = H264FrameEncoder(H264Settings(rateControl: .quality(4)), interval: FrameInterval(framesPerSecond: 30))
+        var stream = Data()
+        for i in 0..<3 {
+            try encoder.load(replay.sample(0, sequence: UInt32(i)))
+            try encoder.encode(keyFrame: false) { unit in
+                if stream.isEmpty { stream = unit.parameterSets }
+                unit.withUnsafeBytes { stream.append(contentsOf: $0) }
+            }
+        }
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("rows-\(UUID().uuidString).h264")
+        defer { try? FileManager.default.removeItem(at: url) }
+        try stream.write(to: url)
         let r = try runProcess(
             "/usr/bin/ffmpeg", ["-v", "error", "-i", url.path, "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"])
         #expect(r.status == 0, "\(r.stderr)")
