@@ -25,17 +25,14 @@ import Foundation
 /// Thread-safe: every method and property may be used from any thread. Delegate calls come on
 /// the output's recording queue, in order.
 public final class CaptureMovieFileOutput: @unchecked Sendable {
-    /// The session-side consumer frames come through.
-    let consumer = CaptureVideoDataOutput(frameConsumer: ())
+    /// The output's port in the session's graph (a connection per camera): it takes the shared
+    /// H.264 stage's units or JPEG frames, as the recording (or pre-record) asks, or nothing.
+    let port: FrameConsumerPort
+    /// What the port brought, waiting for the recording queue.
+    let feed: RecordingFeed
     /// The session-side consumer of the microphone's audio.
     let audioConsumer = CaptureAudioDataOutput(frameConsumer: ())
-    /// The session-side port of the shared H.264 stage, and the units waiting for the recording
-    /// queue (an H.264 recording's frames).
-    let unitPort: FrameConsumerPort
-    let unitFeed: RecordingUnitFeed
-    private let sink = RecordingSink()
-    /// Copies of the frames the recorder is behind on (see `init`).
-    let detached = DetachedFrames()
+    private let sink = RecordingAudioSink()
     /// Frames that may wait for (or be with) the recording queue in the buffers they came in:
     /// beyond this one, frames are copied on receipt and their buffers go back at once. (A camera
     /// streams with 4 buffers: one being filled, one the capture thread hands on, one with a quick
@@ -43,9 +40,9 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     package static let heldFrameLimit = 1
     /// The most camera buffers this output (or, for H.264, its shared stage) ever held at once
     /// (at most `heldFrameLimit`). Any thread.
-    package var cameraBuffersHeldPeak: Int { max(consumer.heldFramesPeak, unitFeed.stageBuffersHeldPeak) }
+    package var cameraBuffersHeldPeak: Int { feed.buffersHeldPeak }
     /// Frames captured and waiting for the recording queue (the recorder's backlog). Any thread.
-    package var framesWaiting: Int { consumer.framesWaiting + unitFeed.waiting }
+    package var framesWaiting: Int { feed.waiting }
     /// Serial: frames, drops, starts, stops and delegate calls, in order.
     let queue = DispatchQueue(label: "swift-capture.recording")
     private let lock = NSLock()
@@ -102,33 +99,26 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     var audioRing: [SampleBuffer] = []
 
     public init() {
-        unitFeed = RecordingUnitFeed()
-        unitPort = FrameConsumerPort(encodedFor: unitFeed, keepsEveryFrame: true)
-        unitFeed.port = unitPort
-        consumer.alwaysDiscardsLateVideoFrames = false
-        // Idle (no recording, no pre-record) it takes nothing.
-        consumer.takesNothing = true
-        // The backlog keeps every frame (in order, none newest-wins) but holds at most
-        // `heldFrameLimit` of the camera's buffers: a slow encoder costs the other outputs
-        // nothing, and what the recorder cannot keep it loses alone, counted.
-        let detached = detached
-        consumer.frameDetacher = .init(heldLimit: Self.heldFrameLimit) { sample in detached.detach(sample) }
+        // The feed keeps every frame (in order, none newest-wins) but holds at most
+        // `heldFrameLimit` of the camera's buffers (so does the H.264 stage, for a port that
+        // keeps every frame): a slow encoder costs the other outputs nothing, and what the
+        // recorder cannot keep it loses alone, counted. Idle, the port takes nothing.
+        feed = RecordingFeed(heldLimit: Self.heldFrameLimit)
+        port = FrameConsumerPort(encodedFor: feed, keepsEveryFrame: true)
+        feed.port = port
         // Audio shares the recording queue with a video encoder that may be seconds behind; it
         // is small (10 s of 48 kHz stereo is under 2 MB), so it waits rather than being lost.
         audioConsumer.maximumPendingDuration = .seconds(10)
         sink.owner = self
-        consumer.setSampleBufferDelegate(sink, queue: queue)
         audioConsumer.setSampleBufferDelegate(sink, queue: queue)
-        unitFeed.setDrain(on: queue) { [weak self] in self?.drainUnits() }
+        feed.setDrain(on: queue) { [weak self] in self?.drainFeed() }
     }
 
     deinit {
         sessionWatch?.disarm()
-        consumer.setSampleBufferDelegate(nil, queue: nil)
         audioConsumer.setSampleBufferDelegate(nil, queue: nil)
-        if let token = eventToken { consumer.session?.removeEventHandler(token) }
-        consumer.session?.removeFrameConsumer(consumer)
-        unitPort.session?.removeFrameConsumer(unitPort)
+        if let token = eventToken { port.session?.removeEventHandler(token) }
+        port.session?.removeFrameConsumer(port)
         audioConsumer.session?.removeOutput(audioConsumer)
     }
 
@@ -141,12 +131,12 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     // MARK: Configuration
 
     /// The session the output is in.
-    public var session: CaptureSession? { consumer.session }
+    public var session: CaptureSession? { port.session }
     /// The output's connections: one per camera and one per microphone of its session.
-    public var connections: [CaptureConnection] { consumer.connections + audioConsumer.connections }
+    public var connections: [CaptureConnection] { port.connections + audioConsumer.connections }
     /// The connection carrying `mediaType` (`.video`, or `.audio` from a microphone), or nil.
     public func connection(with mediaType: MediaType) -> CaptureConnection? {
-        mediaType == .audio ? audioConsumer.connection(with: .audio) : consumer.connection(with: mediaType)
+        mediaType == .audio ? audioConsumer.connection(with: .audio) : port.connection(with: mediaType)
     }
 
     /// How much of an MP4 recording is written at a time (one fragment): at most this much is
@@ -173,9 +163,19 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         queue.async { [self] in refreshStandby() }
     }
 
-    /// The product the session delivers for `settings`: NV12 to encode, or JPEG.
-    static func product(_ settings: MovieOutputSettings) -> CaptureVideoDataOutput.VideoSettings {
-        settings.codec == .h264 ? .init(pixelFormat: .nv12) : .init(jpeg: .init(quality: settings.jpegQuality))
+    /// Points the port at what a recording (or pre-record) with `settings` takes: the shared
+    /// H.264 stage's units for these settings, or JPEG at their quality; nothing for nil.
+    func take(_ settings: MovieOutputSettings?, fragment: Duration) {
+        guard let settings else {
+            port.encodedProduct = nil
+            return
+        }
+        if settings.codec == .h264 {
+            let interval = port.connection(with: .video)?.device?.activeVideoMinFrameDuration
+            port.encodedProduct = Self.stageSettings(settings, fragment: fragment, interval: interval).product
+        } else {
+            port.jpegQuality = settings.jpegQuality
+        }
     }
 
     /// The shared H.264 stage's settings for a recording: a key frame per fragment interval
@@ -243,7 +243,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
             return
         }
         let requested = CaptureTime.now()
-        let connection = consumer.connection(with: .video)
+        let connection = port.connection(with: .video)
         let (settings, maxDuration, maxFileSize, fragment, minFree, generation) = locked { s in
             (
                 (connection.flatMap { s.settings[ObjectIdentifier($0)] } ?? s.defaultSettings), s.maxDuration, s.maxFileSize,
@@ -314,15 +314,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                 if locked({ $0.stopAt }) != nil { writer.destination?.giveUp(after: Self.stopGrace, grace: Self.stopGrace) }
                 // From here on frames come in the recording's product: an H.264 recording takes
                 // the units of the session's shared encoder for these settings.
-                if settings.codec == .h264 {
-                    rec.usesStage = true
-                    consumer.takesNothing = true
-                    unitPort.encodedProduct =
-                        Self.stageSettings(settings, fragment: fragment, interval: connection?.device?.activeVideoMinFrameDuration).product
-                } else {
-                    consumer.videoSettings = Self.product(settings)
-                    consumer.takesNothing = false
-                }
+                take(settings, fragment: fragment)
             }
         }
     }
@@ -403,10 +395,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         locked { $0.stopAt = nil }
         guard let rec = active else { return }
         active = nil
-        if rec.usesStage {
-            unitPort.encodedProduct = nil
-            unitFeed.discard()
-        }
+        take(nil, fragment: .zero)
+        feed.discard()
         // (Pre-record starts over with a new encoder.)
         refreshStandby()
         var error = error

@@ -41,7 +41,7 @@ extension CaptureSession {
     /// Whether `output` can be added: it is in no other session (movie outputs are frame
     /// consumers, so any number may be added beside the app's outputs).
     public func canAddOutput(_ output: CaptureMovieFileOutput) -> Bool {
-        output.consumer.session == nil || output.consumer.session === self
+        output.port.session == nil || output.port.session === self
     }
 
     /// Adds a movie file output, as `addOutput` does for AVFoundation's: it joins the session as
@@ -49,8 +49,7 @@ extension CaptureSession {
     /// recording when the session stops or its camera goes away. Does nothing if
     /// `canAddOutput(output)` is false.
     public func addOutput(_ output: CaptureMovieFileOutput) {
-        guard output.consumer.session == nil, addFrameConsumer(output.consumer) else { return }
-        addFrameConsumer(output.unitPort)
+        guard output.port.session == nil, addFrameConsumer(output.port) else { return }
         addAudioConsumer(output.audioConsumer)
         let watch = SessionWatch(output)
         output.sessionWatch = watch
@@ -61,12 +60,11 @@ extension CaptureSession {
 
     /// Removes a movie file output; a recording under way ends as if the session stopped.
     public func removeOutput(_ output: CaptureMovieFileOutput) {
-        guard output.consumer.session === self else { return }
+        guard output.port.session === self else { return }
         output.sessionWatch?.disarm()
         if let token = output.eventToken { removeEventHandler(token) }
         output.eventToken = nil
-        removeFrameConsumer(output.consumer)
-        removeFrameConsumer(output.unitPort)
+        removeFrameConsumer(output.port)
         removeOutput(output.audioConsumer)
         output.queue.async { output.finish(error: RecordingError(.sessionStopped, "the movie output was removed from its session")) }
     }

@@ -50,9 +50,6 @@ extension CaptureMovieFileOutput {
         /// captured before it is in.
         var videoPastStop = false
         var audioPastStop = false
-        /// Its frames are the session's shared H.264 stage's units (an H.264 recording that did not
-        /// start from pre-record's encoder), not the camera's frames.
-        var usesStage = false
         /// A unit was lost (or a pause ended): the video goes on from the next key frame.
         var awaitingKey = false
         init(

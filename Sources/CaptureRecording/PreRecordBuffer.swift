@@ -56,7 +56,7 @@ extension CaptureMovieFileOutput {
     /// On the queue: starts, restarts or ends pre-record's encoder to match the settings, and
     /// asks the session for its frames (or for none) while no recording is under way.
     func refreshStandby() {
-        let connection = consumer.connection(with: .video)
+        let connection = port.connection(with: .video)
         let (window, settings, fragment) = locked { s in
             (s.preRecord, connection.flatMap { s.settings[ObjectIdentifier($0)] } ?? s.defaultSettings, s.fragmentInterval)
         }
@@ -69,14 +69,9 @@ extension CaptureMovieFileOutput {
         if window > .zero, standby == nil, settings.problem == nil {
             standby = Standby(window: window, settings: settings, fragment: fragment)
         }
-        // H.264 is kept as the session's shared stage makes it; MJPEG as the session hands it out.
-        let units = standby?.settings.codec == .h264
-        consumer.videoSettings = standby.map { Self.product($0.settings) } ?? .init()
-        // Idle without pre-record: no frames.
-        consumer.takesNothing = standby == nil || units
-        unitPort.encodedProduct =
-            units
-            ? Self.stageSettings(settings, fragment: fragment, interval: connection?.device?.activeVideoMinFrameDuration).product : nil
+        // H.264 is kept as the session's shared stage makes it, MJPEG as the session hands it
+        // out; idle without pre-record, no frames.
+        take(standby?.settings, fragment: fragment)
     }
 
     /// Whether frames of `pixelFormat` are what a recording with `settings` writes: the shared

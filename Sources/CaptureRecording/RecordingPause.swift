@@ -31,7 +31,7 @@ extension CaptureMovieFileOutput {
         }
         guard let generation else { return }
         // H.264 goes on from a key frame: asked for now, so that it is the first frame after.
-        if !paused { unitPort.requestKeyFrame() }
+        if !paused { port.requestKeyFrame() }
         queue.async { [self] in notify(paused: paused, generation: generation) }
     }
 

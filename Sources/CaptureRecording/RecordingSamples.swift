@@ -44,34 +44,27 @@ enum RecordedFrame {
 
 // On the recording queue: the frames, audio and drops the session hands the output.
 extension CaptureMovieFileOutput {
-    /// The shared stage's units, drops and failure waiting in the feed.
-    func drainUnits() {
-        while let entry = unitFeed.next() {
+    /// What the port brought, in order: units, JPEG frames, drops, a stage's failure.
+    func drainFeed() {
+        while let entry = feed.next() {
             switch entry {
             case .unit(let u):
-                if takesUnits, let connection = consumer.connection(with: .video) { handle(.unit(u), connection: connection) }
+                if let connection = port.connection(with: .video) { handle(.unit(u), connection: connection) }
                 u.letGo()
+            case .frame(let s, let isCopy):
+                if let connection = port.connection(with: .video) { handle(.sample(s), connection: connection) }
+                feed.done(s, isCopy: isCopy)
             case .drop(let d):
-                if takesUnits { handleDrop(d, fromStage: true) }
+                handleDrop(d)
             case .failed(let e):
-                if active?.usesStage == true {
+                if active != nil {
                     finish(error: RecordingError(e.code == .unsupportedCodec ? .unsupportedCodec : .encoderFailed, e.message))
-                } else if active == nil {
+                } else {
                     // (A recording started now reports it from the stage again.)
                     standby?.failed = true
                 }
             }
         }
-    }
-
-    /// Whether the recording, or pre-record when none is under way, takes the shared stage's
-    /// units (and drops) rather than the camera's frames.
-    var takesUnits: Bool { active.map(\.usesStage) ?? (standby?.settings.codec == .h264) }
-
-    func handle(_ sample: SampleBuffer, connection: CaptureConnection) {
-        // (The camera's frames and drops that were on their way when a recording took to the stage.)
-        if takesUnits { return }
-        handle(.sample(sample), connection: connection)
     }
 
     private func handle(_ frame: RecordedFrame, connection: CaptureConnection) {
@@ -149,7 +142,7 @@ extension CaptureMovieFileOutput {
             // The shared encoder's unit after a pause or a loss is not a key frame: lost (the
             // file goes on from the key frame asked for, next frame or so).
             rec.awaitingKey = true
-            unitPort.requestKeyFrame()
+            port.requestKeyFrame()
             rec.drops[.frameWasLate, default: 0] += 1
             return
         }
@@ -276,10 +269,8 @@ extension CaptureMovieFileOutput {
         do { try rec.writer.writeAudio(pcm, at: at) } catch { finish(error: error) }
     }
 
-    /// A drop from the camera's frames (the session's consumer) or from the shared stage's feed:
-    /// each reaches the recorder by one of them, as its recording takes frames or units.
-    func handleDrop(_ drop: DroppedFrames, fromStage: Bool = false) {
-        if takesUnits != fromStage { return }
+    /// Frames lost before the recorder (by the camera, a stage, or the feed).
+    func handleDrop(_ drop: DroppedFrames) {
         if let sb = active?.standby ?? (active == nil ? standby : nil) {
             sb.drops.append(drop)
             return

@@ -26,7 +26,8 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
     package private(set) weak var consumer: (any FrameConsumer)?
     private let fixedSubscription: FrameSubscription
     private let showsOrientation: Bool
-    private let product = Locked<EncodedProduct?>(nil)
+    /// What the port takes instead of `fixedSubscription`, when set.
+    private let wish = Locked<FrameSubscription?>(nil)
     private let keyFrameWanted = Atomic<Bool>(false)
 
     /// A port for `consumer`: raw frames, or JPEG at `jpegQuality` (the camera's subsampling, one
@@ -46,7 +47,7 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
     /// stage then keeps the frames it is behind on instead of the newest winning.
     package let keepsEveryFrame: Bool
 
-    /// A port that takes nothing until `encodedProduct` is set.
+    /// A port that takes nothing until `encodedProduct` or `jpegQuality` is set.
     package init(encodedFor consumer: any FrameConsumer, keepsEveryFrame: Bool = false) {
         self.consumer = consumer
         self.keepsEveryFrame = keepsEveryFrame
@@ -57,13 +58,27 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
 
     /// The encoded product (H.264) the consumer takes instead of frames, or nil for what the port
     /// was made with. Taken from the next frame on; each consumer that joins a product's stage
-    /// starts with a key frame. Never set it from `consume`.
+    /// starts with a key frame. Setting it replaces a `jpegQuality` set. Never set it from `consume`.
     package var encodedProduct: EncodedProduct? {
-        get { product.withLock { $0 } }
-        set {
-            product.withLock { $0 = newValue }
-            subscriptionChanged()
-        }
+        get { wish.withLock { $0?.encoded } }
+        set { take(newValue.map { FrameSubscription(encoded: $0) }) }
+    }
+
+    /// The quality of the JPEG the consumer takes (the input's JPEG stage's, or an MJPEG camera's
+    /// completed frames), or nil for what the port was made with. Setting it replaces an
+    /// `encodedProduct` set. Never set it from `consume`.
+    package var jpegQuality: Int? {
+        get { wish.withLock { $0?.jpeg?.quality } }
+        set { take(newValue.map { CaptureVideoDataOutput.subscription(of: .init(jpeg: .init(quality: $0))) }) }
+    }
+
+    private func take(_ subscription: FrameSubscription?) {
+        guard
+            wish.withLock({ w in
+                defer { w = subscription }; return w != subscription
+            })
+        else { return }
+        subscriptionChanged()
     }
 
     /// Asks the stage of `encodedProduct` for a key frame soon (the consumer lost units, or
@@ -76,10 +91,7 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
 
     override var acceptedMediaTypes: Set<MediaType> { [.video] }
     override var supportsOrientation: Bool { showsOrientation }
-    override var subscription: FrameSubscription {
-        guard let p = product.withLock({ $0 }) else { return fixedSubscription }
-        return FrameSubscription(encoded: p)
-    }
+    override var subscription: FrameSubscription { wish.withLock { $0 } ?? fixedSubscription }
 
     override func handleFrame(_ sample: SampleBuffer, connection: CaptureConnection) {
         consumer?.consume(sample, from: connection)

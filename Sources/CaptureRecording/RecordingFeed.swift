@@ -2,14 +2,18 @@ import Capture
 import CaptureCodecs
 import Foundation
 
-/// The movie output's way into the session's shared H.264 stage: units (held, not copied) and
-/// drop reports wait here, in order, for the recording queue. The queue is the recorder's
-/// backpressure: a recorder behind by more than `capacity` (a slow destination) loses units
-/// alone, counted once as `.frameWasLate`, and then waits for a key frame it asks the stage for,
-/// so the encoder and the session's other consumers never wait for it.
-final class RecordingUnitFeed: H264Consumer, @unchecked Sendable {
+/// The movie output's frames from the session, through its port: the shared H.264 stage's units
+/// (held, not copied) or JPEG frames (the JPEG stage's, or an MJPEG camera's completed), and drop
+/// reports wait here, in order, for the recording queue. It is the recorder's backpressure, so
+/// that the encoders, the camera and the session's other consumers never wait for it: at most
+/// `heldFrameLimit` JPEG frames wait in the buffers they came in, later ones are copied
+/// (`DetachedFrames`), and what does not fit (a slow destination) is lost to the recording alone,
+/// counted once as `.frameWasLate`; after a lost unit it waits for a key frame it asks the stage for.
+final class RecordingFeed: H264Consumer, @unchecked Sendable {
     enum Entry {
         case unit(H264AccessUnit)
+        /// A JPEG frame; a copy of the feed's (`DetachedFrames`) holds its slot until released.
+        case frame(SampleBuffer, isCopy: Bool)
         case drop(DroppedFrames)
         case failed(H264StageError)
     }
@@ -35,7 +39,15 @@ final class RecordingUnitFeed: H264Consumer, @unchecked Sendable {
     /// Set once, before the port is in a session.
     weak var port: FrameConsumerPort?
 
-    init() {}
+    /// JPEG frames that wait in the buffers they came in at most (see `CaptureMovieFileOutput.heldFrameLimit`).
+    private let heldLimit: Int
+    /// Copies of the JPEG frames beyond `heldLimit`.
+    private let copies = DetachedFrames()
+    /// JPEG frames waiting in the buffers they came in, and the most there ever were.
+    private var held = 0
+    private var heldPeak = 0
+
+    init(heldLimit: Int) { self.heldLimit = heldLimit }
 
     /// `drain` runs on `queue` whenever entries came (coalesced: one call may find many; a
     /// dispatch source, so that waking it allocates nothing). Called once, before the port is
@@ -54,8 +66,9 @@ final class RecordingUnitFeed: H264Consumer, @unchecked Sendable {
 
     /// The most camera buffers a stage of an earlier recording held at once.
     private var peakBefore = 0
-    /// The most camera buffers the stages of this feed's recordings held at once. Any thread.
-    var stageBuffersHeldPeak: Int { lock.withLock { max(peakBefore, stage?.buffersHeldPeak ?? 0) } }
+    /// The most camera buffers (or JPEG samples) held at once for this feed: by the feed, or by
+    /// the stages of its recordings. Any thread.
+    var buffersHeldPeak: Int { lock.withLock { max(heldPeak, peakBefore, stage?.buffersHeldPeak ?? 0) } }
 
     /// Units and drops waiting for the recording queue, and frames waiting in its stage. Any thread.
     var waiting: Int { lock.withLock { count + (stage?.framesWaiting ?? 0) } }
@@ -86,6 +99,43 @@ final class RecordingUnitFeed: H264Consumer, @unchecked Sendable {
         }
     }
 
+    /// A JPEG frame: kept as it came while fewer than `heldLimit` wait so, else copied (outside
+    /// the lock); lost when the copies' budget or the ring is full.
+    func consume(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        let keep: Bool = lock.withLock {
+            guard held < heldLimit, count < Self.unitLimit else { return false }
+            flushLost()
+            held += 1
+            heldPeak = max(heldPeak, held)
+            push(.frame(sample, isCopy: false))
+            return true
+        }
+        if keep {
+            wakeup?.add(data: 1)
+            return
+        }
+        let copy = copies.detach(sample)
+        let queued: Bool = lock.withLock {
+            guard let copy, count < Self.unitLimit else {
+                lose(sample.sequenceNumber, sample.presentationTimeStamp)
+                return false
+            }
+            flushLost()
+            push(.frame(copy, isCopy: true))
+            return true
+        }
+        if queued { wakeup?.add(data: 1) } else { copy?.release() }
+    }
+
+    /// The recording queue is done with a frame `next()` gave it.
+    func done(_ sample: SampleBuffer, isCopy: Bool) {
+        if isCopy {
+            sample.release()
+        } else {
+            lock.withLock { held -= 1 }
+        }
+    }
+
     func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) { enqueue(drop) }
 
     func h264StageFailed(_ error: H264StageError, from connection: CaptureConnection) {
@@ -111,9 +161,15 @@ final class RecordingUnitFeed: H264Consumer, @unchecked Sendable {
         }
     }
 
-    /// Lets go of every unit waiting (the recording ended). Recording queue.
+    /// Lets go of every unit and frame waiting (the recording ended). Recording queue.
     func discard() {
-        while let e = next() { if case .unit(let u) = e { u.letGo() } }
+        while let e = next() {
+            switch e {
+            case .unit(let u): u.letGo()
+            case .frame(let s, let isCopy): done(s, isCopy: isCopy)
+            default: break
+            }
+        }
         lock.withLock {
             lost = nil
             overflow = []
@@ -138,11 +194,12 @@ final class RecordingUnitFeed: H264Consumer, @unchecked Sendable {
         count += 1
     }
 
-    private func lose(_ unit: H264AccessUnit) {
+    private func lose(_ unit: H264AccessUnit) { lose(unit.sequenceNumber, unit.presentationTimeStamp) }
+    private func lose(_ sequence: UInt64, _ time: CaptureTime) {
         if let l = lost {
             lost = (l.count + 1, l.sequence, l.time)
         } else {
-            lost = (1, unit.sequenceNumber, unit.presentationTimeStamp)
+            lost = (1, sequence, time)
         }
     }
 
