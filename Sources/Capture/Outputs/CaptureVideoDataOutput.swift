@@ -388,7 +388,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             case .frame(let sample, let connection, let held):
                 wasHeld = held
                 framesHanded += 1
-                // The hold `enqueue` took goes back once the frame is handed out (a view of it
+                // The hold `enqueue` took goes back once the frame is handed out (its face
                 // holds it for the app) or converted.
                 defer { sample.release() }
                 do throws(CaptureError) {
@@ -420,7 +420,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             if converted !== sample { converted.release() }
             throw error
         }
-        // A converted frame's own hold: the turned one (or the view) holds what it needs now.
+        // A converted frame's own hold: the turned one (or the face) holds what it needs now.
         if converted !== sample, converted !== made { converted.release() }
         let face = made.handOut()
         // A converted or turned frame's own hold: the face holds it now.
