@@ -253,12 +253,12 @@ func hotpath(_ a: Arguments) {
     var stillEncoder: JPEGEncoder?, stillScratch: [UInt8] = []
     let stillSamples = StillSamples()
     for s in prewrapped {
-        _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, into: stillSamples)
+        (try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, into: stillSamples))?.release()
     }
     a0 = calloc_counter_thread()
     for _ in 0..<2 {
         for s in prewrapped {
-            _ = try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, into: stillSamples)
+            (try? EncodePaths.still(s, encoder: &stillEncoder, quality: quality, scratch: &stillScratch, into: stillSamples))?.release()
         }
     }
     let allocsStill = Double(calloc_counter_thread() - a0) / Double(2 * count)
@@ -521,13 +521,13 @@ func passthrough(_ a: Arguments) {
     let stillSamples = StillSamples()
     for i in 0..<used.count {
         let sample = replay.sample(i, sequence: 0, reusing: samples)
-        _ = try? EncodePaths.still(sample, encoder: &noEncoder, quality: 90, scratch: &scratch, into: stillSamples)
+        (try? EncodePaths.still(sample, encoder: &noEncoder, quality: 90, scratch: &scratch, into: stillSamples))?.release()
         samples.done(sample)
     }
     a0 = calloc_counter_thread()
     for i in 0..<used.count {
         let sample = replay.sample(i, sequence: 0, reusing: samples)
-        _ = try? EncodePaths.still(sample, encoder: &noEncoder, quality: 90, scratch: &scratch, into: stillSamples)
+        (try? EncodePaths.still(sample, encoder: &noEncoder, quality: 90, scratch: &scratch, into: stillSamples))?.release()
         samples.done(sample)
     }
     let allocsStill = Double(calloc_counter_thread() - a0) / Double(used.count)

@@ -99,8 +99,9 @@ package enum EncodePaths {
         return try withExtendedLifetime(sample) { () throws(CaptureError) in try encoder.encode(image) }
     }
 
-    /// What `CaptureStillImageOutput` runs for any frame: the JPEG in `stills`' reused sample
-    /// (nil when the caller still holds it); `scratch` serves MJPEG frames.
+    /// What `CaptureStillImageOutput` runs for any frame: the JPEG in `stills`' reused sample,
+    /// with one hold, the caller's, to give back with `release()` (nil while the caller still
+    /// holds the last one); `scratch` serves MJPEG frames.
     package static func still(
         _ sample: SampleBuffer, encoder: inout JPEGEncoder?, quality: Int,
         scratch: inout [UInt8], into stills: StillSamples

@@ -114,8 +114,12 @@ struct EncoderPoolTests {
             keeper.lock.withLock {
                 keeper.delivered += 1
                 if shared { keeper.shared += 1 }
-                // Keep the frame, with a copy of its bytes as they were delivered.
-                if keeper.keep { keeper.kept.append((sample, copy)) }
+                // Keep the frame (with a hold, as every keeper inside the library takes one), with a
+                // copy of its bytes as they were delivered.
+                if keeper.keep {
+                    sample.hold()
+                    keeper.kept.append((sample, copy))
+                }
             }
         }
         func delivered() -> Int { keeper.lock.withLock { keeper.delivered } }
@@ -137,6 +141,7 @@ struct EncoderPoolTests {
         kept.removeAll()
         keeper.lock.withLock {
             keeper.keep = false
+            for (sample, _) in keeper.kept { sample.release() }
             keeper.kept.removeAll()
         }
         for seq in UInt32(20)..<40 {

@@ -115,4 +115,43 @@ import Testing
             #expect(keeper.stillThere == 0, "a weakly kept sample outlived its callback \(keeper.stillThere) times")
         }
     }
+
+    /// A JPEG slot is reused from explicit hand-back alone: while a hold is out (its producer's,
+    /// a consumer's, the face an app kept) its bytes are never rewritten; once the last one went
+    /// back, the same slot is written again. A face the app sees only weakly is let go at once.
+    @Test func aJPEGSlotIsRewrittenOnlyOnceItsLastHoldWentBack() throws {
+        let ring = JPEGSampleRing(count: 1)
+        let dims = VideoDimensions(width: 8, height: 8)
+        func jpeg(_ bytes: [UInt8]) -> SampleBuffer? {
+            bytes.withUnsafeBytes {
+                ring.sample(
+                    copying: $0, dimensions: dims,
+                    metadata: FrameMetadata(sequence: UInt32(bytes[0]), timestamp: CaptureTime(nanoseconds: 1), bufferIndex: -1))
+            }
+        }
+        let slot = try #require(jpeg([1, 2, 3]))
+        #expect(jpeg([4]) == nil, "a slot its producer holds was taken again")
+        slot.hold()  // a consumer keeps it
+        slot.release()  // the producer handed it on
+        #expect(jpeg([4]) == nil, "a slot a consumer holds was taken again")
+        var face: SampleBuffer? = slot.handOut()
+        slot.release()  // the consumer's hold: the face holds the slot now
+        let kept = face
+        face = nil
+        slot.settleHandOut()
+        // The app kept the face: it keeps its bytes, and the slot stays out.
+        #expect(jpeg([4]) == nil, "a slot whose face the app kept was taken again")
+        #expect(kept?.jpegData == Data([1, 2, 3]) && kept?.sequenceNumber == 1)
+        _ = consume kept
+        let again = try #require(jpeg([5, 6]), "the slot did not come back once the app let go")
+        #expect(again === slot && again.jpegData == Data([5, 6]))
+        // A face seen through a weak reference only is let go when the hand-out settles.
+        face = again.handOut()
+        again.release()
+        weak let seen = face
+        face = nil
+        again.settleHandOut()
+        #expect(seen == nil, "a weakly seen face outlived its hand-out")
+        #expect(jpeg([7])?.jpegData == Data([7]))
+    }
 }

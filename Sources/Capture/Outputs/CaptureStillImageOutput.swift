@@ -84,7 +84,7 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     private var passThroughBytes: [UInt8] = []
     // Made on the first still that turns its pixels.
     private var orienter: JPEGOrienter?
-    // The still handed out, reused once the app let go of it.
+    // The still handed out (its face), reused once the app let go of it.
     private let stills = JPEGSampleRing(count: 1)
 
     public override init() {
@@ -326,14 +326,21 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
                 }
                 result = .failure(error)
             }
+            // The app gets the still's face (a JPEG of its own is its own face); the ring's hold
+            // goes back once the completions let go of the face, or when the app does.
+            let made = try? result.get()
+            var face = made?.handOut()
+            made?.release()
             for r in group {
                 // Not before the encode: a damaged frame skipped above was not this capture's.
                 r.frameChosen?()
                 switch result {
-                case .success(let sample): r.completion(sample, nil)
+                case .success: r.completion(face, nil)
                 case .failure(let e): r.completion(nil, e)
                 }
             }
+            face = nil
+            made?.settleHandOut()
         }
     }
 

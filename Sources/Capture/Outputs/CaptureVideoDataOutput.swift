@@ -93,8 +93,6 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     private var converter: PixelFormatConverter?
     private let conversions = OwnedFrames()
     private let turns = OwnedFrames()
-    // The views the delegate and the sequences get (used under `conversion`, like `converter`).
-    private let views = SampleViewPool()
 
     public override init() {
         consumerShowsOrientation = false
@@ -395,7 +393,11 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             wasHeld = false
             // The delegate and the sequences have had the last frame: unless one of them kept it,
             // its buffer goes back now.
-            if forStreams != nil { conversion.withLock { _ in views.settle(&forStreams) } }
+            if forStreams != nil {
+                let owner = forStreams?.faceOwner
+                forStreams = nil
+                owner?.settleHandOut()
+            }
             guard let (item, delegate) = next else {
                 again?.poke()
                 return
@@ -404,7 +406,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             case .frame(let sample, let connection, let held):
                 wasHeld = held
                 framesHanded += 1
-                // The hold `enqueue` took goes back once the frame is handed out (a view of it
+                // The hold `enqueue` took goes back once the frame is handed out (its face
                 // holds it for the app) or converted.
                 defer { sample.release() }
                 do throws(CaptureError) {
@@ -425,8 +427,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         }
     }
 
-    /// What the app gets for `sample`: a view of its frame lease (or of the converted frame's),
-    /// or the JPEG sample. Under `conversion`.
+    /// What the app gets for `sample`: the face of its frame lease (or of the converted frame's),
+    /// or of its JPEG slot; `drain` settles the hand-out. Under `conversion`.
     private func handOut(_ sample: SampleBuffer, connection: CaptureConnection) throws(CaptureError) -> SampleBuffer {
         let converted = try converted(sample)
         let made: SampleBuffer
@@ -436,13 +438,12 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
             if converted !== sample { converted.release() }
             throw error
         }
-        // A converted frame's own hold: the turned one (or the view) holds what it needs now.
+        // A converted frame's own hold: the turned one (or the face) holds what it needs now.
         if converted !== sample, converted !== made { converted.release() }
-        guard made.isFrameLease else { return made }
-        let view = views.view(of: made)
-        // A converted or turned frame's own hold: the view holds it now.
+        let face = made.handOut()
+        // A converted or turned frame's own hold: the face holds it now.
         if made !== sample { made.release() }
-        return view
+        return face
     }
 
     /// The frame in the format `videoSettings` asks for: as it is when it already is (or when no

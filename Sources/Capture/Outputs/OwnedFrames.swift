@@ -61,8 +61,8 @@ final class OwnedFrames {
     }
 }
 
-/// Buffers the video data output converts frames into; a frame's buffer comes back when its
-/// last `SampleBuffer` goes away.
+/// Buffers the video data output converts frames into; a frame's buffer comes back when the
+/// last hold on its lease goes back.
 final class ConvertedBufferPool: BufferPool, @unchecked Sendable {
     let byteCount: Int
     private let storage: [UnsafeMutableRawBufferPointer]

@@ -22,9 +22,21 @@ public final class SampleBuffer: @unchecked Sendable {
         case video(ImageBuffer, ActiveFormat)
         case audio(AudioPCMBuffer)
         case jpeg(Data, VideoDimensions)
-        /// A view kept for reuse between two frames (nobody outside the library can reach it:
-        /// views with weak or unowned references are not reused).
+        /// A face between two hand-outs (nobody outside the library can reach it: see
+        /// `settleHandOut`).
         case empty
+    }
+    /// What a sample is to the library, fixed when it is made. Leases and JPEG slots are reused
+    /// from explicit hand-back (their count of holds); an app only ever sees their face.
+    private enum Role {
+        /// Holds a driver (or owned) buffer until its last hold goes; reused by a `FrameLeasePool`.
+        case lease
+        /// A `JPEGSampleRing`'s bytes; the ring reuses it once its last hold goes.
+        case jpegSlot
+        /// What an app is handed for a lease or a slot: holds it once while it shows its frame.
+        case face
+        /// Holds nothing (audio, a JPEG of its own).
+        case plain
     }
     private struct Contents: ~Copyable {
         var kind: Kind
@@ -32,14 +44,20 @@ public final class SampleBuffer: @unchecked Sendable {
         var sequence: UInt64
         /// The driver buffer of a frame lease; nil once given back (or for other samples).
         var lease: FrameBuffer?
-        /// The lease a view holds one hold on (views only).
+        /// A face's lease or slot, held once; nil once the face ended (or for other samples).
         var viewed: SampleBuffer?
+        /// A lease's or slot's face, kept for its next hand-out (nil for other samples).
+        var face: SampleBuffer?
+        /// Hand-outs of that face not settled yet (`handOut`, `settleHandOut`).
+        var handOuts = 0
     }
-    // Written only while the writer holds the sole reference or the sole hold (refill, release);
-    // the lock makes that hand-over between threads explicit.
+    // Written only while the writer holds the sole hold (refill, release) or, for a face, under
+    // its lease's or slot's lock (`handOut`, `settleHandOut`); the lock makes that hand-over
+    // between threads explicit.
     private let contents: Locked<Contents>
-    /// Holds on the driver buffer of a frame lease (see `hold`); unused by other samples.
+    /// Holds on a lease or a JPEG slot (see `hold`); unused by other samples.
     private let holds = Atomic<Int>(0)
+    private let role: Role
 
     /// `.video` or `.audio`.
     public let mediaType: MediaType
@@ -52,60 +70,78 @@ public final class SampleBuffer: @unchecked Sendable {
                 kind: .video(image, format), timestamp: meta.timestamp, sequence: UInt64(meta.sequence),
                 lease: consume frame, viewed: nil))
         holds.store(1, ordering: .relaxed)
+        role = .lease
         mediaType = .video
     }
 
-    /// A view of `lease` for an app: it takes a hold, given back when the view goes or is reused.
-    init(viewing lease: SampleBuffer) {
-        let c = lease.viewContents()
-        contents = Locked(Contents(kind: c.kind, timestamp: c.timestamp, sequence: c.sequence, lease: nil, viewed: lease))
-        mediaType = .video
-    }
-
-    init(jpeg: Data, dimensions: VideoDimensions, metadata: FrameMetadata) {
+    /// A JPEG of its own (`slot`: a `JPEGSampleRing`'s, with one hold, the ring's caller's).
+    init(jpeg: Data, dimensions: VideoDimensions, metadata: FrameMetadata, slot: Bool = false) {
         contents = Locked(
             Contents(
                 kind: .jpeg(jpeg, dimensions), timestamp: metadata.timestamp,
                 sequence: UInt64(metadata.sequence), lease: nil, viewed: nil))
+        if slot { holds.store(1, ordering: .relaxed) }
+        role = slot ? .jpegSlot : .plain
+        mediaType = .video
+    }
+
+    /// An ended face (`handOut` makes it show a frame).
+    private init(face: Void) {
+        contents = Locked(Contents(kind: .empty, timestamp: CaptureTime(nanoseconds: 0), sequence: 0, lease: nil, viewed: nil))
+        role = .face
         mediaType = .video
     }
 
     init(audio: AudioPCMBuffer, timestamp: CaptureTime, firstFrame: UInt64) {
         contents = Locked(Contents(kind: .audio(audio), timestamp: timestamp, sequence: firstFrame, lease: nil, viewed: nil))
+        role = .plain
         mediaType = .audio
     }
 
     deinit {
-        // A view nobody holds any more: its hold goes back (the buffer too, if it was the last).
-        let viewed = contents.withLock { $0.viewed.take() }
+        // A face the app kept, let go: its hold goes back (the buffer too, if it was the last).
+        // Its bytes go first, so that a slot's storage is its ring's alone again.
+        let viewed = contents.withLock { c in
+            c.kind = .empty
+            return c.viewed.take()
+        }
         viewed?.release()
     }
 
-    // MARK: Frame leases
+    // MARK: Frame leases and JPEG slots
 
-    /// Adds a hold on this frame lease: its driver buffer stays out until every hold is released.
-    /// For holders inside the library that keep a frame beyond the call that gave it (a queue,
-    /// an encoder); each `hold` is paired with exactly one `release`. Any thread.
-    func hold() { holds.wrappingAdd(1, ordering: .relaxed) }
+    /// Whether holds count: leases and slots (a face holds its lease; other samples hold nothing).
+    private var isHeldByCount: Bool { role == .lease || role == .jpegSlot }
 
-    /// Gives one hold back; the last one gives the driver buffer back at once, on this thread.
-    /// A no-op for samples that are not frame leases (JPEG, audio). Any thread.
+    /// Adds a hold on this frame lease or JPEG slot: a lease's driver buffer stays out, and a
+    /// slot is not rewritten, until every hold is released. For holders inside the library that
+    /// keep a frame beyond the call that gave it (a queue, an encoder); each `hold` is paired
+    /// with exactly one `release`. A no-op for other samples. Any thread.
+    func hold() {
+        guard isHeldByCount else { return }
+        holds.wrappingAdd(1, ordering: .relaxed)
+    }
+
+    /// Gives one hold back; a lease's last one gives the driver buffer back at once, on this
+    /// thread, and a slot's lets its ring reuse it. A no-op for other samples. Any thread.
     package func release() {
-        guard holds.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        guard isHeldByCount, holds.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0,
+            role == .lease
+        else { return }
         let frame: FrameBuffer? = contents.withLock { $0.lease.take() }
         _ = consume frame
     }
 
     /// A hold of the caller's own on the frame this sample shows, for a consumer inside the
     /// package that keeps the frame beyond its callback (a preview's newest frame): it keeps the
-    /// lease, not the view, so the view is reused and nothing is allocated per frame. The hold
-    /// goes back when the `HeldFrame` ends.
+    /// lease or slot, not the face, so the face is reused and nothing is allocated per frame. The
+    /// hold goes back when the `HeldFrame` ends.
     package func heldFrame() -> HeldFrame {
-        if let lease = contents.withLock({ $0.viewed }) {
-            lease.hold()
-            return HeldFrame(sample: lease, holds: true)
+        if role == .face, let owner = contents.withLock({ $0.viewed }) {
+            owner.hold()
+            return HeldFrame(sample: owner, holds: true)
         }
-        if isFrameLease {
+        if isHeldByCount {
             hold()
             return HeldFrame(sample: self, holds: true)
         }
@@ -113,47 +149,83 @@ public final class SampleBuffer: @unchecked Sendable {
     }
 
     /// Whether a `weak` or `unowned` reference to this sample exists (the runtime's counts
-    /// start at 1). Such a sample is never reused for another frame.
-    var hasWeakOrUnownedReferences: Bool { _getWeakRetainCount(self) > 1 || _getUnownedRetainCount(self) > 1 }
+    /// start at 1). Such a face is never reused for another frame.
+    private var hasWeakOrUnownedReferences: Bool { _getWeakRetainCount(self) > 1 || _getUnownedRetainCount(self) > 1 }
 
     /// Whether this is a frame lease whose buffer is still out (held).
     var isFrameLease: Bool { contents.withLock { $0.lease != nil } }
 
-    /// Whether this is a view of a frame lease.
-    var isView: Bool { contents.withLock { $0.viewed != nil } }
+    /// Whether this is a face (what an app is handed for a lease or slot).
+    var isView: Bool { role == .face }
 
     /// Whether nobody holds this lease and its buffer went back, so that it may be refilled (the
     /// last `release` counts down before it gives the buffer back).
     var isUnheld: Bool { holds.load(ordering: .acquiring) <= 0 && contents.withLock { $0.lease == nil } }
 
-    /// What a view copies of its lease, and the view's hold.
-    private func viewContents() -> (kind: Kind, timestamp: CaptureTime, sequence: UInt64) {
-        hold()
-        return contents.withLock { ($0.kind, $0.timestamp, $0.sequence) }
+    /// Takes an unheld JPEG slot for its ring, with one hold, the ring's caller's.
+    fileprivate func takeUnheldSlot() -> Bool {
+        role == .jpegSlot && holds.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged
     }
 
-    /// Reuses a view for another lease. Only for the holder of the sole reference.
-    func refill(viewing lease: SampleBuffer) {
-        let c = lease.viewContents()
-        let old = contents.withLock { v in
-            v.kind = c.kind
-            v.timestamp = c.timestamp
-            v.sequence = c.sequence
-            let old = v.viewed
-            v.viewed = lease
-            return old
+    // MARK: Faces
+
+    /// What an app is handed for this sample, counted as one hand-out until `settleHandOut()`:
+    /// a lease's or slot's face, showing its frame with a hold of its own (one face per lease or
+    /// slot, reused, so that handing a frame out allocates nothing once each was seen); other
+    /// samples are their own. The caller holds this sample meanwhile. Any thread.
+    func handOut() -> SampleBuffer {
+        guard isHeldByCount else { return self }
+        let (face, shows): (SampleBuffer, Bool) = contents.withLock { c in
+            c.handOuts += 1
+            let face = c.face ?? SampleBuffer(face: ())
+            c.face = face
+            // A first hand-out finds the face ended (see `settleHandOut`): it shows this frame now.
+            guard c.handOuts == 1 else { return (face, false) }
+            let (kind, timestamp, sequence) = (c.kind, c.timestamp, c.sequence)
+            face.contents.withLock { f in
+                f.kind = kind
+                f.timestamp = timestamp
+                f.sequence = sequence
+                f.viewed = self
+            }
+            return (face, true)
         }
-        old?.release()
+        // The face's hold (this sample is held by the caller, so it cannot go back meanwhile).
+        if shows { hold() }
+        return face
     }
 
-    /// Ends a view: its hold goes back now. Only for the holder of the sole reference.
-    func endView() {
-        let old = contents.withLock { v in
-            v.kind = .empty
-            return v.viewed.take()
+    /// Ends one `handOut`; the caller let go of the face first. After the last one, the face is
+    /// the library's again unless somebody kept it: then its hold goes back now and it waits for
+    /// the next frame. A face kept strongly is the keeper's (its hold goes back when the keeper
+    /// lets go, `deinit`); one seen through a `weak` or `unowned` reference is let go now, so that
+    /// the reference turns nil rather than show another frame. Either way the lease or slot
+    /// makes a new face for its next hand-out. Any thread.
+    func settleHandOut() {
+        guard isHeldByCount else { return }
+        let (ended, kept): (Bool, SampleBuffer?) = contents.withLock { c in
+            c.handOuts -= 1
+            guard c.handOuts == 0, c.face != nil else { return (false, nil) }
+            // The one question asked of the runtime: an app gives no sign when it lets go of a
+            // sample, and a face must not be rewritten while the app sees it (nor be made anew
+            // per frame).
+            guard isKnownUniquelyReferenced(&c.face), !c.face!.hasWeakOrUnownedReferences else {
+                return (false, c.face.take())
+            }
+            let face = c.face!
+            let owner = face.contents.withLock { f in
+                f.kind = .empty
+                return f.viewed.take()
+            }
+            return (owner != nil, nil)
         }
-        old?.release()
+        // Outside this sample's lock: its last release takes it (and queues the buffer back).
+        if ended { release() }
+        _ = consume kept
     }
+
+    /// The lease or slot a face shows (nil for other samples, and for an ended face).
+    var faceOwner: SampleBuffer? { role == .face ? contents.withLock { $0.viewed } : nil }
 
     /// Reuses an unheld frame lease for a new frame, with one hold, the caller's. Only for its pool.
     func refill(with frame: consuming FrameBuffer, format: ActiveFormat) {
@@ -169,7 +241,7 @@ public final class SampleBuffer: @unchecked Sendable {
         holds.store(1, ordering: .releasing)
     }
 
-    /// Reuses a still sample for new JPEG bytes. Only for the holder of the sole reference.
+    /// Reuses a JPEG slot for new bytes. Only for its ring's caller, which holds it alone.
     func refill(jpeg: Data, dimensions: VideoDimensions, metadata: FrameMetadata) {
         contents.withLock { c in
             c.kind = .jpeg(jpeg, dimensions)
@@ -342,62 +414,24 @@ package final class FrameLeasePool {
     func abandon() { slots.removeAll() }
 }
 
-/// Reused views of frame leases, for handing frames to an app: a view takes a hold on its lease;
-/// `settle` gives it back at once when the app did not keep the view, so the buffer goes back the
-/// moment the callback returns. A view the app keeps belongs to the app; its hold goes back when
-/// the app lets go of it (`SampleBuffer.deinit`). Not thread-safe: one queue (or lock) owns it.
-final class SampleViewPool {
-    private var spare: [SampleBuffer] = []
-    private let limit: Int
-
-    init(limit: Int = 4) {
-        self.limit = limit
-        spare.reserveCapacity(limit)
-    }
-
-    /// A view of `lease` (which must be held by the caller meanwhile).
-    func view(of lease: SampleBuffer) -> SampleBuffer {
-        guard let v = spare.popLast() else { return SampleBuffer(viewing: lease) }
-        v.refill(viewing: lease)
-        return v
-    }
-
-    /// After a view was handed out: `view` is this pool's last reference to it. Unless somebody
-    /// else kept it, its hold goes back now and it is kept for reuse.
-    func settle(_ view: inout SampleBuffer?) {
-        guard view != nil else { return }
-        // (A JPEG sample handed out instead of a view is left as it is.)
-        if isKnownUniquelyReferenced(&view!), view!.isView {
-            let v = view!
-            view = nil
-            // A view the app still sees through a weak or unowned reference is not reused (that
-            // reference would show another frame): dropping it here gives its hold back and
-            // turns the weak reference nil.
-            guard !v.hasWeakOrUnownedReferences else { return }
-            v.endView()
-            if spare.count < limit { spare.append(v) }
-        } else {
-            view = nil
-        }
-    }
-}
-
-/// Reused sample buffers for JPEG bytes (JPEG stages, MJPEG completion, stills): a sample is
-/// reused once nobody else references it, its bytes written in place by the producer (an encoder
-/// writes straight into it), so handing a JPEG out costs no copy and, in steady state, no
-/// allocation. Thread-safe: several producers may write at once (each into its own sample).
+/// Reused JPEG slots (JPEG stages, MJPEG completion, stills): a slot's bytes are written in place
+/// by the producer (an encoder writes straight into it), so handing a JPEG out costs no copy and,
+/// in steady state, no allocation. A slot is reused once its last hold went back: the producer's,
+/// given with it, and those its consumers took (an app sees its face, which holds it once).
+/// Thread-safe: several producers may write at once (each into its own slot).
 package final class JPEGSampleRing: @unchecked Sendable {
     private struct Slot {
         var sample: SampleBuffer?
-        /// The bytes a sample shows a prefix of; out of the slot while its producer writes them.
+        /// The bytes a slot shows a prefix of; out of the slot while its producer writes them.
         var storage = Data()
     }
     private let slots: Locked<[Slot]>
 
     package init(count: Int) { slots = Locked(Array(repeating: Slot(), count: max(1, count))) }
 
-    /// A sample whose bytes `write` fills (up to `capacity` bytes, returning how many it wrote),
-    /// or nil when others hold every sample. `write` runs outside the ring's lock.
+    /// A slot whose bytes `write` fills (up to `capacity` bytes, returning how many it wrote),
+    /// with one hold, the caller's: give it back (`release()`) once the slot is handed on. Nil
+    /// when others hold every slot. `write` runs outside the ring's lock.
     package func sample<E: Error>(
         capacity: Int, dimensions: VideoDimensions, metadata: FrameMetadata,
         write: (UnsafeMutableRawBufferPointer) throws(E) -> Int
@@ -405,27 +439,18 @@ package final class JPEGSampleRing: @unchecked Sendable {
         var storage = Data()
         let reserved: (index: Int, sample: SampleBuffer)? = slots.withLock { slots in
             for i in slots.indices {
-                if slots[i].sample == nil {
-                    let s = SampleBuffer(jpeg: Data(), dimensions: dimensions, metadata: metadata)
+                let s: SampleBuffer
+                if let old = slots[i].sample {
+                    // Held (by a consumer, its producer, or a face an app kept): not ours.
+                    guard old.takeUnheldSlot() else { continue }
+                    // It lets go of its old bytes, so that the storage is the slot's alone and
+                    // is written in place, not copied.
+                    old.refill(jpeg: Data(), dimensions: dimensions, metadata: metadata)
+                    s = old
+                } else {
+                    s = SampleBuffer(jpeg: Data(), dimensions: dimensions, metadata: metadata, slot: true)
                     slots[i].sample = s
-                    storage = slots[i].storage.take()
-                    return (i, s)
                 }
-                // Referenced by the ring alone: free. (While a producer writes one, it holds a
-                // reference too, so nobody else picks it.)
-                guard isKnownUniquelyReferenced(&slots[i].sample) else { continue }
-                if slots[i].sample!.hasWeakOrUnownedReferences {
-                    // Someone still sees it weakly: it keeps its bytes, and the slot a new sample
-                    // (the storage with it, since the old sample shares it).
-                    let s = SampleBuffer(jpeg: Data(), dimensions: dimensions, metadata: metadata)
-                    slots[i].sample = s
-                    slots[i].storage = Data()
-                    return (i, s)
-                }
-                let s = slots[i].sample!
-                // The sample lets go of its old bytes, so that the storage is the slot's alone
-                // and is written in place, not copied.
-                s.refill(jpeg: Data(), dimensions: dimensions, metadata: metadata)
                 // Moved, not copied: a second reference would make the write below copy it.
                 storage = slots[i].storage.take()
                 return (i, s)
@@ -442,6 +467,7 @@ package final class JPEGSampleRing: @unchecked Sendable {
         }
         guard case .success(let written) = result else {
             slots.withLock { $0[reserved.index].storage = storage }
+            reserved.sample.release()
             if case .failure(let error) = result { throw error }
             return nil
         }
@@ -450,7 +476,7 @@ package final class JPEGSampleRing: @unchecked Sendable {
         return reserved.sample
     }
 
-    /// A sample holding a copy of `jpeg`, or nil when others hold every sample.
+    /// A slot holding a copy of `jpeg`, with one hold, the caller's; nil when others hold every slot.
     package func sample(copying jpeg: UnsafeRawBufferPointer, dimensions: VideoDimensions, metadata: FrameMetadata) -> SampleBuffer? {
         sample(capacity: jpeg.count, dimensions: dimensions, metadata: metadata) { (out: UnsafeMutableRawBufferPointer) -> Int in
             if let src = jpeg.baseAddress, !jpeg.isEmpty { out.baseAddress!.copyMemory(from: src, byteCount: jpeg.count) }

@@ -16,7 +16,9 @@ import Foundation
 /// sample buffers of the pool's ring: each worker encodes straight into a sample nobody holds
 /// (no copy, and nothing allocated per frame once the ring is warm), so a frame that finished
 /// ahead of its turn just waits in its sample. `deliver` should return promptly because the
-/// frames after it wait for it; whoever keeps a sample keeps it out of the ring.
+/// frames after it wait for it; a consumer that keeps a sample beyond `deliver` takes a hold on
+/// it (`hold`), which keeps it out of the ring until released. The pool's own hold goes back
+/// once `deliver` returns.
 ///
 /// Thread-safe. Do not call `shutdown` from inside `deliver`.
 package final class JPEGEncoderPool: @unchecked Sendable {
@@ -254,6 +256,8 @@ private final class Core: @unchecked Sendable {
                 unlock()
                 if let sample = r.sample {
                     deliver(.encoded(sample, shared: r.shared))
+                    // The pool's hold on the ring's sample: consumers that keep it took their own.
+                    sample.release()
                 } else {
                     deliver(.failed(sequence: r.sequence, error: r.failure ?? CaptureError(.ioError, "no JPEG")))
                 }
@@ -317,6 +321,7 @@ private final class Core: @unchecked Sendable {
                     unlock()
                     if let sample {
                         deliver(.encoded(sample, shared: shared))
+                        sample.release()
                     } else {
                         deliver(.failed(sequence: sequence, error: failure ?? CaptureError(.ioError, "no JPEG")))
                     }

@@ -218,6 +218,8 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             }
             // The camera's JPEG, completed once for all that want it (and a still that can take it).
             var completed: (jpeg: SampleBuffer?, drop: DroppedFrames?)?
+            // The ring's hold on the completed JPEG, once every output has it (or took a hold).
+            defer { completed?.jpeg?.release() }
             if !raw, uses.contains(where: { if case .completed = $0 { true } else { false } }) {
                 completed = complete(sample)
             }
