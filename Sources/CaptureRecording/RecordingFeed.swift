@@ -107,6 +107,8 @@ final class RecordingFeed: H264Consumer, @unchecked Sendable {
             flushLost()
             held += 1
             heldPeak = max(heldPeak, held)
+            // (A hold keeps a JPEG slot from being rewritten, a lease's buffer out.)
+            sample.hold()
             push(.frame(sample, isCopy: false))
             return true
         }
@@ -129,11 +131,8 @@ final class RecordingFeed: H264Consumer, @unchecked Sendable {
 
     /// The recording queue is done with a frame `next()` gave it.
     func done(_ sample: SampleBuffer, isCopy: Bool) {
-        if isCopy {
-            sample.release()
-        } else {
-            lock.withLock { held -= 1 }
-        }
+        sample.release()
+        if !isCopy { lock.withLock { held -= 1 } }
     }
 
     func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) { enqueue(drop) }

@@ -117,7 +117,7 @@ public final class SampleBuffer: @unchecked Sendable {
     /// slot is not rewritten, until every hold is released. For holders inside the library that
     /// keep a frame beyond the call that gave it (a queue, an encoder); each `hold` is paired
     /// with exactly one `release`. A no-op for other samples. Any thread.
-    func hold() {
+    package func hold() {
         guard isHeldByCount else { return }
         holds.wrappingAdd(1, ordering: .relaxed)
     }

@@ -8,7 +8,7 @@ import Synchronization
 /// Both methods run under the input's route lock, on its capture thread or on a JPEG stage's
 /// encoder thread, in frame order: return quickly and never wait for anything that may wait for
 /// the session (its configuration, start or stop). A sample is valid for the call only: keep it
-/// with `heldFrame()` (a hold on the driver buffer) or copy what you need.
+/// with `heldFrame()` or `hold()` (a hold on the driver buffer, or on a JPEG slot) or copy what you need.
 package protocol FrameConsumer: AnyObject, Sendable {
     /// A good frame: the camera's (raw, or an MJPEG camera's JPEG made complete) or, when the
     /// port asks for JPEG, the JPEG the input's stage made of it once for every consumer.
