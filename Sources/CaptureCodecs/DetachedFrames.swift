@@ -4,7 +4,7 @@ import Foundation
 
 /// Storage for frames a consumer (the recorder, an H.264 stage that keeps every frame) is behind
 /// on, so that the camera's buffers (and the JPEG rings' samples) go back at once and no other
-/// output of the session loses a frame to a slow encoder (`CaptureVideoDataOutput.FrameDetacher`).
+/// output of the session loses a frame to a slow encoder.
 ///
 /// A frame is copied once, on the delivering thread, into a reused slot: raw frames and JPEG
 /// bytes as they are (a memcpy; a YUYV frame is converted for H.264 later, on the recording

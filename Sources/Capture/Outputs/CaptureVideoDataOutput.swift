@@ -22,8 +22,6 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         var wakeup: Wakeup?
         var discardsLate = true
         var settings = VideoSettings()
-        /// A frame consumer that takes nothing for now (see `takesNothing`).
-        var suspended = false
         /// A drain for the current `wakeup` is scheduled or running. A drain of an older
         /// delegate's wake-up never touches it (its queue may be busy for a long time).
         var busy = false
@@ -35,41 +33,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         var delivered = 0
         var dropped: [DropReason: Int] = [:]
         var latency = LatencyHistogram()
-        var detacher: FrameDetacher?
-        /// Frames waiting (or with the delegate) that hold the buffers they came in (not detached).
-        var heldFrames = 0
-        /// The most frames ever held at once (`heldFramesPeak`).
-        var heldFramesPeak = 0
     }
 
-    /// How a frame consumer that keeps a backlog (the recorder) lets go of the buffers frames come
-    /// in while it is behind: once `heldLimit` frames wait (or are with the delegate) holding
-    /// theirs, each new frame is handed to `detach` on the delivering thread (the capture thread
-    /// or a JPEG encoder thread) and its copy waits instead, so the driver's buffer (or the JPEG
-    /// ring's sample) goes back at once. `detach` returns a sample of the consumer's own storage
-    /// with one hold (the caller's), or nil when it has no room: the frame is then lost to this
-    /// consumer alone, as `.frameWasLate`. Only with `alwaysDiscardsLateVideoFrames` false.
-    package struct FrameDetacher: Sendable {
-        package var heldLimit: Int
-        package var detach: @Sendable (SampleBuffer) -> SampleBuffer?
-        package init(heldLimit: Int, detach: @escaping @Sendable (SampleBuffer) -> SampleBuffer?) {
-            self.heldLimit = max(0, heldLimit)
-            self.detach = detach
-        }
-    }
-
-    /// Frames captured and waiting for the delegate (not the one it has now). Any thread.
-    package var framesWaiting: Int { state.withLock { st in st.backlog.count(where: \.isFrame) } }
-
-    /// The most frames this output ever held in the buffers they came in at once, waiting or with
-    /// the delegate (a `FrameDetacher` keeps it at its `heldLimit`). Any thread.
-    package var heldFramesPeak: Int { state.withLock { $0.heldFramesPeak } }
-
-    /// See `FrameDetacher`; nil (the default): frames wait holding their buffers. Any thread.
-    package var frameDetacher: FrameDetacher? {
-        get { state.withLock { $0.detacher } }
-        set { state.withLock { $0.detacher = newValue } }
-    }
     /// A dispatch source is thread-safe; the type is just not marked so.
     private struct Wakeup: @unchecked Sendable {
         let source: DispatchSourceUserDataAdd
@@ -80,8 +45,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     private let wakeupIDs = Atomic<UInt64>(0)
     private enum Pending {
         /// A frame waiting; a frame lease here carries a hold this output took (see `enqueue`);
-        /// `held`: it holds the buffer it came in (not a consumer's copy).
-        case frame(SampleBuffer, CaptureConnection, held: Bool)
+        case frame(SampleBuffer, CaptureConnection)
         case drop(DroppedFrames, CaptureConnection)
         var isFrame: Bool { if case .frame = self { true } else { false } }
     }
@@ -156,9 +120,8 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// their holds back (their buffers go back to the driver unless someone else holds them).
     private static func discardBacklog(_ st: inout State) {
         var frames = 0
-        for case .frame(let f, _, let held) in st.backlog {
+        for case .frame(let f, _) in st.backlog {
             frames += 1
-            if held { st.heldFrames -= 1 }
             f.release()
         }
         if frames > 0 { st.dropped[.frameWasLate, default: 0] += frames }
@@ -243,23 +206,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     override var acceptedMediaTypes: Set<MediaType> { [.video] }
     override var preferredPixelFormat: PixelFormat? { state.withLock { $0.settings.pixelFormat } }
 
-    override var subscription: FrameSubscription {
-        state.withLock { $0.suspended ? FrameSubscription(off: true) : Self.subscription(of: $0.settings) }
-    }
-
-    /// A frame consumer that takes no frames and no drop reports for now (the recorder while it
-    /// takes a shared encoder's units instead); from the next frame on.
-    package var takesNothing: Bool {
-        get { state.withLock { $0.suspended } }
-        set {
-            guard
-                state.withLock({ s in
-                    defer { s.suspended = newValue }; return s.suspended != newValue
-                })
-            else { return }
-            subscriptionChanged()
-        }
-    }
+    override var subscription: FrameSubscription { state.withLock { Self.subscription(of: $0.settings) } }
 
     static func subscription(of settings: VideoSettings) -> FrameSubscription {
         guard let jpeg = settings.jpeg else { return FrameSubscription() }
@@ -279,57 +226,19 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// Queues a frame for the delegate and the async sequences (the drain converts it and hands
     /// it to both), with a hold of this output's on it until then.
     private func enqueue(_ sample: SampleBuffer, connection: CaptureConnection) {
-        // A consumer behind by `heldLimit` frames copies this one and lets go of its buffer.
-        let detach: (@Sendable (SampleBuffer) -> SampleBuffer?)? = state.withLock { st in
-            guard !st.discardsLate, let d = st.detacher, st.heldFrames >= d.heldLimit,
-                st.delegate != nil || !st.streams.isEmpty
-            else { return nil }
-            return d.detach
-        }
-        var copy: SampleBuffer?
-        if let detach {
-            // (Outside the lock: the copy takes a while, and the drain goes on meanwhile. One
-            // thread delivers a connection's frames, so the decision still holds.)
-            copy = detach(sample)
-            if copy == nil {
-                let job: Wakeup? = state.withLock { st in
-                    st.dropped[.frameWasLate, default: 0] += 1
-                    guard st.delegate != nil else { return nil }
-                    // A run of losses is one report, so the backlog does not grow while behind.
-                    if case .drop(var d, let c) = st.backlog.last, d.reason == .frameWasLate, c === connection {
-                        d.count += 1
-                        st.backlog[st.backlog.count - 1] = .drop(d, c)
-                        return nil
-                    }
-                    st.backlog.append(
-                        .drop(DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: sample.sequenceNumber), connection))
-                    return startDrainIfIdle(&st)
-                }
-                job?.poke()
-                return
-            }
-        }
         let (job, late): (Wakeup?, SampleBuffer?) = state.withLock { st in
-            guard st.delegate != nil || !st.streams.isEmpty else { return (nil, copy) }
+            guard st.delegate != nil || !st.streams.isEmpty else { return (nil, nil) }
             var late: SampleBuffer?
             if st.busy, st.discardsLate, let i = st.backlog.firstIndex(where: \.isFrame) {
                 // The delegate is still busy: the waiting frame is late, the new one replaces it.
-                if case .frame(let old, _, let held) = st.backlog[i] {
-                    if held { st.heldFrames -= 1 }
+                if case .frame(let old, _) = st.backlog[i] {
                     st.backlog[i] = .drop(DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: old.sequenceNumber), connection)
                     late = old
                 }
                 st.dropped[.frameWasLate, default: 0] += 1
             }
-            if let copy {
-                // The copy's one hold is the backlog's.
-                st.backlog.append(.frame(copy, connection, held: false))
-            } else {
-                sample.hold()
-                st.heldFrames += 1
-                st.heldFramesPeak = max(st.heldFramesPeak, st.heldFrames)
-                st.backlog.append(.frame(sample, connection, held: true))
-            }
+            sample.hold()
+            st.backlog.append(.frame(sample, connection))
             return (startDrainIfIdle(&st), late)
         }
         // Outside the lock: the last hold queues the buffer back to the driver.
@@ -362,13 +271,10 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         // sequences, both dealt with under the next step's lock.
         var handed: Int64?
         var forStreams: SampleBuffer?
-        // The frame just handed out held its buffer until now (for `heldFrames`).
-        var wasHeld = false
         var framesHanded = 0
         while true {
             var again: Wakeup?
             let next: (Pending, (any CaptureVideoDataOutputSampleBufferDelegate)?)? = state.withLock { st in
-                if wasHeld { st.heldFrames -= 1 }
                 if let handed { st.latency.record(handed) }
                 if let f = forStreams { for s in st.streams.values { s.yield(f) } }
                 // A newer delegate took over: its own drain carries on from here.
@@ -390,7 +296,6 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                 return (item, st.delegate)
             }
             handed = nil
-            wasHeld = false
             // The delegate and the sequences have had the last frame: unless one of them kept it,
             // its buffer goes back now.
             if forStreams != nil {
@@ -403,8 +308,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                 return
             }
             switch item {
-            case .frame(let sample, let connection, let held):
-                wasHeld = held
+            case .frame(let sample, let connection):
                 framesHanded += 1
                 // The hold `enqueue` took goes back once the frame is handed out (its face
                 // holds it for the app) or converted.
