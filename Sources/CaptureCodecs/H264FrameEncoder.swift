@@ -44,6 +44,15 @@ package final class H264FrameEncoder {
             try sample.withVideoImage { (image: ImageBuffer?) throws(CaptureError) in
                 guard let image else { throw CaptureError(.corruptFrame, "the frame has no image") }
                 if encoder == nil {
+                    // A format no route leads from to the encoder's pictures fails the stage at
+                    // once, rather than each frame alone.
+                    let f = image.pixelFormat
+                    guard f == .nv12 || f == .yuv420 || PixelFormatConverter.canConvert(from: f, to: .nv12) else {
+                        opening = H264StageError(
+                            code: .unsupportedCodec,
+                            message: "H.264 cannot be made of \(f) frames here: choose a YUV or MJPEG format of the camera")
+                        return
+                    }
                     do throws(H264StageError) {
                         encoder = try H264Encoder(
                             settings, dimensions: VideoDimensions(width: image.width, height: image.height), interval: interval,

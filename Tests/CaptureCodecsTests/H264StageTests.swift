@@ -127,6 +127,24 @@ import CaptureTestSupport
         withExtendedLifetime(p) {}
     }
 
+    /// A camera format the encoder has no route from (RGB) fails the stage once, with words.
+    @Test func framesItCannotEncodeFailTheStageOnce() async throws {
+        let r = try Rig("H264 rgb", .init(.rgb24, width: 320, height: 240, frameRates: [30]))
+        defer { r.rig.uninstall() }
+        let v = Viewer()
+        let p = r.port(v, H264Settings(preset: "ultrafast"))
+        try r.session.start()
+        #expect(await eventually(timeout: 30) { v.seen.withLock { !$0.failures.isEmpty } })
+        // Ten frames more: the failure is not told again for each.
+        let n = r.rig.collector.count
+        #expect(await eventually(timeout: 30) { r.rig.collector.count >= n + 10 })
+        r.session.stopRunning()
+        let s = v.seen.withLock { $0 }
+        #expect(s.units.isEmpty && s.failures.count == 1, "\(s.failures.map(\.message))")
+        #expect(s.failures.first?.code == .unsupportedCodec && s.failures.first?.message.contains("RGB") == true)
+        withExtendedLifetime(p) {}
+    }
+
     @Test func anEncoderThisFFmpegLacksIsReportedToItsConsumers() async throws {
         let r = try Rig("H264 missing")
         defer { r.rig.uninstall() }
