@@ -11,17 +11,18 @@ extension Command {
         usage: """
             usage: capture serve [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
                                  [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
-                                 [--allow-host NAME[,NAME...]]
+                                 [--allow-host NAME[,NAME...]] [--time-code]
                    (MJPEG at /stream and /?action=stream, /snapshot, /state, the camera web app at /;
                    an unplugged camera is served as offline and taken back when it returns;
                    answers to localhost names, IP literals and this machine's name, --allow-host for others;
+                   --time-code: the virtual camera shows each frame's capture time, for measuring latency;
                    Ctrl-C or SIGTERM stops it)
             """,
         options: Options(
             valued: [
                 "device", "preset", "size", "format", "fps", "quality", "host", "port", "user", "password", "allow-origin", "max-clients",
                 "allow-host",
-            ], exclusive: [presetOrSize]),
+            ], boolean: ["time-code"], exclusive: [presetOrSize]),
         run: serveCommand)
 }
 
@@ -50,6 +51,12 @@ func serveCommand(_ args: Arguments) throws {
     }
     ProcessSignals.unblock([SIGINT, SIGTERM])
     let device = try chooseCamera(args.values["device"])
+    if args.flags.contains("time-code") {
+        guard let camera = VirtualCamera.installed.first(where: { $0.uniqueID == device.uniqueID }) else {
+            throw ToolError(message: "--time-code draws into the virtual camera's frames: add --device virtual")
+        }
+        camera.showsTimeCode = true
+    }
     let still = CaptureStillImageOutput()
     still.outputSettings = .init(quality: max(quality, 90))
     // The server keeps answering while the camera is gone and takes it back when it returns

@@ -122,9 +122,11 @@ package final class FrameProducer: @unchecked Sendable {
                 label: settings.label)
         }
         let base = stream.pool.memory[index]
+        // (Taken as the frame is drawn, just before its capture time is.)
+        let timeCode = settings.timeCode ? Self.wallClockMilliseconds() : nil
         if let encoder {
             return try? encoder.encode(
-                renderer: renderer, version: version, sequence: sequence, into: base,
+                renderer: renderer, version: version, sequence: sequence, timeCode: timeCode, into: base,
                 capacity: stream.pool.capacity)
         }
         let canvas = PatternCanvas(base: base, width: stream.format.width, height: stream.format.height, layout: layout!)
@@ -132,7 +134,14 @@ package final class FrameProducer: @unchecked Sendable {
             renderer.drawBackground(canvas)
             rendered[index] = version
         }
-        renderer.drawFrame(canvas, sequence: sequence)
+        renderer.drawFrame(canvas, sequence: sequence, timeCode: timeCode)
         return stream.format.sizeImage
+    }
+
+    /// `CLOCK_REALTIME` in milliseconds, modulo 2^32: the time code's value.
+    private static func wallClockMilliseconds() -> UInt32 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return UInt32(truncatingIfNeeded: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
     }
 }

@@ -37,7 +37,7 @@ package final class MJPEGFrameEncoder {
     /// Draws frame `sequence` and compresses it into `destination` (`capacity` bytes, at least
     /// `bufferSize`). Returns the JPEG's length.
     package func encode(
-        renderer: PatternRenderer, version: UInt64, sequence: UInt32,
+        renderer: PatternRenderer, version: UInt64, sequence: UInt32, timeCode: UInt32? = nil,
         into destination: UnsafeMutableRawPointer, capacity: Int
     ) throws(CaptureError) -> Int {
         let canvas = PatternCanvas(base: planes, width: width, height: height, layout: .planar(rows: 1, cbFirst: true))
@@ -45,7 +45,7 @@ package final class MJPEGFrameEncoder {
             renderer.drawBackground(canvas)
             renderedVersion = version
         }
-        renderer.drawFrame(canvas, sequence: sequence)
+        renderer.drawFrame(canvas, sequence: sequence, timeCode: timeCode)
 
         let jpeg = try encoder.encode(
             UnsafeRawBufferPointer(start: planes, count: width * height * 2),

@@ -9,7 +9,10 @@ import Glibc
 // limited range for raw YUV formats and full range for MJPEG (JFIF) and RGB. From the top:
 //
 //   rows [0, counterRows)             frame counter: the sequence number, 32 cells, MSB first,
-//                                     white = 1, black = 0
+//                                     white = 1, black = 0; or, while the camera shows the time
+//                                     code, rows [0, 16) hold it instead (32 cells of 16x16
+//                                     pixels from x = 0, MSB first: the capture time in ms since
+//                                     the Unix epoch, modulo 2^32) and the counter is not drawn
 //   rows [counterRows, barsTop)       black band with a white box that moves with the sequence
 //   rows [barsTop, height)            eight equal colour bars; a camera's label, if it has
 //                                     one, in a black box at the right edge just under the band
@@ -50,6 +53,11 @@ package struct PatternGeometry: Sendable, Hashable {
 
     /// Centre of counter cell `bit` (0 = most significant), for reading the counter back.
     package func cellCentre(_ bit: Int) -> (x: Int, y: Int) { (bit * cellWidth + cellWidth / 2, counterRows / 2) }
+
+    /// The time code's cells: 16x16 pixels each, 32 of them from x = 0 in the top 16 rows.
+    package static let timeCodeCell = 16
+    /// Whether frames of this size hold the whole time code (512 pixels wide, 16 high).
+    package var holdsTimeCode: Bool { width >= Self.counterBits * Self.timeCodeCell && height >= Self.timeCodeCell }
 }
 
 /// A colour in every form the renderer writes.
@@ -281,6 +289,19 @@ package func readPatternCounter(geometry g: PatternGeometry, luma: (Int, Int) ->
     return value
 }
 
+/// Reads the time code back from a luma reader (nil as for the counter, or for frames too small
+/// to hold it).
+package func readPatternTimeCode(geometry g: PatternGeometry, luma: (Int, Int) -> UInt8?) -> UInt32? {
+    guard g.holdsTimeCode else { return nil }
+    var value: UInt32 = 0
+    let cell = PatternGeometry.timeCodeCell
+    for bit in 0..<PatternGeometry.counterBits {
+        guard let l = luma(bit * cell + cell / 2, cell / 2) else { return nil }
+        if l >= 170 { value |= 1 << UInt32(PatternGeometry.counterBits - 1 - bit) } else if l > 85 { return nil }
+    }
+    return value
+}
+
 /// Draws the virtual camera's picture into canvases of one size and layout.
 package struct PatternRenderer {
     package let geometry: PatternGeometry
@@ -313,11 +334,22 @@ package struct PatternRenderer {
         if let label { drawLabel(canvas, label) }
     }
 
-    /// What changes from frame to frame: the band with its box, and the counter.
-    package func drawFrame(_ canvas: PatternCanvas, sequence: UInt32) {
+    /// What changes from frame to frame: the band with its box, and the counter, or the time
+    /// code (`timeCode`: milliseconds) in its place.
+    package func drawFrame(_ canvas: PatternCanvas, sequence: UInt32, timeCode: UInt32? = nil) {
         let g = geometry
         canvas.fill(x: 0, y: g.counterRows, w: g.width, h: g.bandRows, black)
         canvas.fill(x: g.boxX(sequence: sequence), y: g.counterRows, w: g.boxSize, h: g.boxSize, white)
+        if let timeCode {
+            let cell = PatternGeometry.timeCodeCell, rows = min(cell, g.height)
+            for bit in 0..<PatternGeometry.counterBits where bit * cell < g.width {
+                let on = (timeCode >> UInt32(PatternGeometry.counterBits - 1 - bit)) & 1 == 1
+                canvas.fill(x: bit * cell, y: 0, w: min(cell, g.width - bit * cell), h: rows, on ? white : black)
+            }
+            let end = min(g.width, PatternGeometry.counterBits * cell)
+            canvas.fill(x: end, y: 0, w: g.width - end, h: rows, black)
+            return
+        }
         for bit in 0..<PatternGeometry.counterBits {
             let on = (sequence >> UInt32(PatternGeometry.counterBits - 1 - bit)) & 1 == 1
             canvas.fill(x: bit * g.cellWidth, y: 0, w: g.cellWidth, h: g.counterRows, on ? white : black)

@@ -186,6 +186,7 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         /// Bumped whenever the picture's static part changes.
         package var patternVersion: UInt64 = 0
         package var label: String?
+        package var showsTimeCode = false
     }
 
     package let state = Locked(State())
@@ -225,6 +226,18 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
                 $0.patternVersion &+= 1
             }
         }
+    }
+
+    /// Whether each frame shows the time it was captured, for measuring the latency from the
+    /// camera to a screen (a browser, a preview) by reading it back from the picture there: in
+    /// the top 16 rows, 32 blocks of 16x16 pixels from x = 0, most significant bit first, white =
+    /// 1 and black = 0, the capture time in milliseconds since the Unix epoch (`CLOCK_REALTIME`)
+    /// modulo 2^32. It takes the place of the frame counter (so `frameNumber(in:)` does not read
+    /// such frames); frames narrower than 512 pixels hold only its first width/16 bits. Read it
+    /// with `timeCode(in:)`. From the next frame on. Any thread.
+    public var showsTimeCode: Bool {
+        get { state.withLock { $0.showsTimeCode } }
+        set { state.withLock { $0.showsTimeCode = newValue } }
     }
 
     // MARK: Installation
@@ -499,7 +512,9 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     }
 
     /// The picture settings and their version, for the producer.
-    package func patternSettings() -> (kind: TestPatternKind, adjust: PatternColor.Adjustments, label: String?, version: UInt64) {
+    package func patternSettings() -> (
+        kind: TestPatternKind, adjust: PatternColor.Adjustments, label: String?, version: UInt64, timeCode: Bool
+    ) {
         state.withLock { s in
             let v = s.controlValues
             let kind = TestPatternKind(rawValue: v[ControlID.testPattern] ?? 0) ?? .colorBars75
@@ -507,7 +522,7 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
                 brightness: v[ControlID.brightness] ?? 128, contrast: v[ControlID.contrast] ?? 128,
                 saturation: v[ControlID.saturation] ?? 128,
                 exposure: VirtualCamera.exposureFactor(v))
-            return (kind, adjust, s.label, s.patternVersion)
+            return (kind, adjust, s.label, s.patternVersion, s.showsTimeCode)
         }
     }
 }
