@@ -30,9 +30,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     let port: FrameConsumerPort
     /// What the port brought, waiting for the recording queue.
     let feed: RecordingFeed
-    /// The session-side consumer of the microphone's audio.
-    let audioConsumer = CaptureAudioDataOutput(frameConsumer: ())
-    private let sink = RecordingAudioSink()
+    /// The output's port for the session's microphones (their buffers go to `feed` too).
+    let audioPort: FrameConsumerPort
     /// Frames that may wait for (or be with) the recording queue in the buffers they came in:
     /// beyond this one, frames are copied on receipt and their buffers go back at once. (A camera
     /// streams with 4 buffers: one being filled, one the capture thread hands on, one with a quick
@@ -105,21 +104,16 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         // recorder cannot keep it loses alone, counted. Idle, the port takes nothing.
         feed = RecordingFeed(heldLimit: Self.heldFrameLimit)
         port = FrameConsumerPort(encodedFor: feed, keepsEveryFrame: true)
+        audioPort = FrameConsumerPort(audioFor: feed)
         feed.port = port
-        // Audio shares the recording queue with a video encoder that may be seconds behind; it
-        // is small (10 s of 48 kHz stereo is under 2 MB), so it waits rather than being lost.
-        audioConsumer.maximumPendingDuration = .seconds(10)
-        sink.owner = self
-        audioConsumer.setSampleBufferDelegate(sink, queue: queue)
         feed.setDrain(on: queue) { [weak self] in self?.drainFeed() }
     }
 
     deinit {
         sessionWatch?.disarm()
-        audioConsumer.setSampleBufferDelegate(nil, queue: nil)
         if let token = eventToken { port.session?.removeEventHandler(token) }
         port.session?.removeFrameConsumer(port)
-        audioConsumer.session?.removeOutput(audioConsumer)
+        audioPort.session?.removeFrameConsumer(audioPort)
     }
 
     func locked<T>(_ body: (inout Shared) -> T) -> T {
@@ -133,10 +127,10 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// The session the output is in.
     public var session: CaptureSession? { port.session }
     /// The output's connections: one per camera and one per microphone of its session.
-    public var connections: [CaptureConnection] { port.connections + audioConsumer.connections }
+    public var connections: [CaptureConnection] { port.connections + audioPort.connections }
     /// The connection carrying `mediaType` (`.video`, or `.audio` from a microphone), or nil.
     public func connection(with mediaType: MediaType) -> CaptureConnection? {
-        mediaType == .audio ? audioConsumer.connection(with: .audio) : port.connection(with: mediaType)
+        mediaType == .audio ? audioPort.connection(with: .audio) : port.connection(with: mediaType)
     }
 
     /// How much of an MP4 recording is written at a time (one fragment): at most this much is

@@ -50,7 +50,7 @@ extension CaptureSession {
     /// `canAddOutput(output)` is false.
     public func addOutput(_ output: CaptureMovieFileOutput) {
         guard output.port.session == nil, addFrameConsumer(output.port) else { return }
-        addAudioConsumer(output.audioConsumer)
+        addFrameConsumer(output.audioPort)
         let watch = SessionWatch(output)
         output.sessionWatch = watch
         output.eventToken = addEventHandler { [weak output] event in
@@ -65,7 +65,7 @@ extension CaptureSession {
         if let token = output.eventToken { removeEventHandler(token) }
         output.eventToken = nil
         removeFrameConsumer(output.port)
-        removeOutput(output.audioConsumer)
+        removeFrameConsumer(output.audioPort)
         output.queue.async { output.finish(error: RecordingError(.sessionStopped, "the movie output was removed from its session")) }
     }
 }

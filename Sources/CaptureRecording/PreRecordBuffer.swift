@@ -138,7 +138,7 @@ extension CaptureMovieFileOutput {
             }
             return
         }
-        let wantsAudio = rec.settings.recordsAudio && audioConsumer.connection(with: .audio) != nil
+        let wantsAudio = rec.settings.recordsAudio && audioPort.connection(with: .audio) != nil
         let audio = rec.earlyAudio.first?.audioBuffer?.format
         if wantsAudio, audio == nil, frame.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
         let window = sb.window.components
@@ -167,7 +167,7 @@ extension CaptureMovieFileOutput {
         for f in written { rec.noteSequence(f.sequence) }
         rec.lastNanoseconds = (written.last?.at ?? attached.origin) - attached.origin
         for d in sb.drops where !(d.time < first) { rec.drops[d.reason, default: 0] += d.count }
-        rec.connections = [connection] + (rec.writer.hasAudio ? audioConsumer.connections : [])
+        rec.connections = [connection] + (rec.writer.hasAudio ? audioPort.connections : [])
         let duration = rec.duration, size = rec.writer.fileSize, frames = rec.frames
         locked { s in
             s.duration = duration

@@ -39,6 +39,16 @@ final class RecordingFeed: H264Consumer, @unchecked Sendable {
     /// Set once, before the port is in a session.
     weak var port: FrameConsumerPort?
 
+    /// Seconds of audio that wait at most: audio shares the recording queue with video that may
+    /// be seconds behind, and is small (10 s of 48 kHz stereo is under 2 MB), so it waits rather
+    /// than being lost.
+    static let audioLimit = 10.0
+    // Guarded by `lock`: the microphone's buffers waiting, and their frames.
+    private var audio: [SampleBuffer] = {
+        var a: [SampleBuffer] = []; a.reserveCapacity(64); return a
+    }()
+    private var audioFrames = 0
+
     /// JPEG frames that wait in the buffers they came in at most (see `CaptureMovieFileOutput.heldFrameLimit`).
     private let heldLimit: Int
     /// Copies of the JPEG frames beyond `heldLimit`.
@@ -135,7 +145,37 @@ final class RecordingFeed: H264Consumer, @unchecked Sendable {
         if !isCopy { lock.withLock { held -= 1 } }
     }
 
-    func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) { enqueue(drop) }
+    /// Frames the camera (or a stage) lost. (A microphone's losses are not counted as frames:
+    /// the file fills them with silence, from the buffers' times.)
+    func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) {
+        guard connection.mediaType == .video else { return }
+        enqueue(drop)
+    }
+
+    /// A microphone's buffer (the recorder's audio port): it waits too, up to `audioLimit` of
+    /// audio; beyond that a buffer is lost (a recorder seconds behind), and the file has silence
+    /// in its place.
+    func consumeAudio(_ sample: SampleBuffer, from connection: CaptureConnection) {
+        guard let pcm = sample.audioBuffer else { return }
+        let limit = Int(Double(pcm.format.sampleRate) * Self.audioLimit)
+        let queued: Bool = lock.withLock {
+            guard audioFrames + pcm.frameCount <= max(limit, pcm.frameCount) else { return false }
+            audio.append(sample)
+            audioFrames += pcm.frameCount
+            return true
+        }
+        if queued { wakeup?.add(data: 1) }
+    }
+
+    /// The microphone's next buffer, in order, or nil. Recording queue.
+    func nextAudio() -> SampleBuffer? {
+        lock.withLock {
+            guard !audio.isEmpty else { return nil }
+            let s = audio.removeFirst()
+            audioFrames -= s.audioBuffer?.frameCount ?? 0
+            return s
+        }
+    }
 
     func h264StageFailed(_ error: H264StageError, from connection: CaptureConnection) {
         lock.withLock { failure = error }
@@ -169,6 +209,7 @@ final class RecordingFeed: H264Consumer, @unchecked Sendable {
             default: break
             }
         }
+        while nextAudio() != nil {}
         lock.withLock {
             lost = nil
             overflow = []

@@ -44,8 +44,10 @@ enum RecordedFrame {
 
 // On the recording queue: the frames, audio and drops the session hands the output.
 extension CaptureMovieFileOutput {
-    /// What the port brought, in order: units, JPEG frames, drops, a stage's failure.
+    /// What the ports brought, in order: the microphone's buffers, then units, JPEG frames, drops,
+    /// a stage's failure.
     func drainFeed() {
+        while let sample = feed.nextAudio() { handleAudio(sample) }
         while let entry = feed.next() {
             switch entry {
             case .unit(let u):
@@ -103,7 +105,7 @@ extension CaptureMovieFileOutput {
             guard frame.isKeyFrame else { return }
             // With a microphone, the file opens once its format is known (its first buffer),
             // or without audio after a second of video and no audio.
-            let wantsAudio = rec.settings.recordsAudio && audioConsumer.connection(with: .audio) != nil
+            let wantsAudio = rec.settings.recordsAudio && audioPort.connection(with: .audio) != nil
             let audio = rec.earlyAudio.first?.audioBuffer?.format
             if wantsAudio, audio == nil, frame.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
             let interval = connection.device?.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
@@ -121,7 +123,7 @@ extension CaptureMovieFileOutput {
             rec.firstTime = frame.presentationTimeStamp
             rec.pauseOrigin = frame.presentationTimeStamp
             rec.resumesPassed = pauses.resumes(before: frame.presentationTimeStamp)
-            rec.connections = [connection] + (rec.writer.hasAudio ? audioConsumer.connections : [])
+            rec.connections = [connection] + (rec.writer.hasAudio ? audioPort.connections : [])
             guard announceStart(rec) else { return }
         } else if rec.format?.0 != pixelFormat || rec.format?.1 != dims {
             finish(

@@ -1,3 +1,4 @@
+import CaptureSystem
 @testable import Capture
 import CaptureTestSupport
 import Foundation
@@ -36,41 +37,54 @@ import Testing
         #expect(await collector.eventually(frames: more))
     }
 
-    /// Every holder inside the library gives its hold back: with a raw, a converted and a JPEG
-    /// output, stills and an async sequence running, a camera that stops sending leaves no
-    /// buffer out once the last frames were handed on.
+    /// Every holder inside the library gives its hold back: with a raw output, a JPEG and a raw
+    /// port whose consumers keep frames (as the server and the preview do) and stills running, a
+    /// camera that stops sending leaves no buffer out once the last frames were handed on.
     @Test func noHolderKeepsABufferOnceTheFramesAreHandedOn() async throws {
         let rig = try MisuseRig("LeaseHolders")
         defer { rig.uninstall() }
         let (session, raw, collector) = try rig.videoSession()
-        let convertedFrames = FrameCollector()
         let still = CaptureStillImageOutput()
-        // A session has one video data output; the converted and JPEG ones are frame consumers.
-        let consumerConverted = CaptureVideoDataOutput(frameConsumer: ())
-        consumerConverted.videoSettings = .init(pixelFormat: .bgra32)
-        consumerConverted.setSampleBufferDelegate(convertedFrames, queue: convertedFrames.queue)
-        let consumerJPEG = CaptureVideoDataOutput(frameConsumer: ())
-        consumerJPEG.videoSettings = .init(jpeg: .init(quality: 80))
-        #expect(session.addFrameConsumer(consumerConverted))
-        #expect(session.addFrameConsumer(consumerJPEG))
+        // Beside the app's output: a JPEG port whose consumer keeps each JPEG until the next
+        // (a hold, as the server's parts are made), and a raw port that keeps the newest frame
+        // as the preview does.
+        final class Keeper: FrameConsumer, @unchecked Sendable {
+            let kept = Locked<(SampleBuffer?, Int)>((nil, 0))
+            func consume(_ sample: SampleBuffer, from connection: CaptureConnection) {
+                sample.hold()
+                let old = kept.withLock { k in
+                    defer { k = (sample, k.1 + 1) }
+                    return k.0
+                }
+                old?.release()
+            }
+            func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) {}
+            var count: Int { kept.withLock { $0.1 } }
+            /// Gives back the frame kept last.
+            func letGo() {
+                let last = kept.withLock { k in
+                    defer { k.0 = nil }
+                    return k.0
+                }
+                last?.release()
+            }
+        }
+        let jpegKeeper = Keeper(), rawKeeper = Keeper()
+        let jpegPort = FrameConsumerPort(jpegKeeper, jpegQuality: 80), rawPort = FrameConsumerPort(rawKeeper)
+        #expect(session.addFrameConsumer(jpegPort))
+        #expect(session.addFrameConsumer(rawPort))
         #expect(session.canAddOutput(still))
         session.addOutput(still)
         let source = try rig.device.source()
         session.startRunning()
         defer { session.stopRunning() }
-        let stream = Task {
-            var n = 0
-            for await s in consumerJPEG.sampleBuffers() {
-                if s.jpegData != nil { n += 1 }
-                if n >= 10 { break }
-            }
-            return n
-        }
         #expect(await collector.eventually(frames: 10))
         let connection = try #require(still.connections.first)
         for _ in 0..<3 { _ = try await still.captureStillImage(from: connection) }
-        #expect(await stream.value == 10)
-        #expect(await convertedFrames.eventually(frames: 10))
+        #expect(await eventually(timeout: 20) { jpegKeeper.count >= 10 && rawKeeper.count >= 10 })
+        // The keepers let go of what they kept, as the preview does when it closes.
+        rawKeeper.letGo()
+        jpegKeeper.letGo()
         rig.camera.stall(for: nil)
         let settled = await eventually(timeout: 10) { source.buffersHeldByClients == 0 }
         #expect(settled, "\(source.buffersHeldByClients) buffers still out after the camera stopped sending")

@@ -182,23 +182,33 @@ import CaptureTestSupport
         defer { rig.uninstall() }
         let (session, video, collector) = try rig.videoSession()
         video.videoSettings = .init(jpeg: .init(quality: 80))
-        let consumer = CaptureVideoDataOutput(frameConsumer: ())
-        consumer.videoSettings = .init(jpeg: .init(quality: 60))
-        let consumed = FrameCollector()
-        consumer.setSampleBufferDelegate(consumed, queue: consumed.queue)
-        #expect(session.addFrameConsumer(consumer))
-        let still = CaptureStillImageOutput()
-        session.addOutput(still)
-        // Per frame, what each consumer got: the bytes and which sample held them.
+        // Per frame, what each consumer got: the bytes and which sample held them (the app gets
+        // the face of the sample the port gets).
         let bytes = Locked<[UInt64: [(Data, ObjectIdentifier)]]>([:])
         let keep: @Sendable (SampleBuffer) -> Void = { s in
-            if let d = s.jpegData { bytes.withLock { $0[s.sequenceNumber, default: []].append((d, ObjectIdentifier(s))) } }
+            if let d = s.jpegData {
+                bytes.withLock { $0[s.sequenceNumber, default: []].append((d, ObjectIdentifier(s.faceOwner ?? s))) }
+            }
         }
+        final class Port: FrameConsumer, @unchecked Sendable {
+            let keep: @Sendable (SampleBuffer) -> Void
+            let count = Locked(0)
+            init(_ keep: @escaping @Sendable (SampleBuffer) -> Void) { self.keep = keep }
+            func consume(_ sample: SampleBuffer, from connection: CaptureConnection) {
+                keep(sample)
+                count.withLock { $0 += 1 }
+            }
+            func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) {}
+        }
+        let consumer = Port(keep)
+        let port = FrameConsumerPort(consumer, jpegQuality: 60)
+        #expect(session.addFrameConsumer(port))
+        let still = CaptureStillImageOutput()
+        session.addOutput(still)
         collector.onFrame = keep
-        consumed.onFrame = keep
         try session.start()
         #expect(await collector.eventually(frames: 6, timeout: 20))
-        #expect(await consumed.eventually(frames: 6, timeout: 20))
+        #expect(await eventually(timeout: 20) { consumer.count.withLock { $0 } >= 6 })
         let connection = try #require(still.connection(with: .video))
         connection.videoOrientation = .portrait
         let sample = try await still.captureStillImage(from: connection)
@@ -210,7 +220,6 @@ import CaptureTestSupport
         let queued = Int(rig.camera.statistics.framesQueued)
         session.stopRunning()
         collector.queue.sync {}
-        consumed.queue.sync {}
         #expect(completions > 0 && completions <= queued, "\(completions) completions for \(queued) frames")
         #expect(still.ownEncodes == 0)
         // Every frame both consumers got was made once: the same sample, the same bytes.

@@ -110,16 +110,23 @@ import Testing
             "Turn \(format)", modes: [.init(format, width: 640, height: 480, frameRates: [30])], position: .external)
         defer { rig.uninstall() }
         let (session, output, collector) = (rig.session, rig.output, rig.collector)
-        let consumer = CaptureVideoDataOutput(frameConsumer: (), showsOrientation: true)
+        // A consumer that shows the turn itself (the preview's): it notes each frame's size.
+        final class SizeNoter: FrameConsumer, @unchecked Sendable {
+            let sizes = Locked<[VideoDimensions?]>([])
+            func consume(_ sample: SampleBuffer, from connection: CaptureConnection) {
+                let d = sample.dimensions
+                sizes.withLock { $0.append(d) }
+            }
+            func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) {}
+        }
+        let noter = SizeNoter()
+        let consumer = FrameConsumerPort(noter, showsOrientation: true)
         let latest = Locked<[ObjectIdentifier: SampleBuffer]>([:])
-        let consumerCollector = FrameCollector()
         collector.onFrame = { s in latest.withLock { $0[ObjectIdentifier(output)] = s } }
-        consumerCollector.onFrame = { s in latest.withLock { $0[ObjectIdentifier(consumer)] = s } }
-        consumer.setSampleBufferDelegate(consumerCollector, queue: consumerCollector.queue)
-        session.addOutput(consumer)
+        session.addFrameConsumer(consumer)
         // A consumer whose product does not show the turn (the recorder's, the server's) says so.
-        let plain = CaptureVideoDataOutput(frameConsumer: ())
-        session.addOutput(plain)
+        let plain = FrameConsumerPort(SizeNoter())
+        session.addFrameConsumer(plain)
         let connection = try #require(output.connection(with: .video))
         let consumerConnection = try #require(consumer.connection(with: .video))
         #expect(connection.isVideoRotationAngleSupported(90) && !connection.isVideoRotationAngleSupported(45))
@@ -168,8 +175,9 @@ import Testing
         }
         // The consumer's frames stay as the sensor gives them whatever its connection says.
         consumerConnection.videoRotationAngle = 90
-        let c = try #require(nextFrame(of: consumer, consumerCollector))
-        #expect(c.dimensions == VideoDimensions(width: 640, height: 480))
+        let n = noter.sizes.withLock { $0.count }
+        #expect(waitUntil(timeout: 20) { noter.sizes.withLock { $0.count } >= n + 3 })
+        #expect(noter.sizes.withLock { $0[(n + 2)...] }.allSatisfy { $0 == VideoDimensions(width: 640, height: 480) })
         // (Frames replaced while the delegate was busy are late, not lost to turning.)
         let dropped = output.statistics.dropped
         #expect(dropped[.outOfBuffers] == nil && dropped[.corrupt] == nil, "\(dropped)")

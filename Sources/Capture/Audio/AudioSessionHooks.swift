@@ -62,8 +62,8 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
     func start() throws(CaptureError) {
         let src = try input.device.openAudioSource()
         let outputs = routes.snapshot.compactMap { $0.output as? CaptureAudioDataOutput }
-        // The app's output chooses the format; a consumer (the recorder's) takes what it gets.
-        let chooser = outputs.first { !$0.isFrameConsumer } ?? outputs.first
+        // The app's output chooses the format; a consumer's port (the recorder's) takes what it gets.
+        let chooser = outputs.first
         let applied = try fromBackend { () throws(BackendError) in
             try src.configure(Self.request(for: chooser?.audioSettings, range: try src.formats()))
         }

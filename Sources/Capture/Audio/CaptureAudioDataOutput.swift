@@ -63,10 +63,6 @@ public final class CaptureAudioDataOutput: CaptureOutput, @unchecked Sendable {
 
     public override init() { super.init() }
 
-    /// An audio consumer for `CaptureSession.addAudioConsumer` (the package's recorder): the same
-    /// delivery as an output, beside the app's outputs.
-    package init(frameConsumer: Void) { super.init(frameConsumer: true) }
-
     /// Sets the delegate and the serial queue its methods run on (nil removes the delegate).
     public func setSampleBufferDelegate(_ delegate: (any CaptureAudioDataOutputSampleBufferDelegate)?, queue: DispatchQueue?) {
         state.withLock {

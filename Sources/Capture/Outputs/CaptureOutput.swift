@@ -42,12 +42,11 @@ public class CaptureOutput: @unchecked Sendable {
         var connections: [CaptureConnection] = []
     }
 
-    /// A frame consumer of the package (preview, server, recorder): not in the session's
-    /// `outputs`, and exempt from the one-output-per-kind rule.
-    let isFrameConsumer: Bool
+    init() {}
 
-    init() { isFrameConsumer = false }
-    init(frameConsumer: Bool) { isFrameConsumer = frameConsumer }
+    /// A consumer's port inside the package (preview, server, recorder; `FrameConsumerPort`):
+    /// not in the session's `outputs`, and exempt from the one-output-per-kind rule.
+    var isConsumerPort: Bool { self is FrameConsumerPort }
 
     /// The session the output belongs to.
     public var session: CaptureSession? { outputState.withLock { $0.session } }

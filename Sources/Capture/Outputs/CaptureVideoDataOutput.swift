@@ -58,26 +58,10 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     private let conversions = OwnedFrames()
     private let turns = OwnedFrames()
 
-    public override init() {
-        consumerShowsOrientation = false
-        super.init()
-    }
+    public override init() { super.init() }
 
-    /// A frame consumer for `CaptureSession.addFrameConsumer` (the package's preview, server
-    /// and recorder): the same delivery as an output, beside the app's outputs. Its frames are
-    /// never turned; `showsOrientation`: its product shows its connection's turn (the preview).
-    package init(frameConsumer: Void, showsOrientation: Bool = false) {
-        consumerShowsOrientation = showsOrientation
-        super.init(frameConsumer: true)
-    }
-
-    // An app's output turns and mirrors pixels as its connection asks; a frame consumer only
-    // when its product shows the turn itself (the preview), never its pixels.
-    override var supportsOrientation: Bool { !isFrameConsumer || consumerShowsOrientation }
-
-    /// Whether this frame consumer's product applies its connection's turn and mirroring itself
-    /// (the preview draws them), so that the connection says it supports them.
-    private let consumerShowsOrientation: Bool
+    // The output turns and mirrors pixels as its connection asks.
+    override var supportsOrientation: Bool { true }
 
     /// Pixel formats `videoSettings` can ask for when the device does not deliver them.
     public static let convertiblePixelFormats: [PixelFormat] = [.bgra32, .xbgr32, .nv12, .yuyv]
@@ -375,7 +359,7 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
     /// `isVideoMirrored`), into an owned buffer; as it is when it needs neither, or is in a format
     /// or size `FrameTransform` cannot take (JPEG, MJPEG, odd sizes of subsampled formats).
     private func turned(_ sample: SampleBuffer, for connection: CaptureConnection) throws(CaptureError) -> SampleBuffer {
-        guard !isFrameConsumer, let transform = connection.frameTransform, !transform.isIdentity, let image = sample.videoImage,
+        guard let transform = connection.frameTransform, !transform.isIdentity, let image = sample.videoImage,
             let meta = sample.videoMetadata,
             let size = transform.output(image.pixelFormat, width: image.width, height: image.height)
         else { return sample }

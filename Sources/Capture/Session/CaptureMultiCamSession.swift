@@ -68,7 +68,7 @@ extension CaptureSession {
                     i.mediaTypes.contains(m) && !unlinkedInputs.contains(ObjectIdentifier(i))
                         && !stagedLinks.contains { l in
                             guard l.input === i, l.mediaType == m, let other = l.output else { return false }
-                            return type(of: other) == type(of: o) && other.isFrameConsumer == o.isFrameConsumer
+                            return type(of: other) == type(of: o) && other.isConsumerPort == o.isConsumerPort
                         }
                 }
                 if let free { stagedLinks.append(CaptureConnection(input: free, output: o, mediaType: m)) }

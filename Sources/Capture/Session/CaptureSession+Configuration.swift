@@ -99,13 +99,12 @@ extension CaptureSession {
         allConnections = list
     }
 
-    /// The first output's wish, else the first frame consumer's: the app's outputs choose the
-    /// device format before the package's consumers do. Each wish is read once: another thread
+    /// The first output's wish: the app's outputs choose the device format (the package's
+    /// consumers' ports have none). Each wish is read once: another thread
     /// may change an output's settings meanwhile (a lazy `compactMap(...).first` reads twice and
     /// traps when the second read is nil).
     func preferredPixelFormat(_ outputs: [CaptureOutput]) -> PixelFormat? {
-        for o in outputs where !o.isFrameConsumer { if let f = o.preferredPixelFormat { return f } }
-        for o in outputs where o.isFrameConsumer { if let f = o.preferredPixelFormat { return f } }
+        for o in outputs { if let f = o.preferredPixelFormat { return f } }
         return nil
     }
 

@@ -9,7 +9,7 @@ extension CaptureSession {
     /// The inputs, including changes not yet committed.
     public var inputs: [CaptureInput] { lock.withLock { stagedInputs } }
     /// The outputs, including changes not yet committed.
-    public var outputs: [CaptureOutput] { lock.withLock { stagedOutputs.filter { !$0.isFrameConsumer } } }
+    public var outputs: [CaptureOutput] { lock.withLock { stagedOutputs.filter { !$0.isConsumerPort } } }
     /// Every connection between the session's inputs and outputs.
     public var connections: [CaptureConnection] { lock.withLock { allConnections } }
 
@@ -117,7 +117,7 @@ extension CaptureSession {
             if isMultiCam { return !stagedOutputs.contains { $0 === output } }
             // Frame consumers (preview, server, recorder) may be many, beside the outputs.
             return !stagedOutputs.contains {
-                $0 === output || (!output.isFrameConsumer && !$0.isFrameConsumer && type(of: $0) == type(of: output))
+                $0 === output || (!output.isConsumerPort && !$0.isConsumerPort && type(of: $0) == type(of: output))
             }
         }
     }
@@ -160,50 +160,24 @@ extension CaptureSession {
         if case .rejected(let e) = commitConfiguration() { throw e }
     }
 
-    /// Adds a frame consumer: a video data output made with `init(frameConsumer:)`. Like an
-    /// output it gets a connection per camera and its frames (raw, converted or JPEG, per its
-    /// `videoSettings`; a JPEG product is encoded once for every consumer and output that wants
-    /// it), on its own queue, newest first when it falls behind (`alwaysDiscardsLateVideoFrames`),
-    /// with every lost frame reported; unlike one it is not in `outputs`, and any number may be
-    /// added. Returns false (and changes nothing) if it is not a frame consumer or is in a session.
+    /// Adds the port of a consumer the route table calls directly (see `FrameConsumer`): like an
+    /// output it gets a connection per camera (or microphone, for an audio port); unlike one it is
+    /// not in `outputs`, and any number may be added. Returns false if it is in a session.
     @discardableResult
-    package func addFrameConsumer(_ consumer: CaptureVideoDataOutput) -> Bool { addConsumer(consumer) }
-
-    private func addConsumer(_ consumer: CaptureOutput) -> Bool {
-        guard consumer.isFrameConsumer else { return false }
+    package func addFrameConsumer(_ port: FrameConsumerPort) -> Bool {
         var added = false
         change {
-            guard canAddOutput(consumer) else { return }
-            stagedOutputs.append(consumer)
-            if isMultiCam { automaticOutputs.insert(ObjectIdentifier(consumer)) }
-            consumer.attach(to: self)
+            guard canAddOutput(port) else { return }
+            stagedOutputs.append(port)
+            if isMultiCam { automaticOutputs.insert(ObjectIdentifier(port)) }
+            port.attach(to: self)
             added = true
         }
         return added
     }
 
-    /// Removes a frame consumer; once this returns the capture threads no longer call it.
-    package func removeFrameConsumer(_ consumer: CaptureVideoDataOutput) { removeOutput(consumer) }
-
-    /// Adds the port of a consumer the route table calls directly (see `FrameConsumer`), as
-    /// `addFrameConsumer(_:)` does for a consumer with a queue. Returns false if it is in a session.
-    @discardableResult
-    package func addFrameConsumer(_ port: FrameConsumerPort) -> Bool { addConsumer(port) }
-
     /// Removes a consumer's port; when this returns the consumer is not called any more.
     package func removeFrameConsumer(_ port: FrameConsumerPort) { removeOutput(port) }
-
-    /// Adds an audio consumer (an audio data output made with `init(frameConsumer:)`, the
-    /// recorder's), as `addFrameConsumer` does for video: a connection per microphone, beside the
-    /// app's outputs and not in `outputs`. Returns false (and changes nothing) if it is not a
-    /// consumer or is in a session. Remove it with `removeOutput`.
-    @discardableResult
-    package func addAudioConsumer(_ consumer: CaptureAudioDataOutput) -> Bool { addConsumer(consumer) }
-
-    /// The frame consumers, in the order they were added.
-    package var frameConsumers: [CaptureVideoDataOutput] {
-        lock.withLock { stagedOutputs.compactMap { $0.isFrameConsumer ? $0 as? CaptureVideoDataOutput : nil } }
-    }
 
     /// The ports of the consumers the route table calls directly, in the order they were added.
     package var consumerPorts: [FrameConsumerPort] {

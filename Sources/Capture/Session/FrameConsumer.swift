@@ -15,6 +15,14 @@ package protocol FrameConsumer: AnyObject, Sendable {
     func consume(_ sample: SampleBuffer, from connection: CaptureConnection)
     /// Frames lost before this consumer (by the camera, or by a JPEG stage that fell behind).
     func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection)
+    /// A microphone's buffer, for a consumer whose port takes audio (on the input's reader
+    /// thread, under its route lock). The sample is the consumer's to keep.
+    func consumeAudio(_ sample: SampleBuffer, from connection: CaptureConnection)
+}
+
+extension FrameConsumer {
+    /// Video consumers take no audio.
+    package func consumeAudio(_ sample: SampleBuffer, from connection: CaptureConnection) {}
 }
 
 /// A `FrameConsumer`'s place in a session's graph: it gets a connection per camera (the preview
@@ -26,6 +34,8 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
     package private(set) weak var consumer: (any FrameConsumer)?
     private let fixedSubscription: FrameSubscription
     private let showsOrientation: Bool
+    /// What the port connects to: cameras, or microphones (an audio port).
+    private let media: MediaType
     /// What the port takes instead of `fixedSubscription`, when set.
     private let wish = Locked<FrameSubscription?>(nil)
     private let keyFrameWanted = Atomic<Bool>(false)
@@ -40,7 +50,19 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
         fixedSubscription = CaptureVideoDataOutput.subscription(
             of: .init(jpeg: jpegQuality.map { .init(quality: $0) }))
         self.showsOrientation = showsOrientation
-        super.init(frameConsumer: true)
+        media = .video
+        super.init()
+    }
+
+    /// A port for `consumer`'s audio: a connection per microphone, each buffer to
+    /// `consumeAudio`, each loss to `consumeDrop`.
+    package init(audioFor consumer: any FrameConsumer) {
+        self.consumer = consumer
+        keepsEveryFrame = false
+        fixedSubscription = FrameSubscription()
+        showsOrientation = false
+        media = .audio
+        super.init()
     }
 
     /// Whether the consumer wants every frame of its encoded product (a file): the product's
@@ -53,7 +75,8 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
         self.keepsEveryFrame = keepsEveryFrame
         fixedSubscription = FrameSubscription(off: true)
         showsOrientation = false
-        super.init(frameConsumer: true)
+        media = .video
+        super.init()
     }
 
     /// The encoded product (H.264) the consumer takes instead of frames, or nil for what the port
@@ -89,7 +112,7 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
         keyFrameWanted.load(ordering: .acquiring) && keyFrameWanted.exchange(false, ordering: .acquiringAndReleasing)
     }
 
-    override var acceptedMediaTypes: Set<MediaType> { [.video] }
+    override var acceptedMediaTypes: Set<MediaType> { [media] }
     override var supportsOrientation: Bool { showsOrientation }
     override var subscription: FrameSubscription { wish.withLock { $0 } ?? fixedSubscription }
 
@@ -101,5 +124,8 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
     }
     override func handleDrop(_ drop: DroppedFrames, connection: CaptureConnection) {
         consumer?.consumeDrop(drop, from: connection)
+    }
+    override func handleAudio(_ sample: SampleBuffer, connection: CaptureConnection) {
+        consumer?.consumeAudio(sample, from: connection)
     }
 }
