@@ -3,10 +3,10 @@ import CaptureCodecs
 import CaptureSystem
 import Foundation
 
-// Pre-record: the encoder and the audio kept while no recording is under way, and a
-// recording that starts with them.
+// Pre-record: the video (the stage's units, or JPEG) and the audio kept while no recording is
+// under way, and a recording that starts with them.
 extension CaptureMovieFileOutput {
-    /// Pre-record's encoder and what it was given, while no recording is under way.
+    /// Pre-record's writer (its ring) and what it was given, while no recording is under way.
     final class Standby {
         let writer: MovieWriter
         let settings: MovieOutputSettings
@@ -37,13 +37,13 @@ extension CaptureMovieFileOutput {
     }
 
     /// How much of the past a recording starts with (picamera2's `CircularOutput`, a motion
-    /// trigger's "before"). While the output is not recording, the session's frames are encoded
-    /// (H.264) or kept as they came (MJPEG) and the newest `preRecordDuration` of them is kept,
+    /// trigger's "before"). While the output is not recording, the session's H.264 stage encodes
+    /// the frames (or they are kept as JPEG for MJPEG) and the newest `preRecordDuration` is kept,
     /// from a keyframe on; `startRecording` then begins the file with the newest keyframe at or
     /// before `preRecordDuration` before the call (so up to one keyframe interval more), and
     /// the microphone's audio from the same time. Memory: the encoded video of this duration
     /// plus one keyframe interval, and its audio as captured. `.zero` (the default) keeps
-    /// nothing, and the encoder runs only while recording. Takes effect at once; changing the
+    /// nothing, and the output takes frames only while recording. Takes effect at once; changing the
     /// settings or the fragment interval starts the kept past over.
     public var preRecordDuration: Duration {
         get { locked { $0.preRecord } }
@@ -53,7 +53,7 @@ extension CaptureMovieFileOutput {
         }
     }
 
-    /// On the queue: starts, restarts or ends pre-record's encoder to match the settings, and
+    /// On the queue: starts, restarts or ends pre-record's writer to match the settings, and
     /// asks the session for its frames (or for none) while no recording is under way.
     func refreshStandby() {
         let connection = port.connection(with: .video)

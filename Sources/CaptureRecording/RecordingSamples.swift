@@ -3,8 +3,8 @@ import CaptureCodecs
 import CaptureSystem
 import Foundation
 
-/// A frame as the recorder writes it: the camera's (MJPEG, or raw for pre-record's encoder) or
-/// a unit of the session's shared H.264 stage.
+/// A frame as the recorder writes it: a JPEG (an MJPEG recording's) or a unit of the session's
+/// shared H.264 stage.
 enum RecordedFrame {
     case sample(SampleBuffer)
     case unit(H264AccessUnit)
