@@ -29,7 +29,9 @@ final class H264Encoder {
             throw H264StageError(
                 code: .unsupportedCodec, message: "this FFmpeg has no \(name) encoder: install Debian's libavcodec, or record .mjpeg")
         }
-        guard let enc = avcodec_alloc_context3(codec), let pic = av_frame_alloc(), let pkt = av_packet_alloc() else {
+        let (c, f, p) = (avcodec_alloc_context3(codec), av_frame_alloc(), av_packet_alloc())
+        guard let enc = c, let pic = f, let pkt = p else {
+            Self.free(c, f, p)
             throw H264StageError(code: .encoderFailed, message: "out of memory for the encoder")
         }
         context = enc
@@ -72,19 +74,14 @@ final class H264Encoder {
         }
         let r = avcodec_open2(enc, codec, &opts)
         guard r >= 0 else {
-            var c: UnsafeMutablePointer<AVCodecContext>? = enc
-            avcodec_free_context(&c)
-            var p: UnsafeMutablePointer<AVFrame>? = pic
-            av_frame_free(&p)
-            var k: UnsafeMutablePointer<AVPacket>? = pkt
-            av_packet_free(&k)
+            Self.free(enc, pic, pkt)
             if !software {
                 throw H264StageError(
                     code: .unsupportedCodec,
-                    message: "no V4L2 memory-to-memory H.264 encoder could be opened here (\(Self.message(r))): use the libx264 encoder")
+                    message: "no V4L2 memory-to-memory H.264 encoder could be opened here (\(ffMessage(r))): use the libx264 encoder")
             }
             throw H264StageError(
-                code: .encoderFailed, message: "libx264 refused \(dimensions.width)x\(dimensions.height): \(Self.message(r))")
+                code: .encoderFailed, message: "libx264 refused \(dimensions.width)x\(dimensions.height): \(ffMessage(r))")
         }
         if let extra = enc.pointee.extradata, enc.pointee.extradata_size > 0 {
             parameterSets = Data(bytes: extra, count: Int(enc.pointee.extradata_size))
@@ -96,19 +93,17 @@ final class H264Encoder {
         pic.pointee.height = enc.pointee.height
     }
 
-    deinit {
-        var c: UnsafeMutablePointer<AVCodecContext>? = context
-        avcodec_free_context(&c)
-        var p: UnsafeMutablePointer<AVFrame>? = picture
-        av_frame_free(&p)
-        var k: UnsafeMutablePointer<AVPacket>? = packet
-        av_packet_free(&k)
-    }
+    deinit { Self.free(context, picture, packet) }
 
-    static func message(_ code: Int32) -> String {
-        var buf = [CChar](repeating: 0, count: 128)
-        av_strerror(code, &buf, buf.count)
-        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    /// Frees what an encoder allocated (any of them may be nil: an allocation that failed).
+    private static func free(
+        _ context: UnsafeMutablePointer<AVCodecContext>?, _ picture: UnsafeMutablePointer<AVFrame>?,
+        _ packet: UnsafeMutablePointer<AVPacket>?
+    ) {
+        var c = context, f = picture, p = packet
+        avcodec_free_context(&c)
+        av_frame_free(&f)
+        av_packet_free(&p)
     }
 
     /// The picture's planes in one buffer of ours, the chroma right after the luma (as the
@@ -199,11 +194,11 @@ final class H264Encoder {
         picture.pointee.pts = index
         picture.pointee.pict_type = key ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         let r = avcodec_send_frame(context, picture)
-        guard r >= 0 else { throw H264StageError(code: .encoderFailed, message: "\(name) failed on a frame: \(Self.message(r))") }
+        guard r >= 0 else { throw H264StageError(code: .encoderFailed, message: "\(name) failed on a frame: \(ffMessage(r))") }
         while true {
             let g = avcodec_receive_packet(context, packet)
-            if g == -EAGAIN || g == -Int32(bitPattern: 0x2046_4F45) { return }
-            guard g >= 0 else { throw H264StageError(code: .encoderFailed, message: "\(name) failed: \(Self.message(g))") }
+            if g == -EAGAIN || g == averrorEOF { return }
+            guard g >= 0 else { throw H264StageError(code: .encoderFailed, message: "\(name) failed: \(ffMessage(g))") }
             body(
                 UnsafeRawBufferPointer(start: packet.pointee.data, count: Int(packet.pointee.size)),
                 packet.pointee.flags & AV_PKT_FLAG_KEY != 0, packet.pointee.pts)

@@ -33,9 +33,6 @@ package final class H264FrameEncoder {
         self.progress = progress
     }
 
-    /// The encoder that runs (`libx264`, `h264_v4l2m2m`).
-    package var name: String { settings.encoder }
-
     /// Copies (NV12, I420) or converts (other formats, MJPEG decoded) `sample` into the encoder's
     /// picture: after this the caller may let go of the frame.
     package func load(_ sample: SampleBuffer) throws(Failure) {

@@ -1,4 +1,5 @@
 import Capture
+import CaptureCodecs
 internal import CFFmpeg
 import Foundation
 

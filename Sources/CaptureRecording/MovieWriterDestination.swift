@@ -1,19 +1,10 @@
 import Capture
+import CaptureCodecs
 internal import CFFmpeg
 import Foundation
 
 // Where a writer's bytes go: the file (`Destination`) or RTSP, FFmpeg's I/O callbacks into it,
 // and the errors of its writes.
-
-/// FFmpeg's `AVERROR_EOF` (a macro Swift cannot import): `-MKTAG('E', 'O', 'F', ' ')`.
-let averrorEOF: Int32 = -Int32(bitPattern: 0x2046_4F45)
-
-/// FFmpeg's message for an error code.
-func ffMessage(_ code: Int32) -> String {
-    var buf = [CChar](repeating: 0, count: 128)
-    if av_strerror(code, &buf, buf.count) < 0 { return "FFmpeg error \(code)" }
-    return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-}
 
 /// The recording error for a failed write (`code` is FFmpeg's, a negative errno for I/O).
 func writeError(_ code: Int32, _ what: String, path: String) -> RecordingError {
