@@ -279,9 +279,14 @@ package func patternLuma(
 /// Reads the frame counter back from a luma reader; nil when a cell is neither black nor white
 /// (the picture is not the virtual camera's, or is damaged).
 package func readPatternCounter(geometry g: PatternGeometry, luma: (Int, Int) -> UInt8?) -> UInt32? {
+    readPatternBits(at: g.cellCentre, luma: luma)
+}
+
+/// The 32 bits of black and white cells whose centres `centre` gives (MSB first), or nil.
+private func readPatternBits(at centre: (Int) -> (x: Int, y: Int), luma: (Int, Int) -> UInt8?) -> UInt32? {
     var value: UInt32 = 0
     for bit in 0..<PatternGeometry.counterBits {
-        let (x, y) = g.cellCentre(bit)
+        let (x, y) = centre(bit)
         guard let l = luma(x, y) else { return nil }
         // Black is 0 (full) or 16 (limited), white 255 or 235: anything in between is not ours.
         if l >= 170 { value |= 1 << UInt32(PatternGeometry.counterBits - 1 - bit) } else if l > 85 { return nil }
@@ -293,13 +298,8 @@ package func readPatternCounter(geometry g: PatternGeometry, luma: (Int, Int) ->
 /// to hold it).
 package func readPatternTimeCode(geometry g: PatternGeometry, luma: (Int, Int) -> UInt8?) -> UInt32? {
     guard g.holdsTimeCode else { return nil }
-    var value: UInt32 = 0
     let cell = PatternGeometry.timeCodeCell
-    for bit in 0..<PatternGeometry.counterBits {
-        guard let l = luma(bit * cell + cell / 2, cell / 2) else { return nil }
-        if l >= 170 { value |= 1 << UInt32(PatternGeometry.counterBits - 1 - bit) } else if l > 85 { return nil }
-    }
-    return value
+    return readPatternBits(at: { (x: $0 * cell + cell / 2, y: cell / 2) }, luma: luma)
 }
 
 /// Draws the virtual camera's picture into canvases of one size and layout.
@@ -341,21 +341,22 @@ package struct PatternRenderer {
         canvas.fill(x: 0, y: g.counterRows, w: g.width, h: g.bandRows, black)
         canvas.fill(x: g.boxX(sequence: sequence), y: g.counterRows, w: g.boxSize, h: g.boxSize, white)
         if let timeCode {
-            let cell = PatternGeometry.timeCodeCell, rows = min(cell, g.height)
-            for bit in 0..<PatternGeometry.counterBits where bit * cell < g.width {
-                let on = (timeCode >> UInt32(PatternGeometry.counterBits - 1 - bit)) & 1 == 1
-                canvas.fill(x: bit * cell, y: 0, w: min(cell, g.width - bit * cell), h: rows, on ? white : black)
-            }
-            let end = min(g.width, PatternGeometry.counterBits * cell)
-            canvas.fill(x: end, y: 0, w: g.width - end, h: rows, black)
-            return
+            drawBits(canvas, timeCode, cell: PatternGeometry.timeCodeCell, rows: min(PatternGeometry.timeCodeCell, g.height))
+        } else {
+            drawBits(canvas, sequence, cell: g.cellWidth, rows: g.counterRows)
         }
-        for bit in 0..<PatternGeometry.counterBits {
-            let on = (sequence >> UInt32(PatternGeometry.counterBits - 1 - bit)) & 1 == 1
-            canvas.fill(x: bit * g.cellWidth, y: 0, w: g.cellWidth, h: g.counterRows, on ? white : black)
+    }
+
+    /// `value` as 32 cells `cell` pixels wide and `rows` high from the top left corner, MSB first
+    /// (white = 1; cells past the right edge left out), and the rest of those rows black, so
+    /// that nothing an injected fault scribbled there stays.
+    private func drawBits(_ canvas: PatternCanvas, _ value: UInt32, cell: Int, rows: Int) {
+        let width = geometry.width
+        for bit in 0..<PatternGeometry.counterBits where bit * cell < width {
+            let on = (value >> UInt32(PatternGeometry.counterBits - 1 - bit)) & 1 == 1
+            canvas.fill(x: bit * cell, y: 0, w: min(cell, width - bit * cell), h: rows, on ? white : black)
         }
-        // The rest of the counter rows, so that nothing an injected fault scribbled there stays.
-        let end = PatternGeometry.counterBits * g.cellWidth
-        canvas.fill(x: end, y: 0, w: g.width - end, h: g.counterRows, black)
+        let end = min(width, PatternGeometry.counterBits * cell)
+        canvas.fill(x: end, y: 0, w: width - end, h: rows, black)
     }
 }
