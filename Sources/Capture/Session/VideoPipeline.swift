@@ -61,12 +61,16 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         self.routes = RouteTable(connections)
         // Force-unwrapped safely: a video input's source was opened when the input was made.
         self.source = (try? input.device.source())!
-        let interval = input.device.activeVideoMinFrameDuration?.seconds ?? (1.0 / 30)
+        let frameInterval = input.device.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
+        let interval = frameInterval.seconds
         self.stallTimeout = .milliseconds(Int64(max(2.0, 10 * interval) * 1000))
         self.nominalInterval = interval
+        self.nominalFrameInterval = frameInterval
     }
     /// Seconds per frame the device was set to; a floor for estimating frames lost while dry.
     private let nominalInterval: Double
+    /// The same as set (the encoded-product stages' rate).
+    private let nominalFrameInterval: FrameInterval
 
     func setConnections(_ list: [CaptureConnection]) { routes.replace(with: list) }
 
@@ -289,9 +293,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
     /// route lock (the stage is made there, it delivers later).
     private func encodedStage(for product: EncodedProduct) -> Int {
         if let i = encodedStages.firstIndex(where: { $0.product == product }) { return i }
-        let outlet = EncodedStageOutlet(
-            product: product, routes: routes, encodes: stageEncodes,
-            frameInterval: input.device.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30))
+        let outlet = EncodedStageOutlet(product: product, routes: routes, encodes: stageEncodes, frameInterval: nominalFrameInterval)
         // A generation no table has: the first frame is a key frame.
         encodedStages.append(EncodedStageEntry(product: product, stage: product.makeStage(outlet), generation: .max))
         return encodedStages.count - 1
@@ -324,8 +326,9 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         return asked
     }
 
-    /// Shuts down the stages (JPEG and encoded) whose last frame fed `which` picks, delivering what
-    /// they hold. Capture thread, never under the route lock: the stages' deliveries take it.
+    /// Shuts down the stages whose last frame fed `which` picks: a JPEG stage delivers what it
+    /// holds, an encoded one finishes its encode under way. Capture thread, never under the route
+    /// lock: the stages' deliveries take it.
     private func shutDownStages(_ which: (_ lastFed: UInt64) -> Bool) {
         var gone: [JPEGStage] = []
         stages.removeAll { s in
