@@ -126,7 +126,7 @@ let package = Package(
             }),
         // WebRTC: the shared H.264 stage's units and the microphone as Opus to browsers, one
         // webrtcbin per viewer (a WHEP answerer's engine); a product of its own, so the core needs no GStreamer.
-        .target(name: "CaptureWebRTC", dependencies: ["Capture", "CaptureCodecs", "CaptureSystem", "CCaptureWebRTCShim"]),
+        .target(name: "CaptureWebRTC", dependencies: ["Capture", "CaptureCodecs", "CaptureServer", "CaptureSystem", "CCaptureWebRTCShim"]),
         .executableTarget(
             name: "CaptureTool", dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureSystem"],
             path: "Sources/CaptureTool"),

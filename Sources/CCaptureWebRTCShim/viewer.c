@@ -343,11 +343,17 @@ void capture_webrtc_viewer_free(capture_webrtc_pipeline *p, capture_webrtc_viewe
     v->closed = TRUE;
     g_mutex_unlock(&v->lock);
     g_mutex_lock(&p->lock);
+    // The webrtcbin stops first: a queue's task may be blocked pushing into it (a viewer whose
+    // DTLS never came up holds buffers back), and only a flushing webrtcbin lets that push
+    // return, so that the queue's task can stop below.
+    if (v->webrtc) {
+        if (v->state_handler) g_signal_handler_disconnect(v->webrtc, v->state_handler);
+        v->state_handler = 0;
+        gst_element_set_state(v->webrtc, GST_STATE_NULL);
+    }
     branch_remove(p, &v->video);
     branch_remove(p, &v->audio);
     if (v->webrtc) {
-        if (v->state_handler) g_signal_handler_disconnect(v->webrtc, v->state_handler);
-        gst_element_set_state(v->webrtc, GST_STATE_NULL);
         // (A webrtcbin never added to the bin is still floating: the bin's removal frees it.)
         if (GST_OBJECT_PARENT(v->webrtc)) {
             gst_bin_remove(GST_BIN(p->pipeline), v->webrtc);
