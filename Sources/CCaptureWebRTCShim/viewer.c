@@ -199,16 +199,21 @@ static void branch_start(struct branch *b) {
     gst_object_unref(queue_in);
 }
 
-/// Stops and frees a branch. Under the pipeline's lock.
+/// Stops the flow into a branch: the packetizer's tee lets go of the queue. Under the pipeline's lock.
+static void branch_stop(struct branch *b) {
+    if (!b->tee_pad) return;
+    GstPad *queue_in = gst_element_get_static_pad(b->queue, "sink");
+    gst_pad_unlink(b->tee_pad, queue_in);
+    gst_object_unref(queue_in);
+    gst_element_release_request_pad(b->packetizer->tee, b->tee_pad);
+    gst_object_unref(b->tee_pad);
+    b->tee_pad = NULL;
+}
+
+/// Frees a stopped branch, once its webrtcbin is stopped (until it connects, webrtcbin blocks
+/// the queue's thread in its pad: the queue stops only after that push is flushed). Under the
+/// pipeline's lock.
 static void branch_remove(capture_webrtc_pipeline *p, struct branch *b) {
-    if (b->tee_pad) {
-        GstPad *queue_in = gst_element_get_static_pad(b->queue, "sink");
-        gst_pad_unlink(b->tee_pad, queue_in);
-        gst_object_unref(queue_in);
-        gst_element_release_request_pad(b->packetizer->tee, b->tee_pad);
-        gst_object_unref(b->tee_pad);
-        b->tee_pad = NULL;
-    }
     if (b->queue) {
         gst_element_set_state(b->queue, GST_STATE_NULL);
         gst_bin_remove(GST_BIN(p->pipeline), b->queue);
@@ -280,12 +285,23 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
     if (ok) {
         gst_util_set_object_arg(G_OBJECT(v->webrtc), "bundle-policy", "max-bundle");
         if (stun) g_object_set(v->webrtc, "stun-server", stun, NULL);
+        // Playing before it joins the pipeline, on the pipeline's clock and base time: its
+        // state messages then go nowhere (posted through the pipeline they kept it alive after
+        // its removal), and it plays before the offer, as the answering side must.
+        GstClock *clock = gst_pipeline_get_clock(GST_PIPELINE(p->pipeline));
+        gst_element_set_clock(v->webrtc, clock);
+        gst_element_set_base_time(v->webrtc, gst_element_get_base_time(p->pipeline));
+        gst_element_set_start_time(v->webrtc, GST_CLOCK_TIME_NONE);
+        if (clock) gst_object_unref(clock);
+        ok = gst_element_set_state(v->webrtc, GST_STATE_PLAYING) != GST_STATE_CHANGE_FAILURE;
+        if (!ok) *error = g_strdup("webrtcbin does not start (is gstreamer1.0-nice installed?)");
+    }
+    if (ok) {
         gst_bin_add(GST_BIN(p->pipeline), v->webrtc);
         ok = branch_add(p, v, &v->video, video_caps, TRUE, video_pt, queue_packets, error) &&
              (!audio_caps || branch_add(p, v, &v->audio, audio_caps, FALSE, audio_pt, queue_packets, error));
     }
     // The answering side: playing first, then the offer, the answer, the local description.
-    if (ok) ok = gst_element_sync_state_with_parent(v->webrtc);
     if (ok) {
         branch_start(&v->video);
         if (audio_caps) branch_start(&v->audio);
@@ -320,7 +336,7 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
             if (gathering == GST_WEBRTC_ICE_GATHERING_STATE_COMPLETE || g_get_monotonic_time() > deadline) break;
             g_usleep(5000);
         }
-        GstWebRTCSessionDescription *described = NULL;
+            GstWebRTCSessionDescription *described = NULL;
         g_object_get(v->webrtc, "local-description", &described, NULL);
         if (described) {
             *answer = gst_sdp_message_as_text(described->sdp);
@@ -343,18 +359,21 @@ void capture_webrtc_viewer_free(capture_webrtc_pipeline *p, capture_webrtc_viewe
     v->closed = TRUE;
     g_mutex_unlock(&v->lock);
     g_mutex_lock(&p->lock);
-    branch_remove(p, &v->video);
-    branch_remove(p, &v->audio);
+    branch_stop(&v->video);
+    branch_stop(&v->audio);
     if (v->webrtc) {
         if (v->state_handler) g_signal_handler_disconnect(v->webrtc, v->state_handler);
+        // Out of the bin before it stops: what it posts while stopping then holds no reference to
+        // it on the pipeline (a webrtcbin stopped inside the bin was never freed). A webrtcbin
+        // never added is still floating.
+        gst_object_ref_sink(v->webrtc);
+        if (GST_OBJECT_PARENT(v->webrtc)) gst_bin_remove(GST_BIN(p->pipeline), v->webrtc);
         gst_element_set_state(v->webrtc, GST_STATE_NULL);
-        // (A webrtcbin never added to the bin is still floating: the bin's removal frees it.)
-        if (GST_OBJECT_PARENT(v->webrtc)) {
-            gst_bin_remove(GST_BIN(p->pipeline), v->webrtc);
-        } else {
-            gst_object_unref(gst_object_ref_sink(v->webrtc));
-        }
+        gst_object_unref(v->webrtc);
+        v->webrtc = NULL;
     }
+    branch_remove(p, &v->video);
+    branch_remove(p, &v->audio);
     g_mutex_unlock(&p->lock);
     g_mutex_clear(&v->lock);
     g_free(v);

@@ -107,14 +107,49 @@ final class BrowserPeer: @unchecked Sendable {
         try #require(try await line(with: "offers", timeout: 30)["offers"] as? [String])
     }
 
-    func send(answers: [String?]) throws {
-        let body = try JSONSerialization.data(withJSONObject: ["answers": answers.map { $0 ?? NSNull() as Any }])
+    /// Answers pages (nil leaves a page unanswered for now); `measure` starts the measurement.
+    func send(answers: [String?] = [], measure: Bool = true) throws {
+        let body = try JSONSerialization.data(
+            withJSONObject: ["answers": answers.map { $0 ?? NSNull() as Any }, "measure": measure] as [String: Any])
         try input.fileHandleForWriting.write(contentsOf: body + Data("\n".utf8))
     }
 
     func report(timeout: Double = 30) async throws -> [[String: Any]] {
         try #require(try await line(with: "viewers", timeout: timeout)["viewers"] as? [[String: Any]])
     }
+}
+
+/// A compact offer as a browser makes it (recvonly H.264 and Opus, bundled, ICE and DTLS
+/// attributes), for tests that need no browser on the other side.
+func syntheticOffer(
+    videoPayloadType: Int = 102, profile: String = "42e01f", packetizationMode: Int = 1, audio: Bool = true, video: Bool = true
+) -> String {
+    var lines = [
+        "v=0", "o=- 4611731400430051336 2 IN IP4 127.0.0.1", "s=-", "t=0 0",
+        "a=group:BUNDLE" + (video ? " 0" : "") + (audio ? " 1" : ""), "a=msid-semantic: WMS",
+    ]
+    let transport = [
+        "c=IN IP4 0.0.0.0", "a=rtcp:9 IN IP4 0.0.0.0", "a=ice-ufrag:Ab12", "a=ice-pwd:abcdefghijklmnopqrstuvwx",
+        "a=ice-options:trickle",
+        "a=fingerprint:sha-256 EF:F5:F9:C3:E7:E5:4B:1E:F9:32:79:61:39:80:03:35:7B:9C:19:95:43:6F:9D:D6:E8:5A:72:39:68:80:26:26",
+        "a=setup:actpass",
+    ]
+    if video {
+        let pt = videoPayloadType
+        lines +=
+            ["m=video 9 UDP/TLS/RTP/SAVPF \(pt)"] + transport + [
+                "a=mid:0", "a=recvonly", "a=rtcp-mux", "a=rtcp-rsize", "a=rtpmap:\(pt) H264/90000", "a=rtcp-fb:\(pt) ccm fir",
+                "a=rtcp-fb:\(pt) nack", "a=rtcp-fb:\(pt) nack pli",
+                "a=fmtp:\(pt) level-asymmetry-allowed=1;packetization-mode=\(packetizationMode);profile-level-id=\(profile)",
+            ]
+    }
+    if audio {
+        lines +=
+            ["m=audio 9 UDP/TLS/RTP/SAVPF 111"] + transport + [
+                "a=mid:1", "a=recvonly", "a=rtcp-mux", "a=rtpmap:111 opus/48000/2", "a=fmtp:111 minptime=10;useinbandfec=1",
+            ]
+    }
+    return lines.joined(separator: "\r\n") + "\r\n"
 }
 
 /// Open descriptors and threads of this process.
