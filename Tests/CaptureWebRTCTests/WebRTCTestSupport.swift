@@ -152,6 +152,20 @@ func syntheticOffer(
     return lines.joined(separator: "\r\n") + "\r\n"
 }
 
+/// Seconds of CPU this process used so far (user and system).
+func processCPUSeconds() -> Double {
+    var u = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &u)
+    return Double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + Double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6
+}
+
+/// The median and the 95th percentile of `values` (nil when empty).
+func percentiles(_ values: [Double]) -> (p50: Double, p95: Double)? {
+    guard !values.isEmpty else { return nil }
+    let s = values.sorted()
+    return (s[s.count / 2], s[min(s.count - 1, s.count * 95 / 100)])
+}
+
 /// Open descriptors and threads of this process.
 struct Resources: CustomStringConvertible {
     var descriptors: Int
