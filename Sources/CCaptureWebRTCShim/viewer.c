@@ -285,23 +285,15 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
     if (ok) {
         gst_util_set_object_arg(G_OBJECT(v->webrtc), "bundle-policy", "max-bundle");
         if (stun) g_object_set(v->webrtc, "stun-server", stun, NULL);
-        // Playing before it joins the pipeline, on the pipeline's clock and base time: its
-        // state messages then go nowhere (posted through the pipeline they kept it alive after
-        // its removal), and it plays before the offer, as the answering side must.
-        GstClock *clock = gst_pipeline_get_clock(GST_PIPELINE(p->pipeline));
-        gst_element_set_clock(v->webrtc, clock);
-        gst_element_set_base_time(v->webrtc, gst_element_get_base_time(p->pipeline));
-        gst_element_set_start_time(v->webrtc, GST_CLOCK_TIME_NONE);
-        if (clock) gst_object_unref(clock);
-        ok = gst_element_set_state(v->webrtc, GST_STATE_PLAYING) != GST_STATE_CHANGE_FAILURE;
-        if (!ok) *error = g_strdup("webrtcbin does not start (is gstreamer1.0-nice installed?)");
-    }
-    if (ok) {
         gst_bin_add(GST_BIN(p->pipeline), v->webrtc);
         ok = branch_add(p, v, &v->video, video_caps, TRUE, video_pt, queue_packets, error) &&
              (!audio_caps || branch_add(p, v, &v->audio, audio_caps, FALSE, audio_pt, queue_packets, error));
     }
     // The answering side: playing first, then the offer, the answer, the local description.
+    if (ok) {
+        ok = gst_element_sync_state_with_parent(v->webrtc);
+        if (!ok) *error = g_strdup("webrtcbin does not start (is gstreamer1.0-nice installed?)");
+    }
     if (ok) {
         branch_start(&v->video);
         if (audio_caps) branch_start(&v->audio);
@@ -363,12 +355,11 @@ void capture_webrtc_viewer_free(capture_webrtc_pipeline *p, capture_webrtc_viewe
     branch_stop(&v->audio);
     if (v->webrtc) {
         if (v->state_handler) g_signal_handler_disconnect(v->webrtc, v->state_handler);
-        // Out of the bin before it stops: what it posts while stopping then holds no reference to
-        // it on the pipeline (a webrtcbin stopped inside the bin was never freed). A webrtcbin
-        // never added is still floating.
+        // Stopped, and out of the pipeline, before its queues (their threads may wait in its pads
+        // until it stops); one never added to the pipeline is still floating.
         gst_object_ref_sink(v->webrtc);
-        if (GST_OBJECT_PARENT(v->webrtc)) gst_bin_remove(GST_BIN(p->pipeline), v->webrtc);
         gst_element_set_state(v->webrtc, GST_STATE_NULL);
+        if (GST_OBJECT_PARENT(v->webrtc)) gst_bin_remove(GST_BIN(p->pipeline), v->webrtc);
         gst_object_unref(v->webrtc);
         v->webrtc = NULL;
     }
