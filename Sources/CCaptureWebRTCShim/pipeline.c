@@ -45,7 +45,9 @@ static GstBusSyncReply on_bus(GstBus *bus, GstMessage *message, gpointer data) {
         g_clear_error(&err);
         g_free(debug);
     }
-    // Nobody pops the bus: every message is dropped here, so none piles up.
+    // Nobody pops the bus: every message is dropped here, so none piles up. A sync handler that
+    // drops a message owns it (each one keeps a reference to the element that posted it).
+    gst_message_unref(message);
     return GST_BUS_DROP;
 }
 

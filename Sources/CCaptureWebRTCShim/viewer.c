@@ -199,16 +199,21 @@ static void branch_start(struct branch *b) {
     gst_object_unref(queue_in);
 }
 
-/// Stops and frees a branch. Under the pipeline's lock.
+/// Stops the flow into a branch: the packetizer's tee lets go of the queue. Under the pipeline's lock.
+static void branch_stop(struct branch *b) {
+    if (!b->tee_pad) return;
+    GstPad *queue_in = gst_element_get_static_pad(b->queue, "sink");
+    gst_pad_unlink(b->tee_pad, queue_in);
+    gst_object_unref(queue_in);
+    gst_element_release_request_pad(b->packetizer->tee, b->tee_pad);
+    gst_object_unref(b->tee_pad);
+    b->tee_pad = NULL;
+}
+
+/// Frees a stopped branch, once its webrtcbin is stopped (until it connects, webrtcbin blocks
+/// the queue's thread in its pad: the queue stops only after that push is flushed). Under the
+/// pipeline's lock.
 static void branch_remove(capture_webrtc_pipeline *p, struct branch *b) {
-    if (b->tee_pad) {
-        GstPad *queue_in = gst_element_get_static_pad(b->queue, "sink");
-        gst_pad_unlink(b->tee_pad, queue_in);
-        gst_object_unref(queue_in);
-        gst_element_release_request_pad(b->packetizer->tee, b->tee_pad);
-        gst_object_unref(b->tee_pad);
-        b->tee_pad = NULL;
-    }
     if (b->queue) {
         gst_element_set_state(b->queue, GST_STATE_NULL);
         gst_bin_remove(GST_BIN(p->pipeline), b->queue);
@@ -285,7 +290,10 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
              (!audio_caps || branch_add(p, v, &v->audio, audio_caps, FALSE, audio_pt, queue_packets, error));
     }
     // The answering side: playing first, then the offer, the answer, the local description.
-    if (ok) ok = gst_element_sync_state_with_parent(v->webrtc);
+    if (ok) {
+        ok = gst_element_sync_state_with_parent(v->webrtc);
+        if (!ok) *error = g_strdup("webrtcbin does not start (is gstreamer1.0-nice installed?)");
+    }
     if (ok) {
         branch_start(&v->video);
         if (audio_caps) branch_start(&v->audio);
@@ -320,7 +328,7 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
             if (gathering == GST_WEBRTC_ICE_GATHERING_STATE_COMPLETE || g_get_monotonic_time() > deadline) break;
             g_usleep(5000);
         }
-        GstWebRTCSessionDescription *described = NULL;
+            GstWebRTCSessionDescription *described = NULL;
         g_object_get(v->webrtc, "local-description", &described, NULL);
         if (described) {
             *answer = gst_sdp_message_as_text(described->sdp);
@@ -343,24 +351,20 @@ void capture_webrtc_viewer_free(capture_webrtc_pipeline *p, capture_webrtc_viewe
     v->closed = TRUE;
     g_mutex_unlock(&v->lock);
     g_mutex_lock(&p->lock);
-    // The webrtcbin stops first: a queue's task may be blocked pushing into it (a viewer whose
-    // DTLS never came up holds buffers back), and only a flushing webrtcbin lets that push
-    // return, so that the queue's task can stop below.
+    branch_stop(&v->video);
+    branch_stop(&v->audio);
     if (v->webrtc) {
         if (v->state_handler) g_signal_handler_disconnect(v->webrtc, v->state_handler);
-        v->state_handler = 0;
+        // Stopped, and out of the pipeline, before its queues (their threads may wait in its pads
+        // until it stops); one never added to the pipeline is still floating.
+        gst_object_ref_sink(v->webrtc);
         gst_element_set_state(v->webrtc, GST_STATE_NULL);
+        if (GST_OBJECT_PARENT(v->webrtc)) gst_bin_remove(GST_BIN(p->pipeline), v->webrtc);
+        gst_object_unref(v->webrtc);
+        v->webrtc = NULL;
     }
     branch_remove(p, &v->video);
     branch_remove(p, &v->audio);
-    if (v->webrtc) {
-        // (A webrtcbin never added to the bin is still floating: the bin's removal frees it.)
-        if (GST_OBJECT_PARENT(v->webrtc)) {
-            gst_bin_remove(GST_BIN(p->pipeline), v->webrtc);
-        } else {
-            gst_object_unref(gst_object_ref_sink(v->webrtc));
-        }
-    }
     g_mutex_unlock(&p->lock);
     g_mutex_clear(&v->lock);
     g_free(v);

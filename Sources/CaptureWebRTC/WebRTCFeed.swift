@@ -3,6 +3,15 @@ import Capture
 import CaptureCodecs
 import Foundation
 
+/// The shim's pipeline, freed when the last of its users (the feed, a viewer, an answer under
+/// way) lets go of it. Thread-safe (the shim serialises its graph changes).
+final class WebRTCGraph: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+    // (Its queued units are released here, their holds let go.)
+    deinit { capture_webrtc_pipeline_free(pointer) }
+}
+
 /// The GStreamer graph (the shim's pipeline) and the session's side of it: the shared H.264
 /// stage's units and the microphone's buffers go in here, on the stage's and the microphone's
 /// threads; a viewer's key-frame request comes back out to the stage. Thread-safe: a lock keeps
@@ -10,7 +19,7 @@ import Foundation
 final class WebRTCFeed: H264Consumer, @unchecked Sendable {
     private let lock = NSLock()
     // Guarded by `lock`.
-    private var graph: OpaquePointer?
+    private var graph: WebRTCGraph?
     private var audioFormat: AudioFormat?
     private var scratch: [UInt8] = []
     private var failure: H264StageError?
@@ -34,7 +43,7 @@ final class WebRTCFeed: H264Consumer, @unchecked Sendable {
             let text = takeString(error) ?? "GStreamer could not build the WebRTC graph"
             throw WebRTCError(.missingElement, "\(text): check the GStreamer installation (gstreamer1.0-plugins-base, -good, -bad)")
         }
-        graph = made
+        graph = WebRTCGraph(made)
     }
 
     deinit { close() }
@@ -50,20 +59,18 @@ final class WebRTCFeed: H264Consumer, @unchecked Sendable {
         }
     }
 
-    /// Frees the graph; pushes after this do nothing. Any thread; viewers must be freed first.
+    /// Lets go of the graph (freed once no viewer or answer holds it); pushes after this do
+    /// nothing. Any thread.
     func close() {
-        let g: OpaquePointer? = lock.withLock {
+        let g = lock.withLock {
             defer { graph = nil }
             return graph
         }
-        // (Its queued units are released here, their holds let go.)
-        if let g { capture_webrtc_pipeline_free(g) }
+        _ = consume g
     }
 
-    /// Runs `body` with the graph, or returns nil once it is closed.
-    func withGraph<T>(_ body: (OpaquePointer) -> T) -> T? {
-        lock.withLock { graph.map(body) }
-    }
+    /// The graph, or nil once closed.
+    var currentGraph: WebRTCGraph? { lock.withLock { graph } }
 
     func setSending(_ on: Bool) { lock.withLock { sending = on } }
 
@@ -75,7 +82,7 @@ final class WebRTCFeed: H264Consumer, @unchecked Sendable {
     /// A unit into the graph without a copy: held until GStreamer lets go of its buffer.
     func consume(_ unit: H264AccessUnit, from connection: CaptureConnection) {
         lock.withLock {
-            guard let graph else { return }
+            guard let graph = graph?.pointer else { return }
             unit.hold()
             let ctx = Unmanaged.passRetained(unit).toOpaque()
             let release: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
@@ -107,7 +114,7 @@ final class WebRTCFeed: H264Consumer, @unchecked Sendable {
     func consumeAudio(_ sample: SampleBuffer, from connection: CaptureConnection) {
         guard let pcm = sample.audioBuffer, pcm.frameCount > 0 else { return }
         lock.withLock {
-            guard sending, let graph else { return }
+            guard sending, let graph = graph?.pointer else { return }
             let format = pcm.format
             if format != audioFormat {
                 audioFormat = format

@@ -138,13 +138,13 @@ public final class WebRTCPublisher: @unchecked Sendable {
             pending -= 1
             switch made {
             case .failure(let e): return .failure(e)
-            case .success(let (pointer, answer)):
+            case .success(let (viewer, answer)):
                 if stopped { return .failure(WebRTCError(.stopped, "the WebRTC publisher was stopped")) }
-                viewersByID[id] = Viewer(pointer: pointer, handle: handle, hasAudio: offer.audioPayloadType != nil && sendsAudio)
+                viewersByID[id] = viewer
                 return .success((id, answer))
             }
         }
-        if case .success(let (pointer, _)) = made, case .failure = outcome { release(pointer, handle) }
+        if case .success(let (viewer, _)) = made, case .failure = outcome { release(viewer) }
         updateSubscription()
         return outcome
     }
@@ -152,7 +152,8 @@ public final class WebRTCPublisher: @unchecked Sendable {
     /// The shim's viewer for an offer, and its answer.
     private func makeViewer(
         offer sdp: String, parsed offer: WebRTCOffer, handle: ViewerHandle
-    ) -> Result<(OpaquePointer, String), WebRTCError> {
+    ) -> Result<(Viewer, String), WebRTCError> {
+        guard let graph = feed.currentGraph else { return .failure(WebRTCError(.stopped, "the WebRTC publisher was stopped")) }
         let ctx = Unmanaged.passRetained(handle).toOpaque()
         let stun = configuration.stunServer.map { $0.hasPrefix("stun://") ? $0 : "stun://\($0)" }
         let timeout = Int32(
@@ -160,22 +161,21 @@ public final class WebRTCPublisher: @unchecked Sendable {
                 + configuration.gatheringTimeout.components.attoseconds / 1_000_000_000_000_000)
         var answer: UnsafeMutablePointer<CChar>?
         var error: UnsafeMutablePointer<CChar>?
-        let pointer: OpaquePointer?? = feed.withGraph { graph in
-            capture_webrtc_viewer_new(
-                graph, sdp, Int32(offer.videoPayloadType), Int32(offer.audioPayloadType ?? -1), stun, Self.queuePackets, timeout,
-                { ctx, state in Unmanaged<ViewerHandle>.fromOpaque(ctx!).takeUnretainedValue().stateChanged(state) }, ctx,
-                &answer, &error)
-        }
-        guard let made = pointer, let viewer = made else {
+        let pointer = capture_webrtc_viewer_new(
+            graph.pointer, sdp, Int32(offer.videoPayloadType), Int32(offer.audioPayloadType ?? -1), stun, Self.queuePackets, timeout,
+            { ctx, state in Unmanaged<ViewerHandle>.fromOpaque(ctx!).takeUnretainedValue().stateChanged(state) }, ctx,
+            &answer, &error)
+        guard let pointer else {
             Unmanaged<ViewerHandle>.fromOpaque(ctx).release()
-            let text = takeString(error) ?? "the publisher was stopped"
+            let text = takeString(error) ?? "no reason given"
             return .failure(WebRTCError(.negotiationFailed, "GStreamer could not answer the offer: \(text)"))
         }
+        let viewer = Viewer(pointer: pointer, graph: graph, handle: handle, hasAudio: offer.audioPayloadType != nil && sendsAudio)
         let text = takeString(answer) ?? ""
         // webrtcbin rejects an m-line it cannot serve with port 0: an answer without video is none.
         let video = text.split(whereSeparator: \.isNewline).first { $0.hasPrefix("m=video") }
         guard let video, !video.hasPrefix("m=video 0 "), text.contains("H264/90000") else {
-            release(viewer, handle)
+            release(viewer)
             return .failure(
                 WebRTCError(
                     .negotiationFailed, "GStreamer could not agree on H.264 with the offer (payload type \(offer.videoPayloadType))"))
@@ -188,7 +188,7 @@ public final class WebRTCPublisher: @unchecked Sendable {
     @discardableResult
     public func end(id: String) -> Bool {
         guard let v = lock.withLock({ viewersByID.removeValue(forKey: id) }) else { return false }
-        release(v.pointer, v.handle)
+        release(v)
         updateSubscription()
         return true
     }
@@ -200,18 +200,16 @@ public final class WebRTCPublisher: @unchecked Sendable {
             defer { viewersByID = [:] }
             return Array(viewersByID.values)
         }
-        for v in all { release(v.pointer, v.handle) }
+        for v in all { release(v) }
         session?.removeFrameConsumer(videoPort)
         if let audioPort { session?.removeFrameConsumer(audioPort) }
         feed.close()
     }
 
     /// Frees a viewer in the shim and lets go of its handle.
-    private func release(_ pointer: OpaquePointer, _ handle: ViewerHandle) {
-        viewerLock.withLock {
-            _ = feed.withGraph { graph in capture_webrtc_viewer_free(graph, pointer) }
-        }
-        Unmanaged.passUnretained(handle).release()
+    private func release(_ viewer: Viewer) {
+        viewerLock.withLock { capture_webrtc_viewer_free(viewer.graph.pointer, viewer.pointer) }
+        Unmanaged.passUnretained(viewer.handle).release()
     }
 
     /// The encoder runs while someone watches (and audio is encoded then).
@@ -249,6 +247,8 @@ public final class WebRTCPublisher: @unchecked Sendable {
 
     private struct Viewer {
         var pointer: OpaquePointer
+        /// The graph it is in (kept until the viewer is freed).
+        var graph: WebRTCGraph
         var handle: ViewerHandle
         var hasAudio: Bool
     }

@@ -3,8 +3,9 @@
 Opens VIEWERS pages, each with an RTCPeerConnection that receives video (and audio unless
 --no-audio), and prints their offers (after ICE gathering) as one JSON line on stdout:
     {"offers": ["v=0...", ...]}
-then reads the answers as one JSON line on stdin ({"answers": ["v=0...", null, ...]}; null skips
-that page), connects, and measures for WINDOW seconds. The last stdout line is the report:
+then reads lines on stdin: {"answers": ["v=0...", null, ...]} connects each page with a non-null
+answer (pages may be answered in several lines: late joiners), and {"measure": true} (or the end
+of input) measures every answered page for WINDOW seconds. The last stdout line is the report:
     {"viewers": [{"connectMs", "firstFrameMs", "codec", "fps", "framesDecoded", "width", "height",
                   "bars": [[r, g, b] x 8], "audioPeakHz", "audioEnergy", "latencyMs": [...]}, ...]}
 The video element is left unmuted (a muted one reports no audio energy); chromium's own
@@ -165,13 +166,15 @@ def main():
             pages.append(page)
         offers = [page.evaluate(OFFER, not args.no_audio) for page in pages]
         print(json.dumps({"offers": offers}), flush=True)
-        line = sys.stdin.readline()
-        answers = json.loads(line)["answers"] if line.strip() else []
         live = []
-        for page, answer in zip(pages, answers):
-            if answer:
-                page.evaluate(CONNECT, answer)
-                live.append(page)
+        for line in sys.stdin:
+            message = json.loads(line)
+            for page, answer in zip(pages, message.get("answers", [])):
+                if answer:
+                    page.evaluate(CONNECT, answer)
+                    live.append(page)
+            if message.get("measure"):
+                break
         deadline = time.time() + args.connect_timeout
         while time.time() < deadline:
             times = [page.evaluate("window.times") for page in live]
