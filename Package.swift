@@ -19,6 +19,9 @@ let package = Package(
         .library(name: "CaptureRecording", targets: ["CaptureRecording"]),
         // Encoders as stages of the session's pipeline (FFmpeg), for the recorder and the servers.
         .library(name: "CaptureCodecs", targets: ["CaptureCodecs"]),
+        // `/stream.mp4` for the HTTP server: fragmented MP4 from the shared H.264 stage (FFmpeg's
+        // encoder); its own product, so that the server never needs FFmpeg.
+        .library(name: "CaptureServerMP4", targets: ["CaptureServerMP4"]),
     ],
     targets: [
         // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
@@ -105,8 +108,12 @@ let package = Package(
         // Serving: MJPEG stream, snapshot, state and the camera web app over HTTP (libmicrohttpd); a
         // product of its own, so the core needs no libmicrohttpd.
         .target(name: "CaptureServer", dependencies: ["Capture", "CaptureSystem", "CMicroHTTPD", "CCaptureServerShim"]),
+        // Fragmented MP4 over HTTP (`/stream.mp4`): the server's route for the shared H.264 stage's
+        // units, boxes written here; a product of its own, so the server needs no FFmpeg.
+        .target(name: "CaptureServerMP4", dependencies: ["Capture", "CaptureServer", "CaptureCodecs"]),
         .executableTarget(
-            name: "CaptureTool", dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureSystem"],
+            name: "CaptureTool",
+            dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureServerMP4", "CaptureSystem"],
             path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
@@ -150,7 +157,9 @@ let package = Package(
         .testTarget(
             name: "CaptureCodecsTests",
             dependencies: ["CaptureCodecs", "Capture", "CaptureBackend", "CaptureSystem", "CaptureTestSupport", "CaptureBenchSupport"]),
-        .testTarget(name: "CaptureServerTests", dependencies: ["CaptureServer", "Capture", "CaptureTestSupport"]),
+        .testTarget(
+            name: "CaptureServerTests",
+            dependencies: ["CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport"]),
         .testTarget(
             name: "CaptureDriverTests",
             dependencies: [

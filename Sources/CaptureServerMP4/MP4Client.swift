@@ -1,0 +1,121 @@
+import Capture
+import CaptureServer
+
+/// One `/stream.mp4` client: the init segment, then its own moof before each shared mdat. Its
+/// state is guarded by the routes' lock; `read` runs on the server's daemon thread.
+final class MP4Client: RouteStream, @unchecked Sendable {
+    enum Next {
+        case initSegment([UInt8])
+        case fragment(MP4Fragment)
+        case wait
+        case end
+    }
+
+    let id: Int
+    let routes: FragmentedMP4Routes
+    // Guarded by `routes.lock`.
+    /// The init segment it belongs to (0: not sent yet).
+    var generation = 0
+    /// The serial of the next fragment it may send.
+    var next: UInt64
+    /// It waits for a key frame (it starts, or fell behind).
+    var needsKey = true
+    var sent = 0
+    var skipped = 0
+    var bytes = 0
+    /// What it sends now: the init segment, or a fragment after its moof.
+    private var initBytes: [UInt8]?
+    private var fragment: MP4Fragment?
+    private var moof = [UInt8](repeating: 0, count: MP4Boxes.moofSize)
+    private var offset = 0
+    /// Its moof sequence number, and the capture time its decode times count from.
+    private var sequence: UInt32 = 0
+    private var firstTime: CaptureTime?
+    private var isEnded = false
+
+    init(id: Int, routes: FragmentedMP4Routes, startAfter serial: UInt64) {
+        self.id = id
+        self.routes = routes
+        next = serial + 1
+    }
+
+    /// Skips `count` fragments (counted once it has started).
+    func skip(_ count: Int = 1) {
+        next += UInt64(count)
+        if sent > 0 { skipped += count }
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer, waker: RouteWaker) -> RouteStreamRead {
+        routes.lock.withLock {
+            if isEnded { return .end }
+            if initBytes == nil && fragment == nil {
+                switch routes.nextLocked(for: self, waker: waker) {
+                case .wait: return .wait
+                case .end:
+                    isEnded = true
+                    return .end
+                case .initSegment(let bytes):
+                    initBytes = bytes
+                    offset = 0
+                case .fragment(let f):
+                    start(f)
+                }
+            }
+            let n: Int
+            if let initBytes {
+                n = min(buffer.count, initBytes.count - offset)
+                initBytes.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: n) }
+                offset += n
+                if offset == initBytes.count { self.initBytes = nil }
+            } else {
+                let f = fragment!
+                let total = MP4Boxes.moofSize + f.count
+                n = min(buffer.count, total - offset)
+                var written = 0
+                if offset < MP4Boxes.moofSize {
+                    let m = min(n, MP4Boxes.moofSize - offset)
+                    moof.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: m) }
+                    written = m
+                }
+                if written < n {
+                    let from = offset + written - MP4Boxes.moofSize
+                    (buffer.baseAddress! + written).copyMemory(from: f.base + from, byteCount: n - written)
+                }
+                offset += n
+                if offset == total {
+                    f.letGo()
+                    fragment = nil
+                }
+            }
+            bytes += n
+            return .bytes(n)
+        }
+    }
+
+    /// Starts sending `f`: holds it and writes this client's moof. Under `routes.lock`.
+    private func start(_ f: MP4Fragment) {
+        f.hold()
+        fragment = f
+        offset = 0
+        sequence &+= 1
+        sent += 1
+        let first = firstTime ?? f.time
+        firstTime = first
+        let ns = f.time.nanoseconds >= first.nanoseconds ? f.time.nanoseconds - first.nanoseconds : 0
+        let decodeTime = ns / 1000 * MP4Boxes.timescale / 1_000_000
+        moof.withUnsafeMutableBytes {
+            MP4Boxes.writeMoof(
+                into: $0, sequence: sequence, decodeTime: decodeTime, duration: f.duration, size: UInt32(f.sampleSize), isKey: f.isKey)
+        }
+    }
+
+    func ended() {
+        routes.lock.withLock {
+            isEnded = true
+            fragment?.letGo()
+            fragment = nil
+            initBytes = nil
+        }
+        routes.clientEnded(self)
+    }
+}
