@@ -165,7 +165,7 @@ enum MP4Boxes {
     }
 
     /// Bytes of a moof for one sample (`writeMoof`), and where the mdat's payload starts after it.
-    static let moofSize = 104
+    static let moofSize = 100
     static let mdatHeaderSize = 8
 
     /// A moof for one sample of `size` bytes, into `out` (at least `moofSize` bytes).
@@ -182,13 +182,13 @@ enum MP4Boxes {
         }
         u32(UInt32(moofSize)); tag("moof")
         u32(16); tag("mfhd"); u32(0); u32(sequence)
-        u32(80); tag("traf")
+        u32(76); tag("traf")
         // default-base-is-moof: data offsets count from this moof.
         u32(16); tag("tfhd"); u32(0x02_0000); u32(1)
         u32(20); tag("tfdt"); u32(0x0100_0000)
         u32(UInt32(decodeTime >> 32)); u32(UInt32(truncatingIfNeeded: decodeTime))
         // data offset, sample duration, size and flags present.
-        u32(36); tag("trun"); u32(0x0000_0701); u32(1)
+        u32(32); tag("trun"); u32(0x0000_0701); u32(1)
         u32(UInt32(moofSize + mdatHeaderSize))
         u32(duration); u32(size)
         // A key frame depends on none; another depends on others and is no sync sample.
