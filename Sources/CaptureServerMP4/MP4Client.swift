@@ -28,9 +28,11 @@ final class MP4Client: RouteStream, @unchecked Sendable {
     private var fragment: MP4Fragment?
     private var moof = [UInt8](repeating: 0, count: MP4Boxes.moofSize)
     private var offset = 0
-    /// Its moof sequence number, and the capture time its decode times count from.
+    /// Its moof sequence number; the capture time of the last fragment it sent and the decode
+    /// time of the next.
     private var sequence: UInt32 = 0
-    private var firstTime: CaptureTime?
+    private var lastTime: CaptureTime?
+    private var decodeTime: UInt64 = 0
     private var isEnded = false
 
     init(id: Int, routes: FragmentedMP4Routes, startAfter serial: UInt64) {
@@ -99,13 +101,20 @@ final class MP4Client: RouteStream, @unchecked Sendable {
         offset = 0
         sequence &+= 1
         sent += 1
-        let first = firstTime ?? f.time
-        firstTime = first
-        let ns = f.time.nanoseconds >= first.nanoseconds ? f.time.nanoseconds - first.nanoseconds : 0
-        let decodeTime = ns / 1000 * MP4Boxes.timescale / 1_000_000
+        // Each sample lasts as long as the time since the one before it: the samples follow each
+        // other without gaps (a player stalls at a gap) whatever frames the stage or this client
+        // skipped, and their times add up to the capture times' (one frame behind).
+        var duration = f.duration
+        if let last = lastTime {
+            let ns = f.time.nanoseconds > last.nanoseconds ? f.time.nanoseconds - last.nanoseconds : 0
+            duration = UInt32(min(max(ns / 1000 * MP4Boxes.timescale / 1_000_000, 90), MP4Boxes.timescale))
+        }
+        lastTime = f.time
+        let decodeTime = self.decodeTime
+        self.decodeTime += UInt64(duration)
         moof.withUnsafeMutableBytes {
             MP4Boxes.writeMoof(
-                into: $0, sequence: sequence, decodeTime: decodeTime, duration: f.duration, size: UInt32(f.sampleSize), isKey: f.isKey)
+                into: $0, sequence: sequence, decodeTime: decodeTime, duration: duration, size: UInt32(f.sampleSize), isKey: f.isKey)
         }
     }
 
