@@ -8,7 +8,7 @@ import Foundation
 
 extension Command {
     static let serve = Command(
-        name: "serve", summary: "serve the camera over HTTP: MJPEG, snapshots, the camera web app",
+        name: "serve", summary: "serve the camera over HTTP: MJPEG, H.264 (fragmented MP4), snapshots, the camera web app",
         usage: """
             usage: capture serve [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
                                  [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
