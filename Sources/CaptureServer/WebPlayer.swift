@@ -133,6 +133,9 @@ enum WebPlayer {
                   feed();
                 }
               } catch (e) {}
+              // The server ended the stream (a new encoder: another camera or size; a stop): start
+              // again, unless the page stopped it.
+              if (!controller.signal.aborted) setTimeout(restart, 1000);
             })();
             feed();
             video.play().catch(() => {});
@@ -147,6 +150,14 @@ enum WebPlayer {
         }
         // The paths the server has besides /stream (from /state).
         let served = [];
+        function restart() {
+          stopPlayer();
+          stopPlayer = () => {};
+          video.removeAttribute("src");
+          video.srcObject = null;
+          video.load();
+          choosePath();
+        }
         async function choosePath() {
           try { served = (await (await fetch("state")).json()).result.paths || []; } catch (e) {}
           const asked = new URLSearchParams(location.search).get("path");
