@@ -183,9 +183,9 @@ extension CaptureStreamServer {
         while true {
             lock.withLock { waker.wakePending = false }
             switch held.stream.read(into: buffer, waker: waker) {
-            case .bytes(let n): return max(1, min(n, buffer.count))
+            case .bytes(let n) where n > 0: return min(n, buffer.count)
             case .end: return -1  // MHD_CONTENT_READER_END_OF_STREAM
-            case .wait:
+            case .bytes, .wait:
                 // A wake that came while the stream was read is not lost: read again.
                 let next: Int? = lock.withLock {
                     if waker.isClosing { return -1 }
