@@ -110,13 +110,18 @@ enum WebPlayer {
             await new Promise((resolve) => source.addEventListener("sourceopen", resolve, { once: true }));
             const buffer = source.addSourceBuffer(type);
             const queue = [head];
+            let caughtUp = false;
             const feed = () => {
               if (buffer.updating || source.readyState !== "open") return;
               const b = buffer.buffered;
               if (b.length) {
                 const end = b.end(b.length - 1), behind = end - video.currentTime;
-                // Near the newest frame: far behind, jump to it; a little behind, play faster.
-                if (behind > 1.5) video.currentTime = end - 0.1;
+                // Near the newest frame: far behind (or at the start, once playing), jump to it;
+                // a little behind, play faster.
+                if (behind > 1.5 || (!caughtUp && video.readyState >= 3 && behind > 0.2)) {
+                  video.currentTime = end - 0.05;
+                  caughtUp = true;
+                }
                 video.playbackRate = behind > 0.12 ? 1.1 : 1;
                 // Keep a few seconds behind the play position, no more.
                 if (video.currentTime - b.start(0) > 10) { buffer.remove(b.start(0), video.currentTime - 5); return; }
