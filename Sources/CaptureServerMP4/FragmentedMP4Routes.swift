@@ -117,6 +117,8 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
             let c = MP4Client(id: nextClientID, routes: self, startAfter: newestSerial)
             nextClientID += 1
             clients[c.id] = c
+            // An idle check pending from before is void.
+            idleCheck += 1
             return c
         }
         guard let client else {

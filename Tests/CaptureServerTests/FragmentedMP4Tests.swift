@@ -1,7 +1,7 @@
 import Capture
 import CaptureCodecs
 import CaptureServer
-import CaptureServerMP4
+@testable import CaptureServerMP4
 import CaptureTestSupport
 import Foundation
 import Testing
@@ -94,6 +94,50 @@ import Testing
         let skipped = try Self.mp4Clients(served).map { $0["skipped"] as? Int ?? -1 }
         #expect(skipped.count == 2 && skipped.allSatisfy { $0 == 0 }, "skipped per client: \(skipped)")
         _ = stalled
+    }
+
+    /// The route goes with the server: stop ends its streams, a new start serves it again, and
+    /// once nobody watches the encoder stops.
+    @Test func theStreamStopsAndStartsWithTheServerAndTheEncoderIdlesWithoutClients() throws {
+        let served = try Self.served()
+        defer { served.close() }
+        let head = try curl(served.base + "/stream.mp4", ["-I"])
+        #expect(head.status == 200 && head.headers.contains("Content-Type: video/mp4"), "\(head.headers)")
+        let post = try curl(served.base + "/stream.mp4", apiPost)
+        #expect(post.status == 405)
+        let reader = try MP4Reader(port: served.port)
+        #expect(try reader.fragments(3).count == 3)
+        served.server.stop()
+        #expect(reader.client.readUntilClosed().closed)
+        try served.server.start()
+        let again = try MP4Reader(port: served.port)
+        let fragments = try again.fragments(3)
+        #expect(fragments.first?.isKey == true && fragments.count == 3)
+        #expect(try Self.mp4State(served)["encoding"] as? Bool == true)
+        again.client.shutdown()
+        #expect(waitUntil(timeout: 15) { (try? Self.mp4State(served)["encoding"] as? Bool) == false })
+        #expect(served.server.openConnections <= 1)
+    }
+
+    /// NAL units split at 3- and 4-byte start codes; SPS and PPS found; the codec named from the SPS.
+    @Test func annexBIsSplitAndTheParameterSetsAreFound() {
+        let sps: [UInt8] = [0x67, 0x64, 0x00, 0x1F, 0xAC, 0xD9]
+        let pps: [UInt8] = [0x68, 0xEB, 0xE3, 0xCB]
+        let stream: [UInt8] = [0, 0, 0, 1] + sps + [0, 0, 1] + pps + [0, 0, 0, 1, 0x65, 0x88, 0x00, 0x10]
+        var nals: [[UInt8]] = []
+        stream.withUnsafeBytes { MP4Boxes.forEachNAL($0) { nals.append(Array($0)) } }
+        #expect(nals == [sps, pps, [0x65, 0x88, 0x00, 0x10]])
+        let sets = MP4Boxes.parameterSets(stream)
+        #expect(sets?.sps == sps && sets?.pps == pps)
+        #expect(MP4Boxes.codec(sps: sps) == "avc1.64001F")
+        #expect(MP4Boxes.parameterSets([0, 0, 1] + pps) == nil)
+        let segment = MP4Boxes.initSegment(sps: sps, pps: pps, width: 320, height: 240)
+        // ftyp then moov, whose sizes add up to the whole.
+        let ftyp = Int(segment[0...3].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        let moov = Int(segment[ftyp..<ftyp + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        #expect(String(decoding: segment[4..<8], as: UTF8.self) == "ftyp")
+        #expect(String(decoding: segment[ftyp + 4..<ftyp + 8], as: UTF8.self) == "moov")
+        #expect(ftyp + moov == segment.count)
     }
 
     static func mp4State(_ served: ServedCamera) throws -> [String: Any] {

@@ -92,6 +92,9 @@ final class RawClient: @unchecked Sendable {
 
     deinit { Glibc.close(fd) }
 
+    /// Ends the connection from this side (the server sees the client go).
+    func shutdown() { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+
     func send(_ bytes: [UInt8]) {
         var sent = 0
         while sent < bytes.count {
