@@ -171,7 +171,12 @@ extension CaptureStreamServer {
         }
         let type = response.headers.first { $0.name.lowercased() == "content-type" }?.value
         addCommonHeaders(r, type: type)
-        for h in response.headers where h.name.lowercased() != "content-type" { HTTP.addHeader(r, h.name, h.value) }
+        let own = response.headers.filter { $0.name.lowercased() != "content-type" }
+        for h in own { HTTP.addHeader(r, h.name, h.value) }
+        // A page of the allowed origin may read them (WHEP's Location, for one).
+        if configuration.allowedOrigin != nil, !own.isEmpty {
+            HTTP.addHeader(r, "Access-Control-Expose-Headers", own.map(\.name).joined(separator: ", "))
+        }
         return HTTP.queue(c, response.status, r)
     }
 
