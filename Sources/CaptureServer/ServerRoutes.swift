@@ -40,18 +40,32 @@ package struct ServerRoute: Sendable, Hashable {
     /// Body bytes at most: a request with more gets 413 before its body is read. 0 takes no body:
     /// then, as on the server's own routes, a chunked body gets 411.
     package var bodyLimit: Int
+    /// Whether a state change that a browser sends only after a CORS preflight (PUT, PATCH,
+    /// DELETE, or a POST whose `Content-Type` is not one a form can send, such as
+    /// `application/sdp`) needs no `X-Requested-With`: for protocols whose clients are not the web
+    /// app (WHEP players). The origin rules hold all the same.
+    package var acceptsPreflightedRequests: Bool
 
-    package init(_ path: String, prefix: Bool = false, methods: [String], bodyLimit: Int = 0) {
+    package init(_ path: String, prefix: Bool = false, methods: [String], bodyLimit: Int = 0, acceptsPreflightedRequests: Bool = false) {
         self.path = path
         self.isPrefix = prefix
         self.methods = methods.map { $0.uppercased() }
         self.bodyLimit = max(0, min(bodyLimit, RouteLimits.largestBody))
+        self.acceptsPreflightedRequests = acceptsPreflightedRequests
     }
 
     func matches(_ url: String) -> Bool { isPrefix ? url.hasPrefix(path) : url == path }
 
     /// Methods that change state: held to the origin rules of `/api/*`.
     static func changesState(_ method: String) -> Bool { ["POST", "PUT", "PATCH", "DELETE"].contains(method) }
+
+    /// Whether a browser sends `method` with `contentType` only after a CORS preflight (the
+    /// request is not one a form or a plain cross-site fetch can make).
+    static func needsPreflight(_ method: String, contentType: String?) -> Bool {
+        guard method == "POST" else { return method != "GET" && method != "HEAD" }
+        guard let type = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() else { return false }
+        return !["application/x-www-form-urlencoded", "multipart/form-data", "text/plain"].contains(type)
+    }
 }
 
 /// Bounds the server keeps for added routes.

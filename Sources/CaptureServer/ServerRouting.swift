@@ -139,10 +139,13 @@ extension CaptureStreamServer {
             HTTP.addHeader(r, "Allow", added.route.methods.joined(separator: ", "))
             return HTTP.queue(c, 405, r)
         }
+        let preflighted =
+            added.route.acceptsPreflightedRequests
+            && ServerRoute.needsPreflight(method, contentType: HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Content-Type"))
         if ServerRoute.changesState(method),
             let why = policy.refusesStateChange(
                 host: host, origin: origin, referer: HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Referer"),
-                requestedWith: HTTP.value(c, MHD_ValueKind.HEADER_KIND, "X-Requested-With"))
+                requestedWith: HTTP.value(c, MHD_ValueKind.HEADER_KIND, "X-Requested-With"), preflighted: preflighted)
         {
             return queueText(c, 403, why + "\n")
         }

@@ -84,6 +84,30 @@ import Testing
         #expect(String(decoding: missing.body, as: UTF8.self).contains("/ticks"))
     }
 
+    /// A route for clients other than the web app (WHEP players) takes, without X-Requested-With,
+    /// the state changes browsers preflight; a form-like POST still needs it, and the origin rules
+    /// hold for every one.
+    @Test func aPreflightedRequestNeedsNoRequestedWithButKeepsTheOriginRules() throws {
+        let s = try Served()
+        defer { s.close() }
+        let sdp = ["-X", "POST", "-H", "Content-Type: application/sdp", "--data-binary", "v=0"]
+        #expect(try curl(s.base + "/signal", sdp).status == 200)
+        #expect(try curl(s.base + "/signal", sdp + ["-H", "Origin: \(s.base)"]).status == 200)
+        #expect(try curl(s.base + "/signal/1", ["-X", "DELETE"]).status == 200)
+        // What a cross-site form or simple fetch can send: refused without the header.
+        for type in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
+            #expect(
+                try curl(s.base + "/signal", ["-X", "POST", "-H", "Content-Type: \(type)", "--data-binary", "v=0"]).status == 403, "\(type)"
+            )
+        }
+        // Another site's page (its preflight unanswered here, or a forged request): refused.
+        #expect(try curl(s.base + "/signal", sdp + ["-H", "Origin: http://attacker.example"]).status == 403)
+        #expect(try curl(s.base + "/signal/1", ["-X", "DELETE", "-H", "Origin: http://attacker.example"]).status == 403)
+        // The other routes keep the header rule for the same request.
+        #expect(try curl(s.base + "/echo", sdp).status == 403)
+        #expect(s.routes.calls.value == 3)
+    }
+
     @Test func aForeignHostAndMissingCredentialsAreRefusedBeforeTheRoute() throws {
         let s = try Served { $0.credentials = .init(user: "ada", password: "pw") }
         defer { s.close() }
@@ -175,6 +199,8 @@ final class TestRoutes: ServerRoutes, @unchecked Sendable {
         ServerRoute("/echo", methods: ["POST"], bodyLimit: 1024),
         ServerRoute("/later", methods: ["POST"]),
         ServerRoute("/ticks", methods: ["GET"]),
+        // As WHEP's: players send no X-Requested-With, and browsers preflight what they send.
+        ServerRoute("/signal", prefix: true, methods: ["POST", "DELETE"], bodyLimit: 1024, acceptsPreflightedRequests: true),
     ]
     let calls = RouteCount()
     let held = RouteCount()
@@ -189,7 +215,7 @@ final class TestRoutes: ServerRoutes, @unchecked Sendable {
     func respond(to request: RouteRequest, with responder: RouteResponder) {
         calls.add()
         switch request.path {
-        case "/echo":
+        case let path where path == "/echo" || path.hasPrefix("/signal"):
             responder.answer(RouteResponse(status: 200, headers: [("Content-Type", "text/plain")], body: .bytes(request.body)))
         case "/later":
             lock.withLock { responders.append(responder) }
