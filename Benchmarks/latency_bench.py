@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Glass-to-glass latency in a real browser: `capture serve --device virtual --time-code` and
 Debian's chromium (Playwright), through each path the server offers: MJPEG (`<img src=/stream>`),
-fragmented MP4 (`<video src=/stream.mp4>`) and WebRTC (a WHEP client on `POST /whep`).
+fragmented MP4 (`/stream.mp4` through Media Source Extensions, as the web app plays it) and WebRTC (a WHEP client on `POST /whep`).
 
 The virtual camera stamps each frame with its capture time (CLOCK_REALTIME in milliseconds modulo
 2^32, 32 cells of 16x16 pixels in the top rows, most significant bit first). The page reads the
@@ -92,18 +92,62 @@ VIDEO_JS = r"""
 }
 """
 
+# Through Media Source Extensions, as the web app plays it: Chromium's own `<video src>` reads a
+# live MP4 in 32 KiB blocks and buffers seconds of it before it plays (at the virtual camera's few
+# KiB per second, 12 s behind here).
 MP4_JS = r"""
 async (base) => {
   const video = document.createElement('video');
   video.muted = true; video.autoplay = true; video.playsInline = true;
-  video.src = base + 'stream.mp4';
   document.body.appendChild(video);
-  (%s)(video);
+  const r = await fetch(base + 'stream.mp4');
+  const reader = r.body.getReader();
+  // The codec from the init segment's avcC.
+  let head = new Uint8Array(0), codec = null;
+  while (!codec) {
+    const { value, done } = await reader.read();
+    if (done) { window.__lat.errors.push('the stream ended before its init segment'); return; }
+    const joined = new Uint8Array(head.length + value.length);
+    joined.set(head); joined.set(value, head.length); head = joined;
+    for (let i = 4; i + 8 < head.length; i++) {
+      if (head[i] === 0x61 && head[i + 1] === 0x76 && head[i + 2] === 0x63 && head[i + 3] === 0x43) {
+        codec = 'avc1.' + [head[i + 5], head[i + 6], head[i + 7]].map((b) => b.toString(16).padStart(2, '0')).join('');
+        break;
+      }
+    }
+  }
+  const source = new MediaSource();
+  video.src = URL.createObjectURL(source);
+  await new Promise((done) => source.addEventListener('sourceopen', done, { once: true }));
+  const buffer = source.addSourceBuffer('video/mp4; codecs="' + codec + '"');
+  const queue = [head];
+  let caughtUp = false;
   // A live stream: keep to the newest frame the player has (as the web app does).
-  setInterval(() => {
-    const b = video.buffered;
-    if (b.length && b.end(b.length - 1) - video.currentTime > 0.3) video.currentTime = b.end(b.length - 1) - 0.05;
-  }, 250);
+  const feed = () => {
+    if (buffer.updating) return;
+    const b = buffer.buffered;
+    if (b.length) {
+      const behind = b.end(b.length - 1) - video.currentTime;
+      if (behind > 1.5 || (!caughtUp && video.readyState >= 3 && behind > 0.2)) {
+        video.currentTime = b.end(b.length - 1) - 0.05;
+        caughtUp = true;
+      }
+      video.playbackRate = behind > 0.12 ? 1.1 : 1;
+      if (video.currentTime - b.start(0) > 10) { buffer.remove(b.start(0), video.currentTime - 5); return; }
+    }
+    if (queue.length) buffer.appendBuffer(queue.shift());
+  };
+  buffer.addEventListener('updateend', feed);
+  (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      queue.push(value);
+      feed();
+    }
+  })();
+  feed();
+  (%s)(video);
   await video.play().catch(e => window.__lat.errors.push(String(e)));
 }
 """ % VIDEO_JS

@@ -171,7 +171,12 @@ extension CaptureStreamServer {
         }
         let type = response.headers.first { $0.name.lowercased() == "content-type" }?.value
         addCommonHeaders(r, type: type)
-        for h in response.headers where h.name.lowercased() != "content-type" { HTTP.addHeader(r, h.name, h.value) }
+        let own = response.headers.filter { $0.name.lowercased() != "content-type" }
+        for h in own { HTTP.addHeader(r, h.name, h.value) }
+        // A page of the allowed origin may read them (WHEP's Location, for one).
+        if configuration.allowedOrigin != nil, !own.isEmpty {
+            HTTP.addHeader(r, "Access-Control-Expose-Headers", own.map(\.name).joined(separator: ", "))
+        }
         return HTTP.queue(c, response.status, r)
     }
 
@@ -183,9 +188,9 @@ extension CaptureStreamServer {
         while true {
             lock.withLock { waker.wakePending = false }
             switch held.stream.read(into: buffer, waker: waker) {
-            case .bytes(let n): return max(1, min(n, buffer.count))
+            case .bytes(let n) where n > 0: return min(n, buffer.count)
             case .end: return -1  // MHD_CONTENT_READER_END_OF_STREAM
-            case .wait:
+            case .bytes, .wait:
                 // A wake that came while the stream was read is not lost: read again.
                 let next: Int? = lock.withLock {
                     if waker.isClosing { return -1 }

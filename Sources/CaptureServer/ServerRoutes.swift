@@ -125,7 +125,7 @@ package struct RouteResponse: Sendable {
 
 /// What `RouteStream.read` gives.
 package enum RouteStreamRead: Sendable, Equatable {
-    /// This many bytes were written into the buffer (at least 1).
+    /// This many bytes were written into the buffer (0 counts as `wait`).
     case bytes(Int)
     /// Nothing now: the connection is suspended until the stream calls `waker.wake()`.
     case wait

@@ -137,8 +137,10 @@ extension CaptureStreamServer {
         let desired = device?.activeVideoMinFrameDuration?.framesPerSecond ?? 0
         // What added routes report (asked outside the lock: they may take their own).
         var routes: [String: Any] = [:]
+        var paths: [String] = []
         for r in lock.withLock({ addedRoutes }) {
             if let (name, value) = r.state() { routes[name] = value }
+            paths += r.routes.map(\.path)
         }
         return lock.withLock {
             let now = CaptureTime.now()
@@ -168,6 +170,8 @@ extension CaptureStreamServer {
                     "drops": dropped.values.reduce(0, +),
                     "drop_reasons": Dictionary(uniqueKeysWithValues: dropped.map { ($0.key.rawValue, $0.value) }),
                     "routes": routes,
+                    // What the web app may play besides /stream (e.g. /stream.mp4, /whep).
+                    "paths": paths,
                 ] as [String: Any],
             ]
         }

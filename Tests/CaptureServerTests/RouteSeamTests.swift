@@ -69,6 +69,13 @@ import Testing
         #expect(preflight.status == 204)
         #expect(preflight.headers.lowercased().contains("access-control-allow-methods: post, options"), "\(preflight.headers)")
         #expect(preflight.headers.lowercased().contains("content-type"))
+        // Headers of the route's own are exposed to the allowed origin's pages.
+        let waiting = try RawClient(port: s.port)
+        waiting.send("POST /later HTTP/1.0\r\nHost: 127.0.0.1\r\nX-Requested-With: t\r\nOrigin: http://allowed.example\r\n\r\n")
+        try waitUntil { s.routes.held.value == 1 }
+        s.routes.releaseHeld()
+        let later = waiting.responseHead()
+        #expect(later?.status == 202 && later?.headers["access-control-expose-headers"] == "X-Route", "\(String(describing: later))")
         let wrong = try curl(s.base + "/echo")
         #expect(wrong.status == 405)
         #expect(wrong.headers.contains("Allow: POST"))
