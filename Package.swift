@@ -135,7 +135,10 @@ let package = Package(
         .target(name: "CaptureWebRTC", dependencies: ["Capture", "CaptureCodecs", "CaptureServer", "CaptureSystem", "CCaptureWebRTCShim"]),
         .executableTarget(
             name: "CaptureTool",
-            dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureServerMP4", "CaptureSystem"],
+            dependencies: [
+                "Capture", "CaptureCodecs", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureServerMP4", "CaptureSystem",
+                "CaptureWebRTC",
+            ],
             path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),

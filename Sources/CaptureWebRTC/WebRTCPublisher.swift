@@ -63,6 +63,9 @@ public final class WebRTCPublisher: @unchecked Sendable {
     private let videoPort: FrameConsumerPort
     private let audioPort: FrameConsumerPort?
     private let product: EncodedProduct
+    /// The shared H.264 stage's settings the viewers take: another consumer with equal settings
+    /// (the server's fragmented MP4, a recording) shares the encode.
+    package let h264Settings: H264Settings
     private weak var session: CaptureSession?
     private let lock = NSLock()
     // Guarded by `lock`.
@@ -85,12 +88,14 @@ public final class WebRTCPublisher: @unchecked Sendable {
         self.configuration = configuration
         self.session = session
         sendsAudio = session.inputs.contains { $0.mediaTypes.contains(.audio) }
-        feed = try WebRTCFeed(audio: sendsAudio, opusBitrate: configuration.audioBitrate)
-        product =
-            H264Settings(
-                encoder: "libx264", preset: configuration.preset, rateControl: .bitrate(configuration.bitrate),
-                keyFrameInterval: configuration.keyFrameInterval
-            ).product
+        // The Opus branch even without a microphone (it then never sends): an offer's audio left
+        // to webrtcbin gets a transceiver of webrtcbin's own, and the browser then takes none of
+        // the video's packets (seen with Chromium and GStreamer 1.22).
+        feed = try WebRTCFeed(audio: true, opusBitrate: configuration.audioBitrate)
+        h264Settings = H264Settings(
+            encoder: "libx264", preset: configuration.preset, rateControl: .bitrate(configuration.bitrate),
+            keyFrameInterval: configuration.keyFrameInterval)
+        product = h264Settings.product
         videoPort = FrameConsumerPort(encodedFor: feed)
         audioPort = sendsAudio ? FrameConsumerPort(audioFor: feed) : nil
         feed.port = videoPort
@@ -162,7 +167,8 @@ public final class WebRTCPublisher: @unchecked Sendable {
         var answer: UnsafeMutablePointer<CChar>?
         var error: UnsafeMutablePointer<CChar>?
         let pointer = capture_webrtc_viewer_new(
-            graph.pointer, sdp, Int32(offer.videoPayloadType), Int32(offer.audioPayloadType ?? -1), stun, Self.queuePackets, timeout,
+            graph.pointer, sdp, Int32(offer.videoPayloadType), Int32(offer.audioPayloadType ?? -1), stun,
+            Self.queuePackets, timeout,
             { ctx, state in Unmanaged<ViewerHandle>.fromOpaque(ctx!).takeUnretainedValue().stateChanged(state) }, ctx,
             &answer, &error)
         guard let pointer else {

@@ -98,6 +98,25 @@ extension WebRTCSuites {
             #expect(try Self.request(s.base + location, ["-X", "DELETE"]).status == 404)
         }
 
+        /// A browser that asks for audio from a server without a microphone (the web app always
+        /// does): the answer's audio never sends, and the viewer gets the video all the same.
+        @Test func aViewerAskingForAudioGetsVideoFromAServerWithoutAMicrophone() async throws {
+            let rig = try WebRTCRig("whep no mic", audio: false)
+            defer { rig.stop() }
+            let publisher = try WebRTCPublisher(session: rig.session)
+            defer { publisher.stop() }
+            #expect(!publisher.sendsAudio)
+            let peer = try BrowserPeer(viewers: 1, window: 2, audio: true)
+            let (_, answer) = try await publisher.answer(offer: try #require(try await peer.offers().first))
+            #expect(answer.contains("m=audio"), "\(answer)")
+            try peer.send(answers: [answer], measure: false)
+            let sending = await eventually(timeout: 10) { (publisher.viewers.first?.framesSent ?? 0) >= 10 }
+            #expect(sending, "\(publisher.viewers)")
+            try peer.send(measure: true)
+            let v = try #require(try await peer.report().first)
+            #expect((v["framesDecoded"] as? Double ?? 0) > 0 || (v["framesDecoded"] as? Int ?? 0) > 0, "\(v.filter { $0.key != "bars" })")
+        }
+
         /// Garbage, a 1 MB body, an offer without video, another content type, trickle ICE and an
         /// unknown viewer get 4xx, the server going on; with credentials, a DELETE without them is
         /// refused and the viewer stays. Joins and leaves give back every descriptor and thread.
