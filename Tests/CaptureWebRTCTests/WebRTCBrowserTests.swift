@@ -26,7 +26,7 @@ extension WebRTCSuites {
         /// were sent at, the bars on its picture and the microphone's tone in its audio; its end
         /// should give back its sockets. Known issue: on GStreamer 1.22 a viewer that was connected
         /// leaves its ICE agent behind (GstWebRTCNice with two references left, its stream, its
-        /// thread, webrtcbin's `pc` thread and 3-4 UDP sockets), although its webrtcbin is
+        /// thread, webrtcbin's `pc` thread and 3 to 11 UDP sockets seen), although its webrtcbin is
         /// finalized; viewers that never connected give everything back (`joinAndLeaveCycles...`).
         @Test func oneViewerSeesTheCameraAndHearsTheMicrophone() async throws {
             let rig = try WebRTCRig("one", tone: 1000)
