@@ -19,6 +19,9 @@ let package = Package(
         .library(name: "CaptureRecording", targets: ["CaptureRecording"]),
         // Encoders as stages of the session's pipeline (FFmpeg), for the recorder and the servers.
         .library(name: "CaptureCodecs", targets: ["CaptureCodecs"]),
+        // `/stream.mp4` for the HTTP server: fragmented MP4 from the shared H.264 stage (FFmpeg's
+        // encoder); its own product, so that the server never needs FFmpeg.
+        .library(name: "CaptureServerMP4", targets: ["CaptureServerMP4"]),
         // Live H.264 and Opus to browsers over WebRTC (GStreamer's webrtcbin); its own product, so
         // that `Capture` and the other products never need GStreamer.
         .library(name: "CaptureWebRTC", targets: ["CaptureWebRTC"]),
@@ -108,6 +111,9 @@ let package = Package(
         // Serving: MJPEG stream, snapshot, state and the camera web app over HTTP (libmicrohttpd); a
         // product of its own, so the core needs no libmicrohttpd.
         .target(name: "CaptureServer", dependencies: ["Capture", "CaptureSystem", "CMicroHTTPD", "CCaptureServerShim"]),
+        // Fragmented MP4 over HTTP (`/stream.mp4`): the server's route for the shared H.264 stage's
+        // units, boxes written here; a product of its own, so the server needs no FFmpeg.
+        .target(name: "CaptureServerMP4", dependencies: ["Capture", "CaptureServer", "CaptureCodecs"]),
         // GStreamer 1.22 with webrtcbin (Debian: libgstreamer1.0-dev, libgstreamer-plugins-base1.0-dev,
         // libgstreamer-plugins-bad1.0-dev; at run time gstreamer1.0-plugins-base, -good, -bad and
         // gstreamer1.0-nice): CaptureWebRTC's alone. GStreamer's .pc files carry -pthread, which
@@ -126,9 +132,10 @@ let package = Package(
             }),
         // WebRTC: the shared H.264 stage's units and the microphone as Opus to browsers, one
         // webrtcbin per viewer (a WHEP answerer's engine); a product of its own, so the core needs no GStreamer.
-        .target(name: "CaptureWebRTC", dependencies: ["Capture", "CaptureCodecs", "CaptureSystem", "CCaptureWebRTCShim"]),
+        .target(name: "CaptureWebRTC", dependencies: ["Capture", "CaptureCodecs", "CaptureServer", "CaptureSystem", "CCaptureWebRTCShim"]),
         .executableTarget(
-            name: "CaptureTool", dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureSystem"],
+            name: "CaptureTool",
+            dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureServerMP4", "CaptureSystem"],
             path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
@@ -172,7 +179,9 @@ let package = Package(
         .testTarget(
             name: "CaptureCodecsTests",
             dependencies: ["CaptureCodecs", "Capture", "CaptureBackend", "CaptureSystem", "CaptureTestSupport", "CaptureBenchSupport"]),
-        .testTarget(name: "CaptureServerTests", dependencies: ["CaptureServer", "Capture", "CaptureTestSupport"]),
+        .testTarget(
+            name: "CaptureServerTests",
+            dependencies: ["CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport"]),
         .testTarget(name: "CaptureWebRTCTests", dependencies: ["CaptureWebRTC", "Capture", "CaptureTestSupport"]),
         .testTarget(
             name: "CaptureDriverTests",

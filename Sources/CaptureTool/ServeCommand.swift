@@ -2,17 +2,19 @@
 // line every few seconds.
 import Capture
 import CaptureServer
+import CaptureServerMP4
 import CaptureSystem
 import Foundation
 
 extension Command {
     static let serve = Command(
-        name: "serve", summary: "serve the camera over HTTP: MJPEG, snapshots, the camera web app",
+        name: "serve", summary: "serve the camera over HTTP: MJPEG, H.264 (fragmented MP4), snapshots, the camera web app",
         usage: """
             usage: capture serve [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
                                  [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
                                  [--allow-host NAME[,NAME...]] [--time-code]
-                   (MJPEG at /stream and /?action=stream, /snapshot, /state, the camera web app at /;
+                   (MJPEG at /stream and /?action=stream, fragmented MP4 (H.264) at /stream.mp4, /snapshot, /state,
+                   the camera web app at /;
                    an unplugged camera is served as offline and taken back when it returns;
                    answers to localhost names, IP literals and this machine's name, --allow-host for others;
                    --time-code: the virtual camera shows each frame's capture time, for measuring latency;
@@ -51,12 +53,6 @@ func serveCommand(_ args: Arguments) throws {
     }
     ProcessSignals.unblock([SIGINT, SIGTERM])
     let device = try chooseCamera(args.values["device"])
-    if args.flags.contains("time-code") {
-        guard let camera = VirtualCamera.installed.first(where: { $0.uniqueID == device.uniqueID }) else {
-            throw ToolError(message: "--time-code draws into the virtual camera's frames: add --device virtual")
-        }
-        camera.showsTimeCode = true
-    }
     let still = CaptureStillImageOutput()
     still.outputSettings = .init(quality: max(quality, 90))
     // The server keeps answering while the camera is gone and takes it back when it returns
@@ -80,10 +76,14 @@ func serveCommand(_ args: Arguments) throws {
     }
     defer { session.stopRunning() }
     let server = try CaptureStreamServer(session: session, configuration: config)
+    // H.264 as fragmented MP4 beside MJPEG (the encoder runs only while someone watches).
+    try server.addFragmentedMP4Stream()
     try server.start()
     defer { server.stop() }
     let url = server.url
-    say("serving \(device.localizedName) at \(url)  (stream \(url)stream, snapshot \(url)snapshot, state \(url)state)")
+    say(
+        "serving \(device.localizedName) at \(url)  (stream \(url)stream, H.264 \(url)stream.mp4, snapshot \(url)snapshot, state \(url)state)"
+    )
     while stopRequested.wait(timeout: .now() + 5) == .timedOut {
         let s = server.statistics
         let size = s.dimensions.map(\.description) ?? "no frame yet"
