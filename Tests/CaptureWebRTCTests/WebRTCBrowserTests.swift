@@ -24,10 +24,10 @@ extension WebRTCSuites {
     @Suite struct WebRTCBrowserTests {
         /// One viewer: connected within 3 s, H.264 decoded at >= 90 % of the rate the camera's frames
         /// were sent at, the bars on its picture and the microphone's tone in its audio; its end
-        /// should give back its sockets. Known issue: a viewer that was connected leaves about 3
-        /// of its ICE sockets open on GStreamer 1.22 (its webrtcbin is finalized; libnice closes a
-        /// connected stream's sockets later, on a main context that is gone by then, it seems);
-        /// viewers that never connected give everything back (`joinAndLeaveCycles...`).
+        /// should give back its sockets. Known issue: on GStreamer 1.22 a viewer that was connected
+        /// leaves its ICE agent behind (GstWebRTCNice with two references left, its stream, its
+        /// thread, webrtcbin's `pc` thread and 3 to 11 UDP sockets seen), although its webrtcbin is
+        /// finalized; viewers that never connected give everything back (`joinAndLeaveCycles...`).
         @Test func oneViewerSeesTheCameraAndHearsTheMicrophone() async throws {
             let rig = try WebRTCRig("one", tone: 1000)
             defer { rig.stop() }
@@ -60,7 +60,7 @@ extension WebRTCSuites {
             #expect(publisher.viewerCount == 0)
             #expect(!publisher.end(id: id))
             let back = await eventually(timeout: 5) { Resources.now.udpSockets <= before.udpSockets }
-            withKnownIssue("GStreamer 1.22 leaves a connected viewer's ICE sockets open after it is freed") {
+            withKnownIssue("GStreamer 1.22 keeps a connected viewer's ICE agent (sockets, threads) after its webrtcbin is freed") {
                 #expect(back, "before: \(before); after the viewer ended: \(Resources.now)")
             }
         }
