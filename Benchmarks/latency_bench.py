@@ -32,7 +32,6 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "browser"))
 from checklib import launch  # noqa: E402
 
-EXTRA = []
 TICK = os.sysconf("SC_CLK_TCK")
 
 # Reads the time code of the picture in `source` (an <img> or <video>) drawn at its own size.
@@ -214,7 +213,7 @@ def browser_cpu():
 
 def start_server(capture, size, fps):
     server = subprocess.Popen(
-        [capture, "serve", "--device", "virtual", "--time-code"] + EXTRA + ["--size", size, "--fps", str(fps), "--port", "0"],
+        [capture, "serve", "--device", "virtual", "--time-code", "--size", size, "--fps", str(fps), "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     deadline = time.time() + 60
     while time.time() < deadline:
