@@ -176,7 +176,7 @@ let package = Package(
         .testTarget(
             name: "CaptureRecordingTests",
             dependencies: [
-                "CaptureRecording", "CaptureCodecs", "Capture", "CaptureTestSupport",
+                "CaptureRecording", "CaptureCodecs", "Capture", "CaptureSystem", "CaptureTestSupport",
                 "CaptureBenchSupport",
             ]),
         .testTarget(
@@ -185,7 +185,7 @@ let package = Package(
         .testTarget(
             name: "CaptureServerTests",
             dependencies: ["CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport"]),
-        .testTarget(name: "CaptureWebRTCTests", dependencies: ["CaptureWebRTC", "Capture", "CaptureTestSupport"]),
+        .testTarget(name: "CaptureWebRTCTests", dependencies: ["CaptureWebRTC", "CaptureServer", "Capture", "CaptureTestSupport"]),
         .testTarget(
             name: "CaptureDriverTests",
             dependencies: [
