@@ -6,7 +6,7 @@ import Synchronization
 /// One encoded frame (Annex B NAL units, without the parameter sets) and what it was made of.
 /// Shared by every consumer of its stage; reused by the stage once its last holder let go
 /// (explicit holds, no copies). The bytes and properties are fixed while anyone holds it.
-package final class H264AccessUnit: @unchecked Sendable {
+package final class H264AccessUnit: Reusable, @unchecked Sendable {
     private var storage: UnsafeMutableRawPointer?
     private var capacity = 0
     package private(set) var count = 0
@@ -26,7 +26,7 @@ package final class H264AccessUnit: @unchecked Sendable {
     package private(set) var stageProgress: H264StageProgress?
     private let holds = Atomic<Int>(0)
 
-    init() {}
+    required init() {}
     deinit { storage?.deallocate() }
 
     /// The unit's bytes, valid inside `body`.
@@ -39,7 +39,7 @@ package final class H264AccessUnit: @unchecked Sendable {
     /// Gives a hold back; the stage reuses the unit once none is left. Any thread.
     package func letGo() { holds.wrappingSubtract(1, ordering: .releasing) }
 
-    fileprivate var isFree: Bool { holds.load(ordering: .acquiring) <= 0 }
+    var isFree: Bool { holds.load(ordering: .acquiring) <= 0 }
 
     /// Refills a free unit (the stage's, before it hands it out).
     fileprivate func fill(
@@ -64,35 +64,19 @@ package final class H264AccessUnit: @unchecked Sendable {
     }
 }
 
-/// The units of one stage: a unit no one holds is refilled; more are made only while consumers
-/// hold every one. Used by the stage's thread alone.
+/// The units of one stage (see `ReusePool`). Used by the stage's thread alone.
 final class H264UnitPool {
-    private var units: [H264AccessUnit] = []
-    private var next = 0
-
-    init() { units.reserveCapacity(64) }
+    private let pool = ReusePool<H264AccessUnit>()
 
     /// A free unit filled with `bytes`, with one hold (the stage's, while it delivers).
     func unit(
         _ bytes: UnsafeRawBufferPointer, time: CaptureTime, sequence: UInt64, key: Bool, dimensions: VideoDimensions,
         interval: FrameInterval, parameterSets: Data, progress: H264StageProgress
     ) -> H264AccessUnit {
-        var found: H264AccessUnit?
-        // Round the ring from after the last one taken: the oldest are the likeliest free.
-        for k in 0..<units.count {
-            let u = units[(next + k) % units.count]
-            if u.isFree {
-                found = u
-                next = (next + k + 1) % units.count
-                break
-            }
-        }
-        let u = found ?? H264AccessUnit()
-        if found == nil { units.append(u) }
+        let u = pool.take()
         u.fill(
             bytes, time: time, sequence: sequence, key: key, dimensions: dimensions, interval: interval,
             parameterSets: parameterSets, progress: progress)
-        u.hold()
         return u
     }
 }
