@@ -23,7 +23,7 @@ final class AudioEncoder {
 
     /// Opens the encoder of `settings` for `input`; throws what to do when this FFmpeg has no
     /// such encoder or it refuses the format.
-    init(_ settings: AudioEncoderSettings, input: AudioFormat) throws(AudioStageError) {
+    init(_ settings: AudioEncoderSettings, input: AudioFormat, makesSilence: Bool = true) throws(AudioStageError) {
         if let rate = settings.sampleRate, rate != input.sampleRate {
             throw AudioStageError(
                 code: .unsupportedCodec,
@@ -51,6 +51,8 @@ final class AudioEncoder {
             throw AudioStageError(code: .unsupportedCodec, message: "this FFmpeg has no \(settings.codec.rawValue) encoder: choose AAC")
         }
         let name = String(cString: codec.pointee.name)
+        // (Made before this encoder's objects, which a throw here would leak.)
+        let silence = makesSilence ? try Self.silence(settings, input: input) : Data()
         let (c, f, p) = (avcodec_alloc_context3(codec), av_frame_alloc(), av_packet_alloc())
         guard let enc = c, let frm = f, let pkt = p else {
             Self.free(c, f, p)
@@ -90,7 +92,17 @@ final class AudioEncoder {
         let extra = enc.pointee.extradata.map { Data(bytes: $0, count: Int(enc.pointee.extradata_size)) } ?? Data()
         format = AudioStreamFormat(
             codec: settings.codec, encoderName: name, sampleRate: input.sampleRate, channels: channels, frameSize: frameSize,
-            initialPadding: Int(enc.pointee.initial_padding), bitRate: Int(enc.pointee.bit_rate), extradata: extra)
+            initialPadding: Int(enc.pointee.initial_padding), bitRate: Int(enc.pointee.bit_rate), extradata: extra,
+            silence: silence)
+    }
+
+    /// A packet of silence from an encoder of these settings in steady state (a few frames of
+    /// silence in, the last packet before the flush out). Once per stage.
+    private static func silence(_ settings: AudioEncoderSettings, input: AudioFormat) throws(AudioStageError) -> Data {
+        let e = try AudioEncoder(settings, input: input, makesSilence: false)
+        var last = Data()
+        try e.appendSilence(e.frameSize * 4) { bytes, _, _ in last = Data(bytes) }
+        return last
     }
 
     deinit { Self.free(context, frame, packet) }

@@ -18,10 +18,14 @@ package final class AudioStreamFormat: Sendable {
     package let bitRate: Int
     /// The codec's setup for a muxer: AAC's AudioSpecificConfig, Opus's OpusHead (empty for PCM).
     package let extradata: Data
+    /// One packet of `frameSize` samples of silence in this stream (as the encoder makes it in
+    /// steady state): what a consumer puts where it has no packets (a file's gap), so that its
+    /// time line keeps no hole.
+    package let silence: Data
 
     init(
         codec: AudioEncoderSettings.Codec, encoderName: String, sampleRate: Int, channels: Int, frameSize: Int,
-        initialPadding: Int, bitRate: Int, extradata: Data
+        initialPadding: Int, bitRate: Int, extradata: Data, silence: Data
     ) {
         self.codec = codec
         self.encoderName = encoderName
@@ -31,6 +35,15 @@ package final class AudioStreamFormat: Sendable {
         self.initialPadding = initialPadding
         self.bitRate = bitRate
         self.extradata = extradata
+        self.silence = silence
+    }
+
+    /// Whether packets of `other` can go on a stream set up for this one (a new stage of the
+    /// same settings makes equal packets).
+    package func isCompatible(with other: AudioStreamFormat) -> Bool {
+        other === self
+            || (codec == other.codec && sampleRate == other.sampleRate && channels == other.channels && frameSize == other.frameSize
+                && extradata == other.extradata)
     }
 }
 

@@ -30,7 +30,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     let port: FrameConsumerPort
     /// What the port brought, waiting for the recording queue.
     let feed: RecordingFeed
-    /// The output's port for the session's microphones (their buffers go to `feed` too).
+    /// The output's port for the session's microphones: the packets of the session's shared
+    /// audio stage for the recording's audio settings go to `feed` too.
     let audioPort: FrameConsumerPort
     /// Frames that may wait for (or be with) the recording queue in the buffers they came in:
     /// beyond this one, frames are copied on receipt and their buffers go back at once. (A camera
@@ -95,7 +96,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// Touched only on `queue`.
     var standby: Standby?
     /// Pre-record's audio, as far back as its frames (touched only on `queue`).
-    var audioRing: [SampleBuffer] = []
+    var audioRing = HeldAudio()
 
     public init() {
         // The feed keeps every frame (in order, none newest-wins) but holds at most
@@ -104,7 +105,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         // recorder cannot keep it loses alone, counted. Idle, the port takes nothing.
         feed = RecordingFeed(heldLimit: Self.heldFrameLimit)
         port = FrameConsumerPort(encodedFor: feed, keepsEveryFrame: true)
-        audioPort = FrameConsumerPort(audioFor: feed)
+        audioPort = FrameConsumerPort(audioEncodedFor: feed, keepsEveryFrame: true)
         feed.port = port
         feed.setDrain(on: queue) { [weak self] in self?.drainFeed() }
     }
@@ -157,13 +158,16 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         queue.async { [self] in refreshStandby() }
     }
 
-    /// Points the port at what a recording (or pre-record) with `settings` takes: the shared
-    /// H.264 stage's units for these settings, or JPEG at their quality; nothing for nil.
+    /// Points the ports at what a recording (or pre-record) with `settings` takes: the shared
+    /// H.264 stage's units for these settings, or JPEG at their quality, and the shared audio
+    /// stage's packets for its audio codec; nothing for nil.
     func take(_ settings: MovieOutputSettings?, fragment: Duration) {
         guard let settings else {
             port.encodedProduct = nil
+            audioPort.encodedProduct = nil
             return
         }
+        audioPort.encodedProduct = settings.recordsAudio ? Self.audioStageSettings(settings).product : nil
         if settings.codec == .h264 {
             let interval = port.connection(with: .video)?.device?.activeVideoMinFrameDuration
             port.encodedProduct = Self.stageSettings(settings, fragment: fragment, interval: interval).product
@@ -185,6 +189,19 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                 case .bitrate(let b): .bitrate(b)
                 }
             }(), keyFrameInterval: settings.keyframeInterval ?? max(1, Int(perFragment)))
+    }
+
+    /// The shared audio stage's settings for a recording: its codec at 64 kb/s per channel (PCM
+    /// as it is), at the microphone's rate and channels (Opus: at most two).
+    static func audioStageSettings(_ settings: MovieOutputSettings) -> AudioEncoderSettings {
+        AudioEncoderSettings(
+            codec: {
+                switch settings.audioCodec {
+                case .aac: .aac
+                case .opus: .opus
+                case .pcm: .pcm
+                }
+            }())
     }
 
     // MARK: State
@@ -282,7 +299,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                         return sb.writer
                     }
                     sb.writer.close()
-                    audioRing = []
+                    audioRing.removeAll()
                 }
                 return try MovieWriter(url: outputFileURL, container: container, fragmentInterval: fragment)
             }
@@ -299,7 +316,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                 rec.standby = fromStandby
                 if fromStandby != nil {
                     rec.earlyAudio = audioRing
-                    audioRing = []
+                    audioRing = HeldAudio()
                 }
                 active = rec
                 locked { $0.destination = writer.destination }

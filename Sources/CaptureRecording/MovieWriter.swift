@@ -98,14 +98,17 @@ package final class MovieWriter {
 
     /// Sets up the stream (and encoder) for frames of `video` and writes the header. Units of the
     /// shared H.264 stage (`RecordedFrame.h264`) come with their stage's `parameterSets`.
+    /// The audio: `audio`, captured samples the writer encodes itself, or `audioPackets`, the
+    /// packets of the session's shared audio stage (the recorder's).
     package func begin(
-        _ video: VideoFormat, audio: AudioFormat?, settings: MovieOutputSettings, parameterSets: Data? = nil
+        _ video: VideoFormat, audio: AudioFormat?, audioPackets: AudioStreamFormat? = nil, settings: MovieOutputSettings,
+        parameterSets: Data? = nil
     ) throws(RecordingError) {
         guard format != nil else { throw RecordingError(.invalidState, "the file is closed") }
         try prepareVideo(video, settings: settings)
         self.parameterSets = parameterSets
         try addVideoStream()
-        try writeHeader(audio: audio, settings: settings)
+        try writeHeader(audio: audio, audioPackets: audioPackets, settings: settings)
     }
 
     var fps = AVRational(num: 30, den: 1)
@@ -163,11 +166,15 @@ package final class MovieWriter {
     }
 
     /// Adds the audio stream and writes the header.
-    func writeHeader(audio: AudioFormat?, settings: MovieOutputSettings) throws(RecordingError) {
+    func writeHeader(audio: AudioFormat?, audioPackets: AudioStreamFormat? = nil, settings: MovieOutputSettings) throws(RecordingError) {
         guard let format, let st = stream, let video = videoFormat else { throw RecordingError(.invalidState, "the file is closed") }
         var opts: OpaquePointer?
         defer { av_dict_free(&opts) }
-        if let audio { try openAudioEncoder(audio, codec: settings.audioCodec) }
+        if let audio {
+            try openAudioEncoder(audio, codec: settings.audioCodec)
+        } else if let audioPackets {
+            try addAudioStream(audioPackets)
+        }
         if container == .mp4 {
             // `isom` as the major brand (FFmpeg's default for these flags, `iso5`, is refused by
             // some readers, e.g. AtomicParsley); `iso6` stays among the compatible ones.
@@ -297,6 +304,17 @@ package final class MovieWriter {
 
     /// The audio encoder's name (`aac`, `libopus`, `opus`, `pcm_s16le`).
     var audioEncoderName = "aac"
+    /// The stream of a shared audio stage's packets, instead of `audioEncoder`
+    /// (`MovieWriterAudioPackets.swift`).
+    var audioPacketFormat: AudioStreamFormat?
+    /// Packets (nil: silence) waiting for the video to reach them, at their place in the file
+    /// (samples since its time 0), held.
+    var queuedAudio: [QueuedAudio] = []
+    /// A packet's samples (PCM: `skip` left out at its front) at `start` in the file.
+    typealias QueuedAudio = (packet: AudioPacket?, start: Int64, duration: Int, skip: Int)
+    /// Where the last packet queued ends, and the last one written, in samples.
+    var audioQueuedEnd: Int64 = 0
+    var audioWrittenEnd: Int64 = 0
 
     /// Flushes the audio encoder, writes the trailer (the last fragment) and closes the file. Safe to
     /// call more than once; after a failure it still closes the file.
@@ -306,6 +324,8 @@ package final class MovieWriter {
         var failure: RecordingError?
         if audioEncoder != nil {
             do { try finishAudio(videoEnd: videoEnd) } catch { if failure == nil { failure = error } }
+        } else if audioPacketFormat != nil {
+            do { try finishAudioPackets(videoEnd: videoEnd) } catch { if failure == nil { failure = error } }
         }
         let t = av_write_trailer(format)
         headerWritten = false
@@ -319,6 +339,8 @@ package final class MovieWriter {
         if audioEncoder != nil { avcodec_free_context(&audioEncoder) }
         if audioFrame != nil { av_frame_free(&audioFrame) }
         audioStream = nil
+        for q in queuedAudio { q.packet?.letGo() }
+        queuedAudio = []
         if packet != nil { av_packet_free(&packet) }
         if let f = format {
             if destination != nil {

@@ -1,4 +1,5 @@
 import Capture
+import CaptureCodecs
 internal import CFFmpeg
 import Foundation
 
@@ -37,7 +38,7 @@ extension MovieWriter {
     /// keyframe when none is that old), which becomes the file's time 0; frames written from
     /// here on go to the file. Returns that keyframe's time on the writer's timeline and the
     /// frames written.
-    func attach(audio: AudioFormat?, settings: MovieOutputSettings, from start: Int64) throws(RecordingError) -> (
+    func attach(audio: AudioStreamFormat?, settings: MovieOutputSettings, from start: Int64) throws(RecordingError) -> (
         origin: Int64, frames: Int
     ) {
         guard let r = ring, format != nil,
@@ -53,7 +54,7 @@ extension MovieWriter {
             if placeholder != nil { avformat_free_context(placeholder); placeholder = nil }
         }
         try addVideoStream()
-        try writeHeader(audio: audio, settings: settings)
+        try writeHeader(audio: nil, audioPackets: audio, settings: settings)
         videoOffset = av_rescale_q(originTicks, inputTimeBase, streamTimeBase)
         originNanoseconds = pts(originTicks, from: inputTimeBase)
         // Packets are timed in the stream's time base, which the muxer chose now.

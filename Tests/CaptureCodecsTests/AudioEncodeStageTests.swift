@@ -69,11 +69,13 @@ import CaptureTestSupport
         let pa = r.port(a, AudioEncoderSettings(codec: .aac)), pb = r.port(b, AudioEncoderSettings(codec: .aac))
         try r.session.start()
         #expect(await eventually(timeout: 30) { a.count >= 40 && b.count >= 40 })
-        // One encode per buffer: two encoders would count twice the buffers handed on.
+        // One encode per buffer: two encoders would count twice the buffers handed on. (The
+        // stage may be a few buffers behind the reader on a loaded machine: waited for.)
         let before = r.session.audioBuffersHanded
+        #expect(await eventually(timeout: 30) { r.session.audioStageEncodes >= before })
         let encodes = r.session.audioStageEncodes
         let after = r.session.audioBuffersHanded
-        #expect(encodes <= after && encodes >= before - 4, "\(encodes) encodes for \(before)...\(after) buffers")
+        #expect(encodes >= before && encodes <= after, "\(encodes) encodes for \(before)...\(after) buffers")
         r.session.stopRunning()
         let sa = a.seen.withLock { $0 }, sb = b.seen.withLock { $0 }
         #expect(sa.failures.isEmpty && sb.failures.isEmpty, "\(sa.failures.map(\.message))")
