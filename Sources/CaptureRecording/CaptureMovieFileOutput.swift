@@ -14,7 +14,11 @@ import Foundation
 /// the encoded frames on its recording queue (MJPEG: the camera's bytes as they came). While the
 /// encoder or the queue is busy, frames wait in order: at most one in the camera's buffer, the
 /// rest copied (about a second of frames) so that the camera and the session's other outputs
-/// lose nothing; beyond that storage the recording loses frames alone.
+/// lose nothing; beyond that storage the recording loses frames alone. The microphone's audio is
+/// encoded once too, by the session's audio stage for every movie output with the same audio
+/// settings, and written in its packets: the cuts at a pause and at the video's end fall on
+/// packet edges (AAC's 21 ms at 48 kHz, Opus's 20 ms; PCM to the sample), and the audio stays
+/// within one packet of the video (see the article on recording).
 /// Every frame lost is counted once in `RecordingSummary.framesDropped` (the output's own losses
 /// as `.frameWasLate`), never hidden.
 ///
