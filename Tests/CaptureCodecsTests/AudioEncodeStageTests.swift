@@ -140,6 +140,59 @@ import CaptureTestSupport
         withExtendedLifetime((p1, p2)) {}
     }
 
+    /// A raw consumer of the same microphone that holds its reader past the ring (an overrun):
+    /// the loss reaches the raw consumer and, through the stage, the encoded one, each once with
+    /// the same count; the stage's time line has no hole (silence in its place), so the packets
+    /// after it keep their capture times.
+    final class Blocker: FrameConsumer, @unchecked Sendable {
+        let block = Locked(false)
+        let dropped = Locked(0)
+        func consume(_ sample: SampleBuffer, from connection: CaptureConnection) {}
+        func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) { dropped.withLock { $0 += drop.count } }
+        /// Where the last buffer ends, on the capture clock.
+        let lastEnd = Locked(CaptureTime(nanoseconds: 0))
+        func consumeAudio(_ sample: SampleBuffer, from connection: CaptureConnection) {
+            if let pcm = sample.audioBuffer {
+                let end = sample.presentationTimeStamp.nanoseconds &+ UInt64(pcm.frameCount) * 1_000_000_000 / UInt64(pcm.format.sampleRate)
+                lastEnd.withLock { $0 = CaptureTime(nanoseconds: end) }
+            }
+            // (Once: the reader is held 1.5 s, past the microphone's ring of about a second.)
+            if block.withLock({ b in
+                defer { b = false }; return b
+            }) {
+                Thread.sleep(forTimeInterval: 1.5)
+            }
+        }
+    }
+
+    @Test func aMicrophoneOverrunReachesEachConsumerOnce() async throws {
+        let r = try Rig("AAC overrun")
+        defer { r.stop() }
+        let l = Listener(), blocker = Blocker()
+        let p = r.port(l, AudioEncoderSettings(codec: .aac))
+        let raw = FrameConsumerPort(audioFor: blocker)
+        #expect(r.session.addFrameConsumer(raw))
+        try r.session.start()
+        #expect(await eventually(timeout: 30) { l.count >= 10 })
+        blocker.block.withLock { $0 = true }
+        #expect(await eventually(timeout: 30) { blocker.dropped.withLock { $0 } > 0 && l.seen.withLock(\.dropped) > 0 })
+        let n = l.count
+        #expect(await eventually(timeout: 30) { l.count >= n + 20 })
+        r.session.stopRunning()
+        let s = l.seen.withLock { $0 }
+        let lost = blocker.dropped.withLock { $0 }
+        #expect(s.dropped == lost && lost > 48_000 / 4, "the stage's consumer heard of \(s.dropped) lost samples, the raw one of \(lost)")
+        let steps = zip(s.packets, s.packets.dropFirst()).filter { $1.pts != $0.pts + Int64($0.duration) }
+        #expect(steps.isEmpty, "packets not back to back: \(steps.prefix(3).map { ($0.0.pts, $0.1.pts) })")
+        // The last packet ends where the microphone's last buffer did (the encoder's short last
+        // frame within a packet): without the silence its time would be off by the loss.
+        let last = try #require(s.packets.last)
+        let end = Double(last.time.nanoseconds) / 1e9 + Double(last.duration) / 48_000
+        let rawEnd = Double(blocker.lastEnd.withLock { $0 }.nanoseconds) / 1e9
+        #expect(abs(end - rawEnd) < 1024.0 / 48_000 + 0.002, "the stage's audio ends at \(end) s, the microphone's at \(rawEnd) s")
+        withExtendedLifetime((p, raw)) {}
+    }
+
     /// Opus at a rate it does not take: the stage says so, once, to each consumer.
     @Test func opusAtARateItDoesNotTakeFailsOnce() async throws {
         let r = try Rig("Opus 44.1", appFormat: .init(sampleRate: 44_100, channelCount: 2, sampleFormat: .s16, framesPerBuffer: 441))
