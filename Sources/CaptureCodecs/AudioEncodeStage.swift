@@ -10,13 +10,12 @@ import Foundation
 /// The microphone's reader hands buffers in and never waits: they queue (a preallocated ring)
 /// up to 10 s of audio while a consumer keeps every packet (a file), 1 s otherwise; a buffer
 /// beyond that is lost, reported to the consumers once as `.frameWasLate` (in samples). The
-/// stage's time line has no holes: a gap of more than 20 ms between buffers (the microphone's
-/// or the stage's losses) is encoded as silence, so every packet's capture time holds. A
-/// consumer that joins gets packets from its join on.
+/// stage's time line has no holes (`AudioFrameEncoder`): the microphone's or the stage's losses
+/// are encoded as silence, so every packet's capture time holds. A consumer that joins gets
+/// packets from its join on.
 final class AudioEncodeStage: EncodedStage, @unchecked Sendable {
     /// Buffers that can wait at most (whatever their length).
     static let ringSize = 512
-    private let settings: AudioEncoderSettings
     private let outlet: EncodedStageOutlet
     /// Guards the ring, `lost` and `stopping`; the stage's thread waits on it.
     private let condition = NSCondition()
@@ -38,16 +37,13 @@ final class AudioEncodeStage: EncodedStage, @unchecked Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     // The stage's thread's.
-    private var encoder: AudioEncoder?
+    private let encoder: AudioFrameEncoder
     private var failure: AudioStageError?
     /// The consumers told of `failure`.
     private var told: [ObjectIdentifier] = []
-    private let pool = ReusePool<AudioPacket>()
-    /// The capture time of sample 0 of the stage's time line.
-    private var origin: CaptureTime?
 
     init(settings: AudioEncoderSettings, outlet: EncodedStageOutlet) {
-        self.settings = settings
+        encoder = AudioFrameEncoder(settings)
         self.outlet = outlet
         NamedThread.start("cap audio enc", qualityOfService: .userInteractive) { [self] in run() }
     }
@@ -109,34 +105,12 @@ final class AudioEncodeStage: EncodedStage, @unchecked Sendable {
 
     private func encode(_ sample: SampleBuffer) {
         guard let pcm = sample.audioBuffer, pcm.frameCount > 0 else { return }
-        if encoder?.input != pcm.format, failure == nil {
-            // The first buffer, or the microphone's format changed: a new stream from here.
-            finishEncoder()
-            do throws(AudioStageError) {
-                encoder = try AudioEncoder(settings, input: pcm.format)
-                origin = sample.presentationTimeStamp
-            } catch {
-                failure = error
-            }
-        }
-        guard let encoder, failure == nil else {
+        guard failure == nil else {
             tellFailure()
             return
         }
-        let rate = Int64(pcm.format.sampleRate)
-        let at = (sample.presentationTimeStamp - origin!) * rate / 1_000_000_000
-        let gap = at - encoder.samplesIn
         do throws(AudioStageError) {
-            if gap > rate / 50 {
-                if gap <= rate * 10 {
-                    try encoder.appendSilence(Int(gap), emit: deliver)
-                } else {
-                    // A long silence is not encoded: the time line starts again from here.
-                    origin = CaptureTime(
-                        nanoseconds: sample.presentationTimeStamp.nanoseconds &- UInt64(encoder.samplesIn * 1_000_000_000 / rate))
-                }
-            }
-            try encoder.append(pcm, emit: deliver)
+            try encoder.encode(pcm, at: sample.presentationTimeStamp, deliver)
             outlet.countEncode()
         } catch {
             failure = error
@@ -144,28 +118,19 @@ final class AudioEncodeStage: EncodedStage, @unchecked Sendable {
         }
     }
 
-    /// Hands a packet to every consumer of the product: shared, held by the stage while it
-    /// delivers, reused once the last consumer let go.
-    private func deliver(_ bytes: UnsafeRawBufferPointer, pts: Int64, duration: Int) {
-        guard let encoder, let origin else { return }
-        let rate = Int64(encoder.format.sampleRate)
-        let offset = pts * 1_000_000_000 / rate
-        let time = CaptureTime(nanoseconds: offset < 0 ? origin.nanoseconds &- UInt64(-offset) : origin.nanoseconds &+ UInt64(offset))
-        let packet = pool.take()
-        packet.fill(bytes, pts: pts, duration: duration, time: time, format: encoder.format)
+    /// Hands a packet to every consumer of the product (shared: one that keeps it holds it).
+    private func deliver(_ packet: AudioPacket) {
         outlet.forEachConsumer { c, connection in (c as? AudioPacketConsumer)?.consumeAudioPacket(packet, from: connection) }
-        packet.letGo()
     }
 
     private func finishEncoder() {
-        guard let e = encoder else { return }
+        guard failure == nil else { return }
         do throws(AudioStageError) {
-            try e.finish(emit: deliver)
+            try encoder.finish(deliver)
         } catch {
             failure = error
             tellFailure()
         }
-        encoder = nil
     }
 
     /// Tells each consumer of the failure once (one that joined since learns of it too).

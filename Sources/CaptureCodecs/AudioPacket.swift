@@ -1,6 +1,5 @@
 import Capture
 import Foundation
-import Synchronization
 
 /// What an audio stage's encoder makes, the same for all its packets: what a muxer puts in its
 /// header. Immutable; any thread.
@@ -50,10 +49,7 @@ package final class AudioStreamFormat: Sendable {
 /// One encoded audio frame and when its samples were captured. Shared by every consumer of its
 /// stage; reused by the stage once its last holder let go (explicit holds, no copies). The
 /// bytes and properties are fixed while anyone holds it.
-package final class AudioPacket: Reusable, @unchecked Sendable {
-    private var storage: UnsafeMutableRawPointer?
-    private var capacity = 0
-    package private(set) var count = 0
+package final class AudioPacket: HeldBytes, @unchecked Sendable {
     /// Where its first sample lies on the stage's time line, in samples (the encoder's padding
     /// before the first captured sample makes the first packets' negative). Packets follow each
     /// other without gaps or overlaps; samples the microphone lost are silence in it.
@@ -64,15 +60,6 @@ package final class AudioPacket: Reusable, @unchecked Sendable {
     package private(set) var presentationTimeStamp = CaptureTime(nanoseconds: 0)
     /// The stage's stream: codec, rate, channels, extradata.
     package private(set) var format: AudioStreamFormat?
-    private let holds = Atomic<Int>(0)
-
-    required init() {}
-    deinit { storage?.deallocate() }
-
-    /// The packet's bytes, valid inside `body`.
-    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try body(UnsafeRawBufferPointer(start: storage, count: count))
-    }
 
     /// When its samples end on the capture clock.
     package var endTime: CaptureTime {
@@ -80,23 +67,9 @@ package final class AudioPacket: Reusable, @unchecked Sendable {
         return CaptureTime(nanoseconds: presentationTimeStamp.nanoseconds &+ UInt64(duration) * 1_000_000_000 / rate)
     }
 
-    /// Keeps the packet past the call it came in; each hold needs its `letGo()`. Any thread.
-    package func hold() { holds.wrappingAdd(1, ordering: .relaxed) }
-    /// Gives a hold back; the stage reuses the packet once none is left. Any thread.
-    package func letGo() { holds.wrappingSubtract(1, ordering: .releasing) }
-
-    var isFree: Bool { holds.load(ordering: .acquiring) <= 0 }
-
     /// Refills a free packet (the stage's, before it hands it out).
     func fill(_ bytes: UnsafeRawBufferPointer, pts: Int64, duration: Int, time: CaptureTime, format: AudioStreamFormat) {
-        if capacity < bytes.count {
-            storage?.deallocate()
-            // Grows only for a packet larger than any before, doubling.
-            capacity = max(bytes.count, capacity * 2)
-            storage = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
-        }
-        if let base = bytes.baseAddress, bytes.count > 0 { storage!.copyMemory(from: base, byteCount: bytes.count) }
-        count = bytes.count
+        store(bytes)
         self.pts = pts
         self.duration = duration
         presentationTimeStamp = time

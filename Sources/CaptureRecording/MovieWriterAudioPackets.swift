@@ -9,6 +9,10 @@ import Foundation
 // 20 ms for Opus), and packets go back to back, each within one packet of its capture time.
 // PCM's packets are samples: they are cut sample by sample, as the microphone's buffers were.
 extension MovieWriter {
+    var hasAudio: Bool { audioStream != nil }
+    /// `audioSamples` as nanoseconds.
+    var audioSamplesNanoseconds: Int64 { audioSamples * 1_000_000_000 / max(1, audioRate) }
+
     /// Adds the audio stream of an audio stage's packets (its codec's setup as extradata).
     func addAudioStream(_ f: AudioStreamFormat) throws(RecordingError) {
         guard let st = avformat_new_stream(format, nil), let par = st.pointee.codecpar else {

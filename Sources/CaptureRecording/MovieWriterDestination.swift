@@ -106,7 +106,7 @@ extension MovieWriter {
     func writeDurations(videoEnd: Int64) {
         guard let destination, destination.isRegularFile, videoEnd > 0 else { return }
         let audioSeconds =
-            audioStarted ? Double(audioPacketFormat != nil ? audioWrittenEnd : pendingStart) / Double(max(1, audioRate)) : nil
+            audioStarted ? Double(audioWrittenEnd) / Double(max(1, audioRate)) : nil
         let videoSeconds = Double(videoEnd) / 1e9
         // The moov is the file's second box, a few kB (more with audio's codec setup).
         let count = Int(min(fileSize, 1 << 16))

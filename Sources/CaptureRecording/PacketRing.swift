@@ -54,7 +54,7 @@ extension MovieWriter {
             if placeholder != nil { avformat_free_context(placeholder); placeholder = nil }
         }
         try addVideoStream()
-        try writeHeader(audio: nil, audioPackets: audio, settings: settings)
+        try writeHeader(audio: audio, settings: settings)
         videoOffset = av_rescale_q(originTicks, inputTimeBase, streamTimeBase)
         originNanoseconds = pts(originTicks, from: inputTimeBase)
         // Packets are timed in the stream's time base, which the muxer chose now.

@@ -128,7 +128,7 @@ extension CaptureMovieFileOutput {
             do {
                 try rec.writer.begin(
                     .init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
-                    audio: nil, audioPackets: wantsAudio ? audio?.format : nil, settings: rec.settings,
+                    audio: wantsAudio ? audio?.format : nil, settings: rec.settings,
                     parameterSets: frame.parameterSets)
             } catch {
                 finish(error: error)
