@@ -22,10 +22,13 @@ final class HeldAudio {
         packets = []
     }
 
-    /// Keeps the packets from the one playing at `from` on (the newest half second when nil).
+    /// Keeps the packets from the one playing at `from` on (the newest half second when nil),
+    /// and 10 s of them at most.
     func trim(from: CaptureTime?) {
         var drop = 0
-        if let from {
+        if let from, let last = packets.last {
+            let floor = CaptureTime(nanoseconds: last.endTime.nanoseconds &- 10_000_000_000)
+            let from = from < floor ? floor : from
             while drop + 1 < packets.count, !(from < packets[drop + 1].presentationTimeStamp) { drop += 1 }
         } else if let last = packets.last {
             let keep = CaptureTime(nanoseconds: last.endTime.nanoseconds &- 500_000_000)

@@ -221,10 +221,11 @@ extension CaptureMovieFileOutput {
         }
         guard rec.settings.recordsAudio else { return }
         guard rec.began else {
-            // Before the first video frame: the newest half second waits for it (with
-            // pre-record, all from the oldest frame kept).
+            // Before the first video frame: what came from the request on waits for it (a slow
+            // encoder's first frame may come seconds after its capture; with pre-record, all
+            // from the oldest frame kept).
             rec.earlyAudio.append(packet)
-            rec.earlyAudio.trim(from: rec.standby?.keptFrom)
+            rec.earlyAudio.trim(from: rec.standby?.keptFrom ?? rec.requested)
             return
         }
         guard rec.writer.hasAudio else { return }

@@ -16,7 +16,9 @@ import CaptureTestSupport
             var packets: [(pts: Int64, duration: Int, packet: ObjectIdentifier, time: CaptureTime)] = []
             var bytes: [Data] = []
             var format: AudioStreamFormat?
+            /// Samples lost by the microphone (`.discontinuity`), and by the stage (`.frameWasLate`).
             var dropped = 0
+            var late = 0
             var failures: [AudioStageError] = []
         }
         let seen = Locked(Seen())
@@ -27,7 +29,11 @@ import CaptureTestSupport
                 if s.format == nil { s.format = packet.format }
             }
         }
-        func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) { seen.withLock { $0.dropped += drop.count } }
+        func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) {
+            seen.withLock { s in
+                if drop.reason == .frameWasLate { s.late += drop.count } else { s.dropped += drop.count }
+            }
+        }
         func audioStageFailed(_ error: AudioStageError, from connection: CaptureConnection) {
             seen.withLock { $0.failures.append(error) }
         }
@@ -50,8 +56,8 @@ import CaptureTestSupport
                 session.addOutput(output)
             }
         }
-        func port(_ listener: Listener, _ settings: AudioEncoderSettings) -> FrameConsumerPort {
-            let port = FrameConsumerPort(audioEncodedFor: listener)
+        func port(_ listener: Listener, _ settings: AudioEncoderSettings, keepsEveryPacket: Bool = false) -> FrameConsumerPort {
+            let port = FrameConsumerPort(audioEncodedFor: listener, keepsEveryFrame: keepsEveryPacket)
             port.encodedProduct = settings.product
             #expect(session.addFrameConsumer(port))
             return port
@@ -169,7 +175,9 @@ import CaptureTestSupport
         let r = try Rig("AAC overrun")
         defer { r.stop() }
         let l = Listener(), blocker = Blocker()
-        let p = r.port(l, AudioEncoderSettings(codec: .aac))
+        // (Keeping every packet: the second of audio the reader finds after the block fits the
+        // stage's ring.)
+        let p = r.port(l, AudioEncoderSettings(codec: .aac), keepsEveryPacket: true)
         let raw = FrameConsumerPort(audioFor: blocker)
         #expect(r.session.addFrameConsumer(raw))
         try r.session.start()
@@ -182,6 +190,7 @@ import CaptureTestSupport
         let s = l.seen.withLock { $0 }
         let lost = blocker.dropped.withLock { $0 }
         #expect(s.dropped == lost && lost > 48_000 / 4, "the stage's consumer heard of \(s.dropped) lost samples, the raw one of \(lost)")
+        #expect(s.late == 0, "the stage lost \(s.late) samples of its own")
         let steps = zip(s.packets, s.packets.dropFirst()).filter { $1.pts != $0.pts + Int64($0.duration) }
         #expect(steps.isEmpty, "packets not back to back: \(steps.prefix(3).map { ($0.0.pts, $0.1.pts) })")
         // The last packet ends where the microphone's last buffer did (the encoder's short last
