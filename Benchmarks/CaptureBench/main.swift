@@ -16,6 +16,8 @@
 //   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--audio] [--json]
 //                        (needs ffmpeg; see Record.swift)
 //   capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]   (what session cycles leave; Cycles.swift)
+//   capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc]
+//                         (Chromium through each serving path; JSON; see Latency.swift)
 import CaptureVirtual
 import CaptureImaging
 import CaptureV4L2
@@ -761,6 +763,7 @@ case "live": live(arguments)
 case "preview": previewBench(arguments)
 case "record": recordBench(arguments)
 case "cycles": cyclesBench(arguments)
+case "latency": latencyBench(arguments)
 default:
     print(
         """
@@ -773,6 +776,7 @@ default:
                capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR] [--peer none] [--json]
                capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--audio] [--json]
                capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]
+               capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc]
         """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))
 }

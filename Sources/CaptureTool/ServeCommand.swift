@@ -51,12 +51,6 @@ func serveCommand(_ args: Arguments) throws {
     }
     ProcessSignals.unblock([SIGINT, SIGTERM])
     let device = try chooseCamera(args.values["device"])
-    if args.flags.contains("time-code") {
-        guard let camera = VirtualCamera.installed.first(where: { $0.uniqueID == device.uniqueID }) else {
-            throw ToolError(message: "--time-code draws into the virtual camera's frames: add --device virtual")
-        }
-        camera.showsTimeCode = true
-    }
     let still = CaptureStillImageOutput()
     still.outputSettings = .init(quality: max(quality, 90))
     // The server keeps answering while the camera is gone and takes it back when it returns

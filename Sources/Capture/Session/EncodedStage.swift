@@ -93,10 +93,22 @@ struct EncodedStageEntry {
     var keepsEveryFrame = false
 
     /// Notes who consumes the product when the routes changed since it last looked (`generation`
-    /// is the table's now); true when a consumer joined (a video stage starts it at a key frame).
+    /// is the table's now), or a connection was turned off or on; true when a consumer joined (a
+    /// route added, or its connection enabled again: a video stage starts it at a key frame).
     /// Allocates only on a change.
     mutating func noteConsumers(_ routes: [Route], generation: UInt64) -> Bool {
-        guard self.generation != generation else { return false }
+        if self.generation == generation {
+            var enabled = 0
+            var same = true
+            for r in routes where r.connection.isEnabled && r.subscription.encoded == product {
+                enabled += 1
+                if !consumers.contains(ObjectIdentifier(r.output)) {
+                    same = false
+                    break
+                }
+            }
+            if same && enabled == consumers.count { return false }
+        }
         self.generation = generation
         var ports: [ObjectIdentifier] = []
         var every = false
