@@ -110,7 +110,7 @@ final class AudioEncodeStage: EncodedStage, @unchecked Sendable {
             return
         }
         do throws(AudioStageError) {
-            try encoder.encode(pcm, at: sample.presentationTimeStamp, deliver)
+            try encoder.encode(pcm, at: sample.presentationTimeStamp) { deliver($0) }
             outlet.countEncode()
         } catch {
             failure = error
@@ -126,7 +126,7 @@ final class AudioEncodeStage: EncodedStage, @unchecked Sendable {
     private func finishEncoder() {
         guard failure == nil else { return }
         do throws(AudioStageError) {
-            try encoder.finish(deliver)
+            try encoder.finish { deliver($0) }
         } catch {
             failure = error
             tellFailure()

@@ -13,7 +13,6 @@ package final class AudioFrameEncoder {
     private let pool = ReusePool<AudioPacket>()
     /// The capture time of sample 0 of the time line.
     private var origin: CaptureTime?
-    private var body: ((AudioPacket) -> Void)?
 
     package init(_ settings: AudioEncoderSettings) { self.settings = settings }
 
@@ -39,21 +38,18 @@ package final class AudioFrameEncoder {
             origin = time
         }
         guard let encoder, let origin else { return }
-        try withoutActuallyEscaping(body) { (b: @escaping (AudioPacket) -> Void) throws(AudioStageError) in
-            self.body = b
-            defer { self.body = nil }
-            let rate = Int64(pcm.format.sampleRate)
-            let gap = (time - origin) * rate / 1_000_000_000 - encoder.samplesIn
-            if gap > rate / 50 {
-                if gap <= rate * 10 {
-                    try encoder.appendSilence(Int(gap), emit: deliver)
-                } else {
-                    // A long silence is not encoded: the time line starts again from here.
-                    self.origin = CaptureTime(nanoseconds: time.nanoseconds &- UInt64(encoder.samplesIn * 1_000_000_000 / rate))
-                }
+        // (Closures written out, not stored: passing packets on allocates nothing.)
+        let rate = Int64(pcm.format.sampleRate)
+        let gap = (time - origin) * rate / 1_000_000_000 - encoder.samplesIn
+        if gap > rate / 50 {
+            if gap <= rate * 10 {
+                try encoder.appendSilence(Int(gap)) { bytes, pts, duration in deliver(bytes, pts, duration, body) }
+            } else {
+                // A long silence is not encoded: the time line starts again from here.
+                self.origin = CaptureTime(nanoseconds: time.nanoseconds &- UInt64(encoder.samplesIn * 1_000_000_000 / rate))
             }
-            try encoder.append(pcm, emit: deliver)
         }
+        try encoder.append(pcm) { bytes, pts, duration in deliver(bytes, pts, duration, body) }
     }
 
     /// Ends the stream: what waits, as a short last frame, and the encoder's tail go to `body`.
@@ -63,17 +59,13 @@ package final class AudioFrameEncoder {
             encoder = nil
             origin = nil
         }
-        try withoutActuallyEscaping(body) { (b: @escaping (AudioPacket) -> Void) throws(AudioStageError) in
-            self.body = b
-            defer { self.body = nil }
-            try e.finish(emit: deliver)
-        }
+        try e.finish { bytes, pts, duration in deliver(bytes, pts, duration, body) }
     }
 
     /// A packet of the encoder's, in a pooled `AudioPacket` with its capture time, to `body`;
     /// reused once every holder let go.
-    private func deliver(_ bytes: UnsafeRawBufferPointer, pts: Int64, duration: Int) {
-        guard let encoder, let origin, let body else { return }
+    private func deliver(_ bytes: UnsafeRawBufferPointer, _ pts: Int64, _ duration: Int, _ body: (AudioPacket) -> Void) {
+        guard let encoder, let origin else { return }
         let rate = Int64(encoder.format.sampleRate)
         let offset = pts * 1_000_000_000 / rate
         let time = CaptureTime(nanoseconds: offset < 0 ? origin.nanoseconds &- UInt64(-offset) : origin.nanoseconds &+ UInt64(offset))
