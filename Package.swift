@@ -181,7 +181,11 @@ let package = Package(
             ]),
         .testTarget(
             name: "CaptureCodecsTests",
-            dependencies: ["CaptureCodecs", "Capture", "CaptureBackend", "CaptureSystem", "CaptureTestSupport", "CaptureBenchSupport"]),
+            dependencies: [
+                "CaptureCodecs", "Capture", "CaptureBackend", "CaptureSystem", "CaptureTestSupport", "CaptureBenchSupport",
+                // (FFmpeg's decoders check the audio stage's packets.)
+                "CFFmpeg",
+            ]),
         .testTarget(
             name: "CaptureServerTests",
             dependencies: ["CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport"]),

@@ -421,6 +421,17 @@ func recordSession(_ a: Arguments) {
     app.setSampleBufferDelegate(appDelegate, queue: DispatchQueue(label: "capture-bench.app-output"))
     let withApp = a.flags.contains("app-output")
     let s = openSession(device: device, size: (w, h), format: format, rate: 30, outputs: withApp ? [app] : [])
+    // `--audio`: a virtual microphone too; the outputs share its one AAC encode
+    // (`audio_encodes_per_buffer` stays 1).
+    let mic = VirtualMicrophone(name: "Bench Microphone \(getpid())")
+    if a.flags.contains("audio") {
+        VirtualMicrophone.install(mic)
+        guard let d = CaptureDevice.device(withUniqueID: mic.uniqueID), let input = try? CaptureDeviceInput(device: d) else {
+            fail("virtual microphone not listed")
+        }
+        s.addInput(input)
+    }
+    defer { if a.flags.contains("audio") { VirtualMicrophone.uninstall(mic) } }
     for m in movies { s.addOutput(m) }
     // `--preset P`: x264's preset (a slower one makes a recorder that falls behind).
     var settings = MovieOutputSettings()
@@ -432,10 +443,10 @@ func recordSession(_ a: Arguments) {
     let delegates = movies.map { _ in QuietRecordingDelegate() }
     for (i, m) in movies.enumerated() { m.startRecording(to: urls[i], recordingDelegate: delegates[i]) }
     Thread.sleep(forTimeInterval: 1.5)
-    let n0 = movie.recordedFrameCount, e0 = s.stageEncodes
+    let n0 = movie.recordedFrameCount, e0 = s.stageEncodes, ae0 = s.audioStageEncodes, ab0 = s.audioBuffersHanded
     let a0 = calloc_counter_total(), f0 = calloc_counter_marked_total(), c0 = processCPUNow()
     Thread.sleep(forTimeInterval: seconds)
-    let n1 = movie.recordedFrameCount, e1 = s.stageEncodes
+    let n1 = movie.recordedFrameCount, e1 = s.stageEncodes, ae1 = s.audioStageEncodes, ab1 = s.audioBuffersHanded
     let a1 = calloc_counter_total(), f1 = calloc_counter_marked_total(), c1 = processCPUNow()
     for m in movies { m.stopRecording() }
     for d in delegates { _ = d.finished.wait(timeout: .now() + 10) }
@@ -453,6 +464,15 @@ func recordSession(_ a: Arguments) {
     r.add("outputs", movies.count)
     r.add("h264_encodes_per_frame", Double(e1 - e0) / frames)
     r.add("frames_written_total", movie.lastRecording?.framesWritten ?? -1)
+    if a.flags.contains("audio") {
+        r.add("audio_encodes_per_buffer", Double(ae1 - ae0) / Double(max(1, ab1 - ab0)))
+        let audio = movies.map { m in
+            m.lastRecording?.audioDuration.map { d in
+                String(format: "%.3f", Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
+            }
+        }
+        r.add("audio_seconds", audio.map { $0 ?? "none" }.joined(separator: " "))
+    }
     if withApp {
         let (delivered, dropped) = app.statistics
         r.add("app_frames_delivered", delivered)

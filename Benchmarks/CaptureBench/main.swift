@@ -13,7 +13,7 @@
 //   capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N]
 //                        [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR]
 //                        [--peer none] [--json]
-//   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--json]
+//   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--audio] [--json]
 //                        (needs ffmpeg; see Record.swift)
 //   capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]   (what session cycles leave; Cycles.swift)
 //   capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc]
@@ -40,7 +40,7 @@ struct Arguments {
         while let a = it.next() {
             guard a.hasPrefix("--") else { fail("unexpected argument \(a)") }
             let key = String(a.dropFirst(2))
-            if ["json", "strip-dht", "session", "app-output"].contains(key) {
+            if ["json", "strip-dht", "session", "app-output", "audio"].contains(key) {
                 flags.insert(key)
             } else if let v = it.next() {
                 values[key] = v
@@ -774,7 +774,7 @@ default:
                capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
                capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH] [--seconds S] [--rounds N] [--json]
                capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR] [--peer none] [--json]
-               capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--json]
+               capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--audio] [--json]
                capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]
                capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc]
         """)

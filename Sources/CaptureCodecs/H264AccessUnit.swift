@@ -1,15 +1,11 @@
 import Capture
 import CaptureSystem
 import Foundation
-import Synchronization
 
 /// One encoded frame (Annex B NAL units, without the parameter sets) and what it was made of.
 /// Shared by every consumer of its stage; reused by the stage once its last holder let go
 /// (explicit holds, no copies). The bytes and properties are fixed while anyone holds it.
-package final class H264AccessUnit: @unchecked Sendable {
-    private var storage: UnsafeMutableRawPointer?
-    private var capacity = 0
-    package private(set) var count = 0
+package final class H264AccessUnit: HeldBytes, @unchecked Sendable {
     /// The capture time of the frame it encodes.
     package private(set) var presentationTimeStamp = CaptureTime(nanoseconds: 0)
     /// The frame's sequence number (gaps are the camera's or the stage's drops, reported apart).
@@ -24,36 +20,13 @@ package final class H264AccessUnit: @unchecked Sendable {
     package private(set) var parameterSets = Data()
     /// What its stage has still to deliver (a consumer waiting at a stop reads it).
     package private(set) var stageProgress: H264StageProgress?
-    private let holds = Atomic<Int>(0)
-
-    init() {}
-    deinit { storage?.deallocate() }
-
-    /// The unit's bytes, valid inside `body`.
-    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try body(UnsafeRawBufferPointer(start: storage, count: count))
-    }
-
-    /// Keeps the unit past the call it came in; each hold needs its `letGo()`. Any thread.
-    package func hold() { holds.wrappingAdd(1, ordering: .relaxed) }
-    /// Gives a hold back; the stage reuses the unit once none is left. Any thread.
-    package func letGo() { holds.wrappingSubtract(1, ordering: .releasing) }
-
-    fileprivate var isFree: Bool { holds.load(ordering: .acquiring) <= 0 }
 
     /// Refills a free unit (the stage's, before it hands it out).
     fileprivate func fill(
         _ bytes: UnsafeRawBufferPointer, time: CaptureTime, sequence: UInt64, key: Bool, dimensions: VideoDimensions,
         interval: FrameInterval, parameterSets: Data, progress: H264StageProgress
     ) {
-        if capacity < bytes.count {
-            storage?.deallocate()
-            // Grows only for a unit larger than any before (key frames), doubling.
-            capacity = max(bytes.count, capacity * 2)
-            storage = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
-        }
-        if let base = bytes.baseAddress, bytes.count > 0 { storage!.copyMemory(from: base, byteCount: bytes.count) }
-        count = bytes.count
+        store(bytes)
         presentationTimeStamp = time
         sequenceNumber = sequence
         isKeyFrame = key
@@ -64,35 +37,19 @@ package final class H264AccessUnit: @unchecked Sendable {
     }
 }
 
-/// The units of one stage: a unit no one holds is refilled; more are made only while consumers
-/// hold every one. Used by the stage's thread alone.
+/// The units of one stage (see `ReusePool`). Used by the stage's thread alone.
 final class H264UnitPool {
-    private var units: [H264AccessUnit] = []
-    private var next = 0
-
-    init() { units.reserveCapacity(64) }
+    private let pool = ReusePool<H264AccessUnit>()
 
     /// A free unit filled with `bytes`, with one hold (the stage's, while it delivers).
     func unit(
         _ bytes: UnsafeRawBufferPointer, time: CaptureTime, sequence: UInt64, key: Bool, dimensions: VideoDimensions,
         interval: FrameInterval, parameterSets: Data, progress: H264StageProgress
     ) -> H264AccessUnit {
-        var found: H264AccessUnit?
-        // Round the ring from after the last one taken: the oldest are the likeliest free.
-        for k in 0..<units.count {
-            let u = units[(next + k) % units.count]
-            if u.isFree {
-                found = u
-                next = (next + k + 1) % units.count
-                break
-            }
-        }
-        let u = found ?? H264AccessUnit()
-        if found == nil { units.append(u) }
+        let u = pool.take()
         u.fill(
             bytes, time: time, sequence: sequence, key: key, dimensions: dimensions, interval: interval,
             parameterSets: parameterSets, progress: progress)
-        u.hold()
         return u
     }
 }

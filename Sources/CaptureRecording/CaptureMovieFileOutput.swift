@@ -14,7 +14,11 @@ import Foundation
 /// the encoded frames on its recording queue (MJPEG: the camera's bytes as they came). While the
 /// encoder or the queue is busy, frames wait in order: at most one in the camera's buffer, the
 /// rest copied (about a second of frames) so that the camera and the session's other outputs
-/// lose nothing; beyond that storage the recording loses frames alone.
+/// lose nothing; beyond that storage the recording loses frames alone. The microphone's audio is
+/// encoded once too, by the session's audio stage for every movie output with the same audio
+/// settings, and written in its packets: the cuts at a pause and at the video's end fall on
+/// packet edges (AAC's 21 ms at 48 kHz, Opus's 20 ms; PCM to the sample), and the audio stays
+/// within one packet of the video (see the article on recording).
 /// Every frame lost is counted once in `RecordingSummary.framesDropped` (the output's own losses
 /// as `.frameWasLate`), never hidden.
 ///
@@ -30,7 +34,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     let port: FrameConsumerPort
     /// What the port brought, waiting for the recording queue.
     let feed: RecordingFeed
-    /// The output's port for the session's microphones (their buffers go to `feed` too).
+    /// The output's port for the session's microphones: the packets of the session's shared
+    /// audio stage for the recording's audio settings go to `feed` too.
     let audioPort: FrameConsumerPort
     /// Frames that may wait for (or be with) the recording queue in the buffers they came in:
     /// beyond this one, frames are copied on receipt and their buffers go back at once. (A camera
@@ -95,7 +100,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// Touched only on `queue`.
     var standby: Standby?
     /// Pre-record's audio, as far back as its frames (touched only on `queue`).
-    var audioRing: [SampleBuffer] = []
+    var audioRing = HeldAudio()
 
     public init() {
         // The feed keeps every frame (in order, none newest-wins) but holds at most
@@ -104,7 +109,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         // recorder cannot keep it loses alone, counted. Idle, the port takes nothing.
         feed = RecordingFeed(heldLimit: Self.heldFrameLimit)
         port = FrameConsumerPort(encodedFor: feed, keepsEveryFrame: true)
-        audioPort = FrameConsumerPort(audioFor: feed)
+        audioPort = FrameConsumerPort(audioEncodedFor: feed, keepsEveryFrame: true)
         feed.port = port
         feed.setDrain(on: queue) { [weak self] in self?.drainFeed() }
     }
@@ -157,13 +162,16 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         queue.async { [self] in refreshStandby() }
     }
 
-    /// Points the port at what a recording (or pre-record) with `settings` takes: the shared
-    /// H.264 stage's units for these settings, or JPEG at their quality; nothing for nil.
+    /// Points the ports at what a recording (or pre-record) with `settings` takes: the shared
+    /// H.264 stage's units for these settings, or JPEG at their quality, and the shared audio
+    /// stage's packets for its audio codec; nothing for nil.
     func take(_ settings: MovieOutputSettings?, fragment: Duration) {
         guard let settings else {
             port.encodedProduct = nil
+            audioPort.encodedProduct = nil
             return
         }
+        audioPort.encodedProduct = settings.recordsAudio ? Self.audioStageSettings(settings).product : nil
         if settings.codec == .h264 {
             let interval = port.connection(with: .video)?.device?.activeVideoMinFrameDuration
             port.encodedProduct = Self.stageSettings(settings, fragment: fragment, interval: interval).product
@@ -185,6 +193,19 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                 case .bitrate(let b): .bitrate(b)
                 }
             }(), keyFrameInterval: settings.keyframeInterval ?? max(1, Int(perFragment)))
+    }
+
+    /// The shared audio stage's settings for a recording: its codec at 64 kb/s per channel (PCM
+    /// as it is), at the microphone's rate and channels (Opus: at most two).
+    static func audioStageSettings(_ settings: MovieOutputSettings) -> AudioEncoderSettings {
+        AudioEncoderSettings(
+            codec: {
+                switch settings.audioCodec {
+                case .aac: .aac
+                case .opus: .opus
+                case .pcm: .pcm
+                }
+            }())
     }
 
     // MARK: State
@@ -282,7 +303,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                         return sb.writer
                     }
                     sb.writer.close()
-                    audioRing = []
+                    audioRing.removeAll()
                 }
                 return try MovieWriter(url: outputFileURL, container: container, fragmentInterval: fragment)
             }
@@ -299,7 +320,7 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
                 rec.standby = fromStandby
                 if fromStandby != nil {
                     rec.earlyAudio = audioRing
-                    audioRing = []
+                    audioRing = HeldAudio()
                 }
                 active = rec
                 locked { $0.destination = writer.destination }

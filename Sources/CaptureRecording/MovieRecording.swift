@@ -27,8 +27,8 @@ extension CaptureMovieFileOutput {
         /// When free space was last checked (ns after the first frame).
         var lastSpaceCheck: Int64?
         /// Audio that came before the first video frame was written (its format opens the
-        /// audio stream; the part after that frame's time is written).
-        var earlyAudio: [SampleBuffer] = []
+        /// audio stream; the packets from that frame's time on are written).
+        var earlyAudio = HeldAudio()
         /// When `startRecording` was called: frames captured before are not part of it (but
         /// for pre-record's).
         var requested = CaptureTime.now()
@@ -50,6 +50,11 @@ extension CaptureMovieFileOutput {
         /// captured before it is in.
         var videoPastStop = false
         var audioPastStop = false
+        /// The video reached the duration limit: the recording ends once the audio does too
+        /// (its stage lags the video by its encoder's delay, more on a loaded machine).
+        var videoPastLimit = false
+        /// When the last audio packet came (a stalled stage is not waited for).
+        var lastAudio = CaptureTime.now()
         /// A unit was lost (or a pause ended): the video goes on from the next key frame.
         var awaitingKey = false
         init(

@@ -40,10 +40,28 @@ extension CaptureMovieFileOutput {
 
     /// On the queue, before a frame `at` ns on the recorded time line: finishes the recording
     /// when the frame would end past the duration limit. True when it did.
+    /// With audio that has not reached the limit yet, the frame is left out and the recording
+    /// ends once the audio reaches it, or stalls (no packet for half a second).
     func finishAtDurationLimit(_ rec: Recording, frameAt at: Int64) -> Bool {
         guard let max = rec.maxDuration, Duration.nanoseconds(at + rec.frameNanoseconds / 2) > max else { return false }
+        if rec.videoPastLimit { return true }
+        if rec.writer.hasAudio, Duration.nanoseconds(rec.writer.audioQueuedNanoseconds) < max {
+            rec.videoPastLimit = true
+            watchLimit(generation: rec.generation, max)
+            return true
+        }
         finish(error: Self.durationReached(max))
         return true
+    }
+
+    /// On the queue, while the video waits at the duration limit for the audio.
+    private func watchLimit(generation: Int, _ max: Duration) {
+        guard let rec = active, rec.generation == generation else { return }
+        if Double(CaptureTime.now() - rec.lastAudio) / 1e9 >= Self.stopStall || session?.isRunning != true {
+            finish(error: Self.durationReached(max))
+            return
+        }
+        queue.asyncAfter(deadline: .now() + 0.05) { [self] in watchLimit(generation: generation, max) }
     }
 
     /// On the queue, before a frame: finishes the recording when its file reached the size
@@ -65,6 +83,11 @@ extension CaptureMovieFileOutput {
     /// encoder) are not a stall: they are written first.
     func audioPastDurationLimit(_ rec: Recording, at: Int64) -> Bool {
         guard let max = rec.maxDuration, Duration.nanoseconds(at) >= max else { return false }
+        if rec.videoPastLimit {
+            // Both streams reached it.
+            finish(error: Self.durationReached(max))
+            return true
+        }
         if Duration.nanoseconds(at) >= max + .milliseconds(500), framesWaiting == 0 {
             finish(error: Self.durationReached(max))
         }

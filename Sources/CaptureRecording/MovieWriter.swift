@@ -98,8 +98,9 @@ package final class MovieWriter {
 
     /// Sets up the stream (and encoder) for frames of `video` and writes the header. Units of the
     /// shared H.264 stage (`RecordedFrame.h264`) come with their stage's `parameterSets`.
+    /// `audio`: the stream of an audio stage's packets (`writeAudio`), or nil for none.
     package func begin(
-        _ video: VideoFormat, audio: AudioFormat?, settings: MovieOutputSettings, parameterSets: Data? = nil
+        _ video: VideoFormat, audio: AudioStreamFormat?, settings: MovieOutputSettings, parameterSets: Data? = nil
     ) throws(RecordingError) {
         guard format != nil else { throw RecordingError(.invalidState, "the file is closed") }
         try prepareVideo(video, settings: settings)
@@ -163,11 +164,11 @@ package final class MovieWriter {
     }
 
     /// Adds the audio stream and writes the header.
-    func writeHeader(audio: AudioFormat?, settings: MovieOutputSettings) throws(RecordingError) {
+    func writeHeader(audio: AudioStreamFormat?, settings: MovieOutputSettings) throws(RecordingError) {
         guard let format, let st = stream, let video = videoFormat else { throw RecordingError(.invalidState, "the file is closed") }
         var opts: OpaquePointer?
         defer { av_dict_free(&opts) }
-        if let audio { try openAudioEncoder(audio, codec: settings.audioCodec) }
+        if let audio { try addAudioStream(audio) }
         if container == .mp4 {
             // `isom` as the major brand (FFmpeg's default for these flags, `iso5`, is refused by
             // some readers, e.g. AtomicParsley); `iso6` stays among the compatible ones.
@@ -279,33 +280,36 @@ package final class MovieWriter {
         return audioStream != nil ? av_interleaved_write_frame(format, packet) : av_write_frame(format, packet)
     }
 
-    // MARK: Audio (encoded in MovieWriterAudio.swift)
+    // MARK: Audio (the audio stage's packets, in MovieWriterAudioPackets.swift)
 
-    var audioEncoder: UnsafeMutablePointer<AVCodecContext>?
     var audioStream: UnsafeMutablePointer<AVStream>?
-    var audioFrame: UnsafeMutablePointer<AVFrame>?
     var audioRate: Int64 = 48_000
     var audioChannels = 0
-    var audioSampleFormat = AV_SAMPLE_FMT_FLTP
-    /// Samples waiting for a full encoder frame, per channel, and the time (in samples since
-    /// the first video frame) of their first.
-    var pending: [[Float]] = []
-    var pendingStart: Int64 = 0
     var audioStarted = false
-    /// Samples handed to the encoder (silence for gaps included).
+    /// Samples written (silence for gaps included).
     var audioSamples: Int64 = 0
 
-    /// The audio encoder's name (`aac`, `libopus`, `opus`, `pcm_s16le`).
+    /// The audio stage's encoder's name (`aac`, `libopus`, `opus`, `pcm_s16le`).
     var audioEncoderName = "aac"
+    /// The stream of the audio stage's packets.
+    var audioPacketFormat: AudioStreamFormat?
+    /// Packets (nil: silence) waiting for the video to reach them, at their place in the file
+    /// (samples since its time 0), held.
+    var queuedAudio: [QueuedAudio] = []
+    /// A packet's samples (PCM: `skip` left out at its front) at `start` in the file.
+    typealias QueuedAudio = (packet: AudioPacket?, start: Int64, duration: Int, skip: Int)
+    /// Where the last packet queued ends, and the last one written, in samples.
+    var audioQueuedEnd: Int64 = 0
+    var audioWrittenEnd: Int64 = 0
 
-    /// Flushes the audio encoder, writes the trailer (the last fragment) and closes the file. Safe to
+    /// Writes the audio that waits (to the video's end), the trailer (the last fragment) and closes the file. Safe to
     /// call more than once; after a failure it still closes the file.
     package func finish(videoEnd: Int64 = 0) throws(RecordingError) {
         defer { close() }
         guard let format, headerWritten else { return }
         var failure: RecordingError?
-        if audioEncoder != nil {
-            do { try finishAudio(videoEnd: videoEnd) } catch { if failure == nil { failure = error } }
+        if audioPacketFormat != nil {
+            do { try finishAudioPackets(videoEnd: videoEnd) } catch { if failure == nil { failure = error } }
         }
         let t = av_write_trailer(format)
         headerWritten = false
@@ -316,9 +320,9 @@ package final class MovieWriter {
 
     /// Closes the file and frees FFmpeg's objects (without a trailer).
     func close() {
-        if audioEncoder != nil { avcodec_free_context(&audioEncoder) }
-        if audioFrame != nil { av_frame_free(&audioFrame) }
         audioStream = nil
+        for q in queuedAudio { q.packet?.letGo() }
+        queuedAudio = []
         if packet != nil { av_packet_free(&packet) }
         if let f = format {
             if destination != nil {

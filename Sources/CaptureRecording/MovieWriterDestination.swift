@@ -105,7 +105,8 @@ extension MovieWriter {
     /// is not a regular one (a pipe) keeps them 0; the fragments say it all the same.
     func writeDurations(videoEnd: Int64) {
         guard let destination, destination.isRegularFile, videoEnd > 0 else { return }
-        let audioSeconds = audioStarted ? Double(pendingStart) / Double(max(1, audioRate)) : nil
+        let audioSeconds =
+            audioStarted ? Double(audioWrittenEnd) / Double(max(1, audioRate)) : nil
         let videoSeconds = Double(videoEnd) / 1e9
         // The moov is the file's second box, a few kB (more with audio's codec setup).
         let count = Int(min(fileSize, 1 << 16))

@@ -1,4 +1,5 @@
 import Capture
+import CaptureCodecs
 internal import CFFmpeg
 import Foundation
 
@@ -37,7 +38,7 @@ extension MovieWriter {
     /// keyframe when none is that old), which becomes the file's time 0; frames written from
     /// here on go to the file. Returns that keyframe's time on the writer's timeline and the
     /// frames written.
-    func attach(audio: AudioFormat?, settings: MovieOutputSettings, from start: Int64) throws(RecordingError) -> (
+    func attach(audio: AudioStreamFormat?, settings: MovieOutputSettings, from start: Int64) throws(RecordingError) -> (
         origin: Int64, frames: Int
     ) {
         guard let r = ring, format != nil,

@@ -63,7 +63,7 @@ extension CaptureMovieFileOutput {
         if let sb = standby, window == .zero || sb.settings != settings || sb.fragment != fragment || sb.window != window {
             sb.writer.close()
             standby = nil
-            audioRing = []
+            audioRing.removeAll()
         }
         guard active == nil else { return }
         if window > .zero, standby == nil, settings.problem == nil {
@@ -139,7 +139,7 @@ extension CaptureMovieFileOutput {
             return
         }
         let wantsAudio = rec.settings.recordsAudio && audioPort.connection(with: .audio) != nil
-        let audio = rec.earlyAudio.first?.audioBuffer?.format
+        let audio = rec.earlyAudio.first?.format
         if wantsAudio, audio == nil, frame.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
         let window = sb.window.components
         let windowNanoseconds = window.seconds * 1_000_000_000 + window.attoseconds / 1_000_000_000

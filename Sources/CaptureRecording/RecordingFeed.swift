@@ -9,13 +9,15 @@ import Foundation
 /// `heldFrameLimit` JPEG frames wait in the buffers they came in, later ones are copied
 /// (`DetachedFrames`), and what does not fit (a slow destination) is lost to the recording alone,
 /// counted once as `.frameWasLate`; after a lost unit it waits for a key frame it asks the stage for.
-final class RecordingFeed: H264Consumer, @unchecked Sendable {
+/// The microphone's audio comes as the packets of the session's shared audio stage (held).
+final class RecordingFeed: H264Consumer, AudioPacketConsumer, @unchecked Sendable {
     enum Entry {
         case unit(H264AccessUnit)
         /// A JPEG frame; a copy of the feed's (`DetachedFrames`) holds its slot until released.
         case frame(SampleBuffer, isCopy: Bool)
         case drop(DroppedFrames)
         case failed(H264StageError)
+        case audioFailed(AudioStageError)
     }
 
     /// Entries waiting at most; units stop 16 short, so drop reports find room.
@@ -34,18 +36,20 @@ final class RecordingFeed: H264Consumer, @unchecked Sendable {
     private var overflow: [DroppedFrames] = []
     /// The stage failed: no unit will come; the recording ends before anything else waiting.
     private var failure: H264StageError?
+    /// The audio stage failed: no packet will come.
+    private var audioFailure: AudioStageError?
     // Set once, by `setDrain`, before the port is in a session.
     private var wakeup: DispatchSourceUserDataAdd?
     /// Set once, before the port is in a session.
     weak var port: FrameConsumerPort?
 
     /// Seconds of audio that wait at most: audio shares the recording queue with video that may
-    /// be seconds behind, and is small (10 s of 48 kHz stereo is under 2 MB), so it waits rather
-    /// than being lost.
+    /// be seconds behind, and is small (10 s of AAC is about 80 kB), so it waits rather than
+    /// being lost.
     static let audioLimit = 10.0
-    // Guarded by `lock`: the microphone's buffers waiting, and their frames.
-    private var audio: [SampleBuffer] = {
-        var a: [SampleBuffer] = []; a.reserveCapacity(64); return a
+    // Guarded by `lock`: the audio stage's packets waiting (held), and their samples.
+    private var audio: [AudioPacket] = {
+        var a: [AudioPacket] = []; a.reserveCapacity(512); return a
     }()
     private var audioFrames = 0
 
@@ -152,29 +156,35 @@ final class RecordingFeed: H264Consumer, @unchecked Sendable {
         enqueue(drop)
     }
 
-    /// A microphone's buffer (the recorder's audio port): it waits too, up to `audioLimit` of
-    /// audio; beyond that a buffer is lost (a recorder seconds behind), and the file has silence
-    /// in its place.
-    func consumeAudio(_ sample: SampleBuffer, from connection: CaptureConnection) {
-        guard let pcm = sample.audioBuffer else { return }
-        let limit = Int(Double(pcm.format.sampleRate) * Self.audioLimit)
+    /// A packet of the audio stage (the recorder's audio port): it waits too, up to `audioLimit`
+    /// of audio; beyond that it is lost (a recorder seconds behind), and the file has silence in
+    /// its place.
+    func consumeAudioPacket(_ packet: AudioPacket, from connection: CaptureConnection) {
+        let limit = Int(Double(packet.format?.sampleRate ?? 48_000) * Self.audioLimit)
         let queued: Bool = lock.withLock {
-            guard audioFrames + pcm.frameCount <= max(limit, pcm.frameCount) else { return false }
-            audio.append(sample)
-            audioFrames += pcm.frameCount
+            guard audioFrames + packet.duration <= limit else { return false }
+            packet.hold()
+            audio.append(packet)
+            audioFrames += packet.duration
             return true
         }
         if queued { wakeup?.add(data: 1) }
     }
 
-    /// The microphone's next buffer, in order, or nil. Recording queue.
-    func nextAudio() -> SampleBuffer? {
+    /// The audio stage's next packet, in order, with the feed's hold (the caller lets go), or
+    /// nil. Recording queue.
+    func nextAudio() -> AudioPacket? {
         lock.withLock {
             guard !audio.isEmpty else { return nil }
-            let s = audio.removeFirst()
-            audioFrames -= s.audioBuffer?.frameCount ?? 0
-            return s
+            let p = audio.removeFirst()
+            audioFrames -= p.duration
+            return p
         }
+    }
+
+    func audioStageFailed(_ error: AudioStageError, from connection: CaptureConnection) {
+        lock.withLock { audioFailure = error }
+        wakeup?.add(data: 1)
     }
 
     func h264StageFailed(_ error: H264StageError, from connection: CaptureConnection) {
@@ -189,6 +199,10 @@ final class RecordingFeed: H264Consumer, @unchecked Sendable {
             if let f = failure {
                 failure = nil
                 return .failed(f)
+            }
+            if let f = audioFailure {
+                audioFailure = nil
+                return .audioFailed(f)
             }
             guard count > 0 else { return nil }
             defer {
@@ -209,11 +223,12 @@ final class RecordingFeed: H264Consumer, @unchecked Sendable {
             default: break
             }
         }
-        while nextAudio() != nil {}
+        while let p = nextAudio() { p.letGo() }
         lock.withLock {
             lost = nil
             overflow = []
             failure = nil
+            audioFailure = nil
             peakBefore = max(peakBefore, stage?.buffersHeldPeak ?? 0)
             stage = nil
             awaitingKey = false

@@ -47,7 +47,10 @@ extension CaptureMovieFileOutput {
     /// What the ports brought, in order: the microphone's buffers, then units, JPEG frames, drops,
     /// a stage's failure.
     func drainFeed() {
-        while let sample = feed.nextAudio() { handleAudio(sample) }
+        while let packet = feed.nextAudio() {
+            handleAudio(packet)
+            packet.letGo()
+        }
         while let entry = feed.next() {
             switch entry {
             case .unit(let u):
@@ -64,6 +67,11 @@ extension CaptureMovieFileOutput {
                 } else {
                     // (A recording started now reports it from the stage again.)
                     standby?.failed = true
+                }
+            case .audioFailed(let e):
+                // (Pre-record keeps its video: a recording started from it hears of it again.)
+                if let rec = active, rec.settings.recordsAudio {
+                    finish(error: RecordingError(e.code == .unsupportedCodec ? .unsupportedCodec : .encoderFailed, e.message))
                 }
             }
         }
@@ -84,7 +92,7 @@ extension CaptureMovieFileOutput {
                 // The camera's frames changed: the past kept is of another size; start over.
                 sb.writer.close()
                 standby = nil
-                audioRing = []
+                audioRing.removeAll()
                 refreshStandby()
                 if let fresh = standby { _ = feed(fresh, frame, pixelFormat, dims, connection: connection) }
             }
@@ -106,14 +114,22 @@ extension CaptureMovieFileOutput {
             // With a microphone, the file opens once its format is known (its first buffer),
             // or without audio after a second of video and no audio.
             let wantsAudio = rec.settings.recordsAudio && audioPort.connection(with: .audio) != nil
-            let audio = rec.earlyAudio.first?.audioBuffer?.format
-            if wantsAudio, audio == nil, frame.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
+            // The file starts where the audio does: a frame captured before the audio stage's
+            // first packet waits (the stage starts with the recording), and asks for a key frame next.
+            let audio = rec.earlyAudio.first
+            if wantsAudio, frame.presentationTimeStamp - rec.requested < 1_000_000_000,
+                audio.map({ frame.presentationTimeStamp < $0.presentationTimeStamp }) ?? true
+            {
+                port.requestKeyFrame()
+                return
+            }
             let interval = connection.device?.activeVideoMinFrameDuration ?? FrameInterval(framesPerSecond: 30)
             rec.frameNanoseconds = Int64(interval.numerator) * 1_000_000_000 / Int64(max(1, interval.denominator))
             do {
                 try rec.writer.begin(
                     .init(width: dims.width, height: dims.height, pixelFormat: pixelFormat, frameInterval: interval),
-                    audio: wantsAudio ? audio : nil, settings: rec.settings, parameterSets: frame.parameterSets)
+                    audio: wantsAudio ? audio?.format : nil, settings: rec.settings,
+                    parameterSets: frame.parameterSets)
             } catch {
                 finish(error: error)
                 return
@@ -176,22 +192,6 @@ extension CaptureMovieFileOutput {
         checkFreeSpace(rec, at: at)
     }
 
-    /// Keeps `buffers` from the one playing at `from` on (the newest half second when nil).
-    private static func trimAudio(_ buffers: inout [SampleBuffer], from: CaptureTime?) {
-        if let from {
-            var drop = 0
-            while drop + 1 < buffers.count, !(from < buffers[drop + 1].presentationTimeStamp) { drop += 1 }
-            if drop > 0 { buffers.removeFirst(drop) }
-            return
-        }
-        guard let rate = buffers.first?.audioBuffer?.format.sampleRate else { return }
-        while buffers.count > 1,
-            Double(buffers.dropFirst().reduce(0) { $0 + ($1.audioBuffer?.frameCount ?? 0) }) / Double(max(1, rate)) > 0.5
-        {
-            buffers.removeFirst()
-        }
-    }
-
     /// The file has its first frame: tells the delegate the recording started, passes on the
     /// pause notices held until then, and writes the audio that came before that frame. False
     /// when that write failed (the recording is then finished with the error). Recording queue.
@@ -199,10 +199,9 @@ extension CaptureMovieFileOutput {
         rec.delegate.fileOutput(self, didStartRecordingTo: rec.url, from: rec.connections)
         sendHeldNotices(rec)
         let early = rec.earlyAudio
-        rec.earlyAudio = []
-        for a in early {
-            guard let pcm = a.audioBuffer else { continue }
-            do { try rec.writer.writeAudio(pcm, at: a.presentationTimeStamp - rec.firstTime!) } catch {
+        rec.earlyAudio = HeldAudio()
+        for p in early.packets {
+            do { try rec.writer.writeAudio(p, at: p.presentationTimeStamp - rec.firstTime!) } catch {
                 finish(error: error)
                 return false
             }
@@ -210,34 +209,36 @@ extension CaptureMovieFileOutput {
         return true
     }
 
-    func handleAudio(_ sample: SampleBuffer) {
-        guard let pcm = sample.audioBuffer else { return }
+    /// A packet of the session's audio stage. It belongs where its first sample lies: kept when
+    /// that was captured within the recording (from its first frame, outside the pauses, before
+    /// the stop and the duration limit), so that the cuts fall on packet boundaries.
+    func handleAudio(_ packet: AudioPacket) {
         guard let rec = active else {
             // Pre-record: as far back as the frames kept.
             if let sb = standby, sb.settings.recordsAudio {
-                audioRing.append(sample)
-                Self.trimAudio(&audioRing, from: sb.keptFrom)
+                audioRing.append(packet)
+                audioRing.trim(from: sb.keptFrom)
             }
             return
         }
         guard rec.settings.recordsAudio else { return }
         guard rec.began else {
-            // Before the first video frame: the newest half second waits for it (with
-            // pre-record, all from the oldest frame kept).
-            rec.earlyAudio.append(sample)
-            Self.trimAudio(&rec.earlyAudio, from: rec.standby?.keptFrom)
+            // Before the first video frame: what came from the request on waits for it (a slow
+            // encoder's first frame may come seconds after its capture; with pre-record, all
+            // from the oldest frame kept).
+            rec.earlyAudio.append(packet)
+            rec.earlyAudio.trim(from: rec.standby?.keptFrom ?? rec.requested)
             return
         }
         guard rec.writer.hasAudio else { return }
-        // Audio captured after a stop is not part of the recording; the buffer the stop falls
+        rec.lastAudio = .now()
+        // Audio captured after a stop is not part of the recording; the packet the stop falls
         // in is the last (the recording ends once the video has reached the stop too).
         let (stopAt, pauses) = locked { ($0.stopAt, $0.pauses) }
+        let start = packet.presentationTimeStamp
         if let stopAt {
-            let rate = Int64(Swift.max(1, pcm.format.sampleRate))
-            let end = CaptureTime(
-                nanoseconds: sample.presentationTimeStamp.nanoseconds &+ UInt64(Int64(pcm.frameCount) * 1_000_000_000 / rate))
-            if stopAt < end { rec.audioPastStop = true }
-            if stopAt < sample.presentationTimeStamp {
+            if stopAt < packet.endTime { rec.audioPastStop = true }
+            if stopAt < start {
                 endStopIfDone(rec, stopAt)
                 return
             }
@@ -245,32 +246,33 @@ extension CaptureMovieFileOutput {
         defer {
             if rec.audioPastStop, active === rec, let stopAt { endStopIfDone(rec, stopAt) }
         }
-        guard !pauses.spans.isEmpty else {
-            writeAudio(pcm, captured: sample.presentationTimeStamp, rec, removed: 0)
+        let origin = rec.pauseOrigin ?? rec.firstTime!
+        guard packet.format?.codec == .pcm, !pauses.spans.isEmpty else {
+            // Captured while paused: not part of the recording. Those after a pause move earlier by it.
+            if pauses.contains(start) { return }
+            writeAudio(packet, captured: start, rec, removed: pauses.removed(before: start, after: origin))
             return
         }
-        // The parts outside the pauses, each moved earlier by the pauses before it.
-        let start = sample.presentationTimeStamp
-        let rate = Int64(Swift.max(1, pcm.format.sampleRate))
-        let length = Int64(pcm.frameCount) * 1_000_000_000 / rate
+        // PCM: the parts outside the pauses, each moved earlier by the pauses before it.
+        let rate = Int64(Swift.max(1, packet.format?.sampleRate ?? 1))
+        let length = Int64(packet.duration) * 1_000_000_000 / rate
         for part in pauses.kept(from: start, nanoseconds: length) {
             // (Rounded to the nearest sample; a part that runs to the end keeps the last one.)
             let from = Int((part.lowerBound * rate + 500_000_000) / 1_000_000_000)
-            let to = part.upperBound == length ? pcm.frameCount : Int((part.upperBound * rate + 500_000_000) / 1_000_000_000)
+            let to = part.upperBound == length ? packet.duration : Int((part.upperBound * rate + 500_000_000) / 1_000_000_000)
             guard to > from else { continue }
-            let piece = from == 0 && to >= pcm.frameCount ? pcm : pcm.frames(from..<to)
             let captured = CaptureTime(nanoseconds: start.nanoseconds &+ UInt64(part.lowerBound))
-            writeAudio(piece, captured: captured, rec, removed: pauses.removed(before: captured, after: rec.pauseOrigin ?? rec.firstTime!))
+            writeAudio(packet, captured: captured, rec, removed: pauses.removed(before: captured, after: origin), samples: from..<to)
             if active !== rec { return }
         }
     }
 
-    /// On the queue: audio captured at `captured`, less the pauses' `removed` nanoseconds, into
-    /// the recording's file.
-    private func writeAudio(_ pcm: AudioPCMBuffer, captured: CaptureTime, _ rec: Recording, removed: Int64) {
+    /// On the queue: a packet (PCM: its `samples`) captured at `captured`, less the pauses'
+    /// `removed` nanoseconds, into the recording's file.
+    private func writeAudio(_ packet: AudioPacket, captured: CaptureTime, _ rec: Recording, removed: Int64, samples: Range<Int>? = nil) {
         let at = captured - rec.firstTime! - removed
         if audioPastDurationLimit(rec, at: at) { return }
-        do { try rec.writer.writeAudio(pcm, at: at) } catch { finish(error: error) }
+        do { try rec.writer.writeAudio(packet, at: at, samples: samples) } catch { finish(error: error) }
     }
 
     /// Frames lost before the recorder (by the camera, a stage, or the feed).

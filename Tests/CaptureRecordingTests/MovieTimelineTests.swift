@@ -28,6 +28,25 @@ import Testing
         let url = folder.file(name)
         let writer = try #require(try MovieWriter(url: url, fragmentInterval: .seconds(1)))
         let format = AudioFormat(sampleRate: 48_000, channelCount: 1, sampleFormat: .s16)
+        // The tone encoded as a session's audio stage does (AAC), each packet written at its
+        // capture time (a buffer of frame i's at t0 + i frames; nil: the encoder's tail).
+        let audioEncoder = AudioFrameEncoder(AudioEncoderSettings(codec: .aac))
+        let audioStream = try audioEncoder.open(for: format)
+        let t0 = CaptureTime(nanoseconds: 1_000_000_000)
+        func audio(_ pcm: AudioPCMBuffer?, frame i: Int) throws {
+            var packets: [AudioPacket] = []
+            let keep = { (p: AudioPacket) in
+                p.hold()
+                packets.append(p)
+            }
+            if let pcm {
+                try audioEncoder.encode(pcm, at: CaptureTime(nanoseconds: t0.nanoseconds + UInt64(i) * UInt64(Self.interval)), keep)
+            } else {
+                try audioEncoder.finish(keep)
+            }
+            defer { for p in packets { p.letGo() } }
+            for p in packets { try writer.writeAudio(p, at: p.presentationTimeStamp - t0) }
+        }
         // The frames encoded as a session's stage would, each unit written at its frame's time.
         let encoder = H264FrameEncoder(H264Settings(rateControl: .quality(30)), interval: FrameInterval(framesPerSecond: 30))
         var begun = false
@@ -45,7 +64,7 @@ import Testing
                         .init(
                             width: width, height: height, pixelFormat: MovieWriter.VideoFormat.h264,
                             frameInterval: FrameInterval(framesPerSecond: 30)),
-                        audio: format, settings: MovieOutputSettings(rateControl: .quality(30)), parameterSets: u.parameterSets)
+                        audio: audioStream, settings: MovieOutputSettings(rateControl: .quality(30)), parameterSets: u.parameterSets)
                     begun = true
                 }
                 try writer.write(u, at: Int64(i) * Self.interval)
@@ -60,8 +79,9 @@ import Testing
                 let v = Int16(8000 * sin(2 * Double.pi * 1000 * Double(i * perFrame + n) / 48_000))
                 withUnsafeBytes(of: v.littleEndian) { pcm.append(contentsOf: $0) }
             }
-            try writer.writeAudio(AudioPCMBuffer(format: format, frameCount: perFrame, data: pcm), at: Int64(i) * Self.interval)
+            try audio(AudioPCMBuffer(format: format, frameCount: perFrame, data: pcm), frame: i)
         }
+        try audio(nil, frame: 0)
         try writer.finish(videoEnd: Int64(Self.frames) * Self.interval)
         onFinish(writer)
         return url

@@ -24,7 +24,8 @@ extension CaptureDeviceInput {
 }
 
 /// The reader thread of one running audio input: waits for periods, stamps and measures them,
-/// reports overruns and hands buffers to the connected outputs. It never runs app code.
+/// reports overruns and hands buffers to the connected outputs, and to one stage per encoded
+/// product (AAC, Opus) that its consumers share. It never runs app code.
 final class AudioPipeline: InputRunner, @unchecked Sendable {
     let input: CaptureDeviceInput
     private weak var session: CaptureSession?
@@ -36,6 +37,13 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
     private var source: (any AudioSource)?
     /// How long without audio counts as a stall.
     let stallTimeout: Duration = .seconds(2)
+    // The stages of encoded audio products, one per product in use; only the reader thread
+    // touches the list (their results run on their own threads).
+    private var stages: [EncodedStageEntry] = []
+    /// Buffers handed on so far (written by the reader thread).
+    let buffersHanded = Atomic<Int>(0)
+    /// Buffers this input's stages encoded.
+    let stageEncodes = EncodeCounter()
 
     init(session: CaptureSession, input: CaptureDeviceInput, connections: [CaptureConnection]) {
         self.session = session
@@ -86,7 +94,11 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
     }
 
     private func run(_ source: any AudioSource) {
-        defer { finished.signal() }
+        defer {
+            // What the encoders hold is delivered before the outputs hear of the stop.
+            shutDownStages { _ in true }
+            finished.signal()
+        }
         let device = input.device
         var lastBuffer = ContinuousClock.now
         var stalled = false
@@ -128,18 +140,52 @@ final class AudioPipeline: InputRunner, @unchecked Sendable {
             let lost = d.lostFrames ?? 0
             drop = DroppedFrames(reason: .discontinuity, count: lost, sequenceNumber: captured.firstFrame &- UInt64(lost))
         }
+        let buffer = UInt64(buffersHanded.add(1, ordering: .relaxed).newValue)
         let delivered = routes.withRoutes { routes -> Bool in
-            let enabled = routes.filter(\.connection.isEnabled)
-            guard !enabled.isEmpty else { return false }
-            if let drop { for r in enabled { r.output.handleDrop(drop, connection: r.connection) } }
+            guard routes.contains(where: \.connection.isEnabled) else { return false }
             let levels = pcm.channelLevels
             let sample = SampleBuffer(audio: pcm, timestamp: captured.timestamp, firstFrame: captured.firstFrame)
-            for r in enabled {
+            for r in routes where r.connection.isEnabled {
                 r.connection.setAudioLevels(levels)
-                r.output.handleAudio(sample, connection: r.connection)
+                guard !r.subscription.off else { continue }
+                guard let product = r.subscription.encoded else {
+                    if let drop { r.output.handleDrop(drop, connection: r.connection) }
+                    r.output.handleAudio(sample, connection: r.connection)
+                    continue
+                }
+                // Each product is encoded once, whoever wants it; its stage reports the drop.
+                let i = stage(for: product)
+                guard stages[i].lastFed != buffer else { continue }
+                _ = stages[i].noteConsumers(routes, generation: self.routes.generation)
+                stages[i].lastFed = buffer
+                stages[i].stage.submitAudio(sample, drop: drop, keepsEveryFrame: stages[i].keepsEveryFrame)
             }
             return true
         }
+        // A stage no route wanted this buffer for has no consumer left.
+        if stages.contains(where: { $0.lastFed != buffer }) { shutDownStages { $0 != buffer } }
         if delivered, let drop { session?.hub.post(.framesDropped(device, drop)) }
+    }
+
+    /// The index of the stage making `product`, started on first use. Reader thread, under the
+    /// route lock (the stage is made there, it delivers later).
+    private func stage(for product: EncodedProduct) -> Int {
+        if let i = stages.firstIndex(where: { $0.product == product }) { return i }
+        let outlet = EncodedStageOutlet(
+            product: product, routes: routes, encodes: stageEncodes, frameInterval: FrameInterval(framesPerSecond: 30))
+        stages.append(EncodedStageEntry(product: product, stage: product.makeStage(outlet), generation: .max))
+        return stages.count - 1
+    }
+
+    /// Shuts down the stages whose last buffer fed `which` picks: each encodes what waits and its
+    /// encoder's tail. Reader thread, never under the route lock: the stages' deliveries take it.
+    private func shutDownStages(_ which: (_ lastFed: UInt64) -> Bool) {
+        var gone: [any EncodedStage] = []
+        stages.removeAll { e in
+            guard which(e.lastFed) else { return false }
+            gone.append(e.stage)
+            return true
+        }
+        for s in gone { s.shutdown() }
     }
 }

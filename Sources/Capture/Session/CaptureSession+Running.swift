@@ -196,6 +196,18 @@ extension CaptureSession {
         lock.withLock { runners.values.reduce(0) { $0 + (($1 as? VideoPipeline)?.stageEncodes.count.load(ordering: .relaxed) ?? 0) } }
     }
 
+    /// Microphone buffers the running audio inputs' encoded-product stages (AAC, Opus) encoded so
+    /// far: one per buffer for each product in use, however many consume it.
+    package var audioStageEncodes: Int {
+        lock.withLock { runners.values.reduce(0) { $0 + (($1 as? AudioPipeline)?.stageEncodes.count.load(ordering: .relaxed) ?? 0) } }
+    }
+
+    /// Microphone buffers the running audio inputs handed on so far (the denominator of
+    /// `audioStageEncodes` for tests and benchmarks).
+    package var audioBuffersHanded: Int {
+        lock.withLock { runners.values.reduce(0) { $0 + (($1 as? AudioPipeline)?.buffersHanded.load(ordering: .relaxed) ?? 0) } }
+    }
+
     // MARK: Interruptions
 
     /// Whether a device of the running session cannot deliver for now (another process holds

@@ -65,8 +65,22 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
         super.init()
     }
 
-    /// Whether the consumer wants every frame of its encoded product (a file): the product's
-    /// stage then keeps the frames it is behind on instead of the newest winning.
+    /// A port for the encoded audio (AAC, Opus) of a connection per microphone: it takes nothing
+    /// until `encodedProduct` is set, then the packets of the product's stage, which the
+    /// microphone's reader feeds once per buffer for every consumer of the product; losses come
+    /// to `consumeDrop` from the stage, each once. `keepsEveryFrame`: the consumer wants every
+    /// packet (a file), so the stage waits longer for its encoder before it loses audio.
+    package init(audioEncodedFor consumer: any FrameConsumer, keepsEveryFrame: Bool = false) {
+        self.consumer = consumer
+        self.keepsEveryFrame = keepsEveryFrame
+        fixedSubscription = FrameSubscription(off: true)
+        showsOrientation = false
+        media = .audio
+        super.init()
+    }
+
+    /// Whether the consumer wants every frame (every packet) of its encoded product (a file):
+    /// the product's stage then keeps what it is behind on instead of the newest winning.
     package let keepsEveryFrame: Bool
 
     /// A port that takes nothing until `encodedProduct` or `jpegQuality` is set.
@@ -79,9 +93,9 @@ package final class FrameConsumerPort: CaptureOutput, @unchecked Sendable {
         super.init()
     }
 
-    /// The encoded product (H.264) the consumer takes instead of frames, or nil for what the port
-    /// was made with. Taken from the next frame on; each consumer that joins a product's stage
-    /// starts with a key frame. Setting it replaces a `jpegQuality` set. Never set it from `consume`.
+    /// The encoded product (H.264; AAC or Opus for an audio port) the consumer takes instead of
+    /// frames or buffers, or nil for what the port was made with. Taken from the next frame
+    /// (buffer) on; each consumer that joins a video product's stage starts with a key frame. Setting it replaces a `jpegQuality` set. Never set it from `consume`.
     package var encodedProduct: EncodedProduct? {
         get { wish.withLock { $0?.encoded } }
         set { take(newValue.map { FrameSubscription(encoded: $0) }) }

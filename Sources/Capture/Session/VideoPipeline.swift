@@ -213,7 +213,7 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
             for case .encoded(let product) in uses {
                 let i = encodedStage(for: product)
                 guard encodedStages[i].lastFed != frame else { continue }
-                let joined = consumersChanged(&encodedStages[i], routes)
+                let joined = encodedStages[i].noteConsumers(routes, generation: self.routes.generation)
                 encodedStages[i].lastFed = frame
                 // (Every request is taken, so none lingers for a later frame.)
                 encodedStages[i].stage.submit(
@@ -297,36 +297,6 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         // A generation no table has: the first frame is a key frame.
         encodedStages.append(EncodedStageEntry(product: product, stage: product.makeStage(outlet), generation: .max))
         return encodedStages.count - 1
-    }
-
-    /// Notes who consumes the entry's product when the routes changed since it last looked, or a
-    /// connection was turned off or on; true when a consumer joined (a route added, or its
-    /// connection enabled again: it starts with a key frame). Allocates only on a change.
-    private func consumersChanged(_ entry: inout EncodedStageEntry, _ routes: [Route]) -> Bool {
-        let generation = self.routes.generation
-        if entry.generation == generation {
-            var enabled = 0
-            var same = true
-            for r in routes where r.connection.isEnabled && r.subscription.encoded == entry.product {
-                enabled += 1
-                if !entry.consumers.contains(ObjectIdentifier(r.output)) {
-                    same = false
-                    break
-                }
-            }
-            if same && enabled == entry.consumers.count { return false }
-        }
-        entry.generation = generation
-        var ports: [ObjectIdentifier] = []
-        var every = false
-        for r in routes where r.connection.isEnabled && r.subscription.encoded == entry.product {
-            ports.append(ObjectIdentifier(r.output))
-            if (r.output as? FrameConsumerPort)?.keepsEveryFrame == true { every = true }
-        }
-        let joined = ports.contains { !entry.consumers.contains($0) }
-        entry.consumers = ports
-        entry.keepsEveryFrame = every
-        return joined
     }
 
     /// Whether a consumer of `product` asked for a key frame since the last frame.
