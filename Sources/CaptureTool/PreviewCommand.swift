@@ -9,7 +9,7 @@ extension Command {
     static let preview = Command(
         name: "preview", summary: "show the camera in a window",
         usage: """
-            usage: capture preview [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
+            usage: capture preview [--device PATH|ID|virtual|file:IMAGE] [--preset NAME | --size WxH] [--format FOURCC]
                                    [--window WxH] [--gravity resizeAspect|resizeAspectFill|resize] [--fullscreen] [--mirror]
                    (keys: space takes a still into the album, t toggles cameras, i shows fps, drops and format,
                    q or Esc quits)
