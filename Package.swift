@@ -19,6 +19,9 @@ let package = Package(
         .library(name: "CaptureRecording", targets: ["CaptureRecording"]),
         // Encoders as stages of the session's pipeline (FFmpeg), for the recorder and the servers.
         .library(name: "CaptureCodecs", targets: ["CaptureCodecs"]),
+        // Metadata output: QR codes, barcodes (zxing-cpp) and faces (OpenCV); its own product, so
+        // that `Capture` never needs either library.
+        .library(name: "CaptureVision", targets: ["CaptureVision"]),
     ],
     targets: [
         // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
@@ -105,8 +108,20 @@ let package = Package(
         // Serving: MJPEG stream, snapshot, state and the camera web app over HTTP (libmicrohttpd); a
         // product of its own, so the core needs no libmicrohttpd.
         .target(name: "CaptureServer", dependencies: ["Capture", "CaptureSystem", "CMicroHTTPD", "CCaptureServerShim"]),
+        // Detection (Debian: libzxing-dev, libopencv-objdetect-dev, opencv-data for the cascades):
+        // C++ libraries, reached through one shim with a C interface.
+        .systemLibrary(
+            name: "CZXing", path: "Sources/CSystem/zxing", pkgConfig: "zxing", providers: [.apt(["libzxing-dev"])]),
+        .systemLibrary(
+            name: "COpenCV", path: "Sources/CSystem/opencv", pkgConfig: "opencv4",
+            providers: [.apt(["libopencv-objdetect-dev", "opencv-data"])]),
+        .target(name: "CVisionShim", dependencies: ["CZXing", "COpenCV"], cxxSettings: [.unsafeFlags(["-O2"])]),
+        // The metadata output (`CaptureMetadataOutput`): detection beside capture, through the
+        // frame consumer seam; a product of its own, so the core needs neither library.
+        .target(name: "CaptureVision", dependencies: ["Capture", "CaptureBackend", "CaptureImaging", "CaptureSystem", "CVisionShim"]),
         .executableTarget(
-            name: "CaptureTool", dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureSystem"],
+            name: "CaptureTool",
+            dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureVision", "CaptureSystem"],
             path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
@@ -151,6 +166,7 @@ let package = Package(
             name: "CaptureCodecsTests",
             dependencies: ["CaptureCodecs", "Capture", "CaptureBackend", "CaptureSystem", "CaptureTestSupport", "CaptureBenchSupport"]),
         .testTarget(name: "CaptureServerTests", dependencies: ["CaptureServer", "Capture", "CaptureTestSupport"]),
+        .testTarget(name: "CaptureVisionTests", dependencies: ["CaptureVision", "Capture", "CaptureTestSupport"]),
         .testTarget(
             name: "CaptureDriverTests",
             dependencies: [
