@@ -94,7 +94,7 @@ extern "C" int32_t cvision_face_detect(
             cv::resize(full, d->small, cv::Size(), f, f, cv::INTER_AREA);
             input = &d->small;
         }
-        d->cascade.detectMultiScale(*input, d->found, 1.15, 3, 0, cv::Size(min_size, min_size));
+        d->cascade.detectMultiScale(*input, d->found, 1.1, 4, 0, cv::Size(min_size, min_size));
         int32_t n = 0;
         for (const auto &r : d->found) {
             if (n >= max_faces) break;

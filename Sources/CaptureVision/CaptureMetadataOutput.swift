@@ -26,7 +26,7 @@ public protocol CaptureMetadataOutputObjectsDelegate: AnyObject, Sendable {
 /// decodes an MJPEG frame's), lets the camera's buffer go, and runs the readers on the copy.
 /// Frames that pass while it is busy are skipped for this output alone (``Statistics``); the
 /// other outputs and the camera lose nothing to it. Codes are read by zxing-cpp (which shrinks
-/// large frames itself), faces found by OpenCV's Haar cascade on the frame shrunk to 480 pixels.
+/// large frames itself), faces found by OpenCV's Haar cascade on the frame shrunk to 360 pixels.
 ///
 /// Coordinates (``MetadataObject/bounds``, corners, ``rectOfInterest``) are AVFoundation's
 /// metadata coordinates: 0...1 over the frame as the camera delivers it (the sensor's landscape

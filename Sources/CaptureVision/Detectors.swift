@@ -69,8 +69,8 @@ final class FaceDetector {
     private var rects = [cvision_rect](repeating: cvision_rect(), count: FaceDetector.maximumFaces)
     static let maximumFaces = 64
     /// The longer side frames are shrunk to before the cascade runs (it finds faces of 24
-    /// pixels and up there: a face of 1/20 of a 640-pixel frame's width).
-    static let workingSide = 480
+    /// pixels and up there: a face of 1/15 of the frame's longer side).
+    static let workingSide = 360
     static let minimumFace = 24
 
     /// The cascade used unless `CAPTURE_FACE_CASCADE` names another: OpenCV's frontal-face
