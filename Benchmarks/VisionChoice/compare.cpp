@@ -1,4 +1,7 @@
-// Detector comparison on the generated set: zbar vs zxing-cpp (barcodes); OpenCV cascades vs dlib HOG (faces).
+// Detector comparison on the set make-set.py writes: zbar vs zxing-cpp (barcodes), OpenCV's cascades
+// vs dlib's HOG (faces): found / labelled, false boxes, CPU a frame. DIR/list.txt has one line a
+// picture: NAME KIND TEXT (kind qr, ean13, code128) or NAME KIND X Y W H ... (kind face, noface).
+// Usage: compare DIR zbar|zxing|zxingH|haar|haar2|haar2f|lbp|hog (haar2f reads SF NB MS SIDE).
 #include <zbar.h>
 #define ZX_USE_UTF8 1
 #include <ZXing/ReadBarcode.h>

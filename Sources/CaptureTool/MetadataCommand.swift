@@ -63,10 +63,13 @@ final class MetadataPrinter: CaptureMetadataOutputObjectsDelegate, @unchecked Se
 func metadataCommand(_ args: Arguments) throws {
     let device = try chooseCamera(args.values["device"])
     let frames = args.values["frames"] == nil ? nil : try args.int("frames", default: 0, range: 1...10_000_000)
-    let seconds = try args.values["seconds"].map { s -> Double in
-        guard let v = Double(s), v > 0, v <= 86_400 else { throw ToolError(message: "--seconds takes a number of seconds above 0, not '\(s)'") }
-        return v
-    } ?? (frames == nil ? 10 : 86_400)
+    let seconds =
+        try args.values["seconds"].map { s -> Double in
+            guard let v = Double(s), v > 0, v <= 86_400 else {
+                throw ToolError(message: "--seconds takes a number of seconds above 0, not '\(s)'")
+            }
+            return v
+        } ?? (frames == nil ? 10 : 86_400)
     let rect = try args.values["rect"].map { s -> CGRect in
         let v = s.split(separator: ",").compactMap { Double($0) }
         guard v.count == 4, v.allSatisfy({ (0...1).contains($0) }), v[2] > 0, v[3] > 0 else {

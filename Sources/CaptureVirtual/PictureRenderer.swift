@@ -26,7 +26,9 @@ package enum PictureRenderer {
             let encoder = JPEGEncoder(quality: 90, subsampling: .s422)
             let encoded = planes.withUnsafeBytes { raw in
                 Result { () throws(CaptureError) -> [UInt8] in
-                    Array(try encoder.encode(raw, pixelFormat: .yuv422p, width: width, height: height, bytesPerLine: width, colorRange: .full))
+                    Array(
+                        try encoder.encode(raw, pixelFormat: .yuv422p, width: width, height: height, bytesPerLine: width, colorRange: .full)
+                    )
                 }
             }
             var jpeg = try encoded.get()

@@ -90,11 +90,15 @@ extension VirtualCamera {
 
         private static func check(count: Int, bytesPerPixel: Int, width: Int, height: Int) throws(CaptureError) {
             guard width > 0, height > 0, width * height <= maximumPixelCount else {
-                throw CaptureError(.invalidArgument, "a picture of \(width)x\(height) pixels: each side must be above 0, at most \(maximumPixelCount) pixels in all")
+                throw CaptureError(
+                    .invalidArgument,
+                    "a picture of \(width)x\(height) pixels: each side must be above 0, at most \(maximumPixelCount) pixels in all")
             }
             guard count == width * height * bytesPerPixel else {
                 throw CaptureError(
-                    .invalidArgument, "\(count) bytes for a \(width)x\(height) picture at \(bytesPerPixel) bytes a pixel (want \(width * height * bytesPerPixel))")
+                    .invalidArgument,
+                    "\(count) bytes for a \(width)x\(height) picture at \(bytesPerPixel) bytes a pixel (want \(width * height * bytesPerPixel))"
+                )
             }
         }
     }

@@ -95,7 +95,8 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
     public func setMetadataObjectTypes(_ types: [MetadataObjectType]) throws(CaptureError) {
         let available = availableMetadataObjectTypes
         if let bad = types.first(where: { !available.contains($0) }) {
-            let why = available.isEmpty
+            let why =
+                available.isEmpty
                 ? "the output has no camera yet: add it to a session with a camera input first"
                 : "available: \(available.map(\.name).joined(separator: ", "))"
             throw CaptureError(.invalidArgument, "metadata object type \(bad.name) (\(bad.rawValue)) is not available; \(why)")
@@ -145,7 +146,11 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
 
     /// Called by the detection thread after each frame it looked at.
     func deliver(_ objects: [MetadataObject], from connection: CaptureConnection) {
-        let target = state.withLock { s -> (delegate: (any CaptureMetadataOutputObjectsDelegate)?, queue: DispatchQueue?, streams: [AsyncStream<[MetadataObject]>.Continuation])? in
+        let target = state.withLock {
+            s -> (
+                delegate: (any CaptureMetadataOutputObjectsDelegate)?, queue: DispatchQueue?,
+                streams: [AsyncStream<[MetadataObject]>.Continuation]
+            )? in
             guard !objects.isEmpty || s.hadObjects else { return nil }
             s.hadObjects = !objects.isEmpty
             return (s.delegate, s.queue, Array(s.streams.values))

@@ -53,7 +53,9 @@ final class BarcodeReader {
                 return (0..<4).map { CGPoint(x: Double(f[2 * $0]), y: Double(f[2 * $0 + 1])) }
             }
             let s = text.withUnsafeBufferPointer { t in
-                String(decoding: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(t)[Int(c.text_offset)..<Int(c.text_offset + c.text_length)]), as: UTF8.self)
+                String(
+                    decoding: UnsafeRawBufferPointer(
+                        rebasing: UnsafeRawBufferPointer(t)[Int(c.text_offset)..<Int(c.text_offset + c.text_length)]), as: UTF8.self)
             }
             found.append(Code(type: type, corners: corners, text: isUPCA ? "0" + s : s))
         }

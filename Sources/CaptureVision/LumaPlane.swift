@@ -32,7 +32,8 @@ final class LumaPlane {
             let out = reserve(header.width, header.height)
             _ = try sample.withUnsafeBytes { jpeg in
                 Result { () throws(CaptureError) in
-                    try decoder.decode(jpeg, as: .grey, into: UnsafeMutableRawBufferPointer(start: out, count: header.width * header.height))
+                    try decoder.decode(
+                        jpeg, as: .grey, into: UnsafeMutableRawBufferPointer(start: out, count: header.width * header.height))
                 }
             }.get()
             return

@@ -36,7 +36,9 @@ import Testing
     }
 
     @Test func atMostOneFalseFacePer100FramesWithoutFaces() throws {
-        let names = (0..<5).map { "nonface\($0)" } + ["coffee", "rocket", "hubble_deep_field", "coins", "page", "brick", "horse"].map { "noface_\($0)" }
+        let names =
+            (0..<5).map { "nonface\($0)" }
+            + ["coffee", "rocket", "hubble_deep_field", "coins", "page", "brick", "horse"].map { "noface_\($0)" }
         let rig = try VisionRig("nofaces", picture: nil, types: [.face])
         var boxes = 0, frames = 0
         for name in names {

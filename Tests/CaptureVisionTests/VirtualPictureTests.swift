@@ -13,7 +13,8 @@ import Testing
         _ format: PixelFormat, picture: VirtualCamera.Picture, fit: VirtualCamera.PictureFit = .letterbox,
         configure: (CaptureDevice) throws -> Void = { _ in }
     ) async throws -> (LumaPlane, ColorRange?) {
-        let camera = VirtualCamera(name: "Picture \(format) \(UUID().uuidString.prefix(6))", formats: [.init(format, width: 320, height: 240)])
+        let camera = VirtualCamera(
+            name: "Picture \(format) \(UUID().uuidString.prefix(6))", formats: [.init(format, width: 320, height: 240)])
         camera.picture = picture
         camera.pictureFit = fit
         VirtualCamera.install(camera)
