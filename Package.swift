@@ -142,6 +142,8 @@ let package = Package(
                 "CapturePreview", "CSDL2", "CTurboJPEG",
                 // `record`: the recorder's encode and write path.
                 "CaptureRecording", "CaptureCodecs",
+                // `metadata`: the metadata output against its libraries called directly.
+                "CaptureVision", "CVisionShim",
             ],
             path: "Benchmarks/CaptureBench"),
         // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.

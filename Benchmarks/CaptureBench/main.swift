@@ -16,6 +16,8 @@
 //   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--json]
 //                        (needs ffmpeg; see Record.swift)
 //   capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]   (what session cycles leave; Cycles.swift)
+//   capture-bench metadata [--size WxH] [--types qr,face,...] [--input PICTURE.jpg] [--seconds S] [--rounds N] [--json]
+//                          (the metadata output against zxing-cpp and OpenCV called directly; Metadata.swift)
 import CaptureVirtual
 import CaptureImaging
 import CaptureV4L2
@@ -761,6 +763,7 @@ case "live": live(arguments)
 case "preview": previewBench(arguments)
 case "record": recordBench(arguments)
 case "cycles": cyclesBench(arguments)
+case "metadata": metadataBench(arguments)
 default:
     print(
         """
@@ -771,6 +774,7 @@ default:
                capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
                capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH] [--seconds S] [--rounds N] [--json]
                capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR] [--peer none] [--json]
+               capture-bench metadata [--size WxH] [--types qr,face,...] [--input PICTURE.jpg] [--seconds S] [--rounds N] [--json]
                capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--json]
                capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]
         """)

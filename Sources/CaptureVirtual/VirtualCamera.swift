@@ -224,11 +224,14 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     /// be seen. Frames drawn after a change show the new text. Any thread.
     public var label: String? {
         get { state.withLock { $0.label } }
-        set {
-            state.withLock {
-                $0.label = newValue
-                $0.patternVersion &+= 1
-            }
+        set { changePicture { $0.label = newValue } }
+    }
+
+    /// Makes a change to what frames show; frames drawn after it are drawn anew.
+    package func changePicture(_ change: (inout State) -> Void) {
+        state.withLock {
+            change(&$0)
+            $0.patternVersion &+= 1
         }
     }
 

@@ -32,31 +32,23 @@ extension VirtualCamera {
         /// A picture from packed RGBA bytes (4 a pixel, no row padding); alpha is dropped (a
         /// transparent pixel shows its colour). Throws `.invalidArgument` when the sizes do not match.
         public init(rgba: [UInt8], width: Int, height: Int) throws(CaptureError) {
-            try Self.check(count: rgba.count, bytesPerPixel: 4, width: width, height: height)
-            self.width = width
-            self.height = height
-            var out = [UInt8](repeating: 0, count: width * height * 3)
-            for i in 0..<(width * height) {
-                out[3 * i] = rgba[4 * i]
-                out[3 * i + 1] = rgba[4 * i + 1]
-                out[3 * i + 2] = rgba[4 * i + 2]
-            }
-            rgb = out
+            try self.init(rgb: Self.expand(rgba, bytesPerPixel: 4, width: width, height: height), width: width, height: height)
         }
 
         /// A picture from 8-bit grey levels (1 byte a pixel, no row padding).
         /// Throws `.invalidArgument` when the sizes do not match.
         public init(grey: [UInt8], width: Int, height: Int) throws(CaptureError) {
-            try Self.check(count: grey.count, bytesPerPixel: 1, width: width, height: height)
-            self.width = width
-            self.height = height
+            try self.init(rgb: Self.expand(grey, bytesPerPixel: 1, width: width, height: height), width: width, height: height)
+        }
+
+        /// Packed RGB from RGBA (alpha dropped) or grey (each level three times), sizes checked.
+        private static func expand(_ bytes: [UInt8], bytesPerPixel n: Int, width: Int, height: Int) throws(CaptureError) -> [UInt8] {
+            try check(count: bytes.count, bytesPerPixel: n, width: width, height: height)
             var out = [UInt8](repeating: 0, count: width * height * 3)
             for i in 0..<(width * height) {
-                out[3 * i] = grey[i]
-                out[3 * i + 1] = grey[i]
-                out[3 * i + 2] = grey[i]
+                for c in 0..<3 { out[3 * i + c] = bytes[n * i + (n == 1 ? 0 : c)] }
             }
-            rgb = out
+            return out
         }
 
         /// A picture from a JPEG file's bytes. Throws `.corruptFrame` for bytes TurboJPEG cannot
@@ -140,22 +132,12 @@ extension VirtualCamera {
     /// counts). Frames drawn after a change show the new picture. Any thread.
     public var picture: Picture? {
         get { state.withLock { $0.picture } }
-        set {
-            state.withLock {
-                $0.picture = newValue
-                $0.patternVersion &+= 1
-            }
-        }
+        set { changePicture { $0.picture = newValue } }
     }
 
     /// How ``picture`` fills frames of another shape; `.letterbox` unless set. Any thread.
     public var pictureFit: PictureFit {
         get { state.withLock { $0.pictureFit } }
-        set {
-            state.withLock {
-                $0.pictureFit = newValue
-                $0.patternVersion &+= 1
-            }
-        }
+        set { changePicture { $0.pictureFit = newValue } }
     }
 }

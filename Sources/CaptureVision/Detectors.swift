@@ -66,18 +66,18 @@ final class BarcodeReader {
 /// OpenCV's cascade face detector.
 ///
 /// Owned by the detection thread.
-final class FaceDetector {
+package final class FaceDetector {
     private let handle: OpaquePointer
     private var rects = [cvision_rect](repeating: cvision_rect(), count: FaceDetector.maximumFaces)
     static let maximumFaces = 64
     /// The longer side frames are shrunk to before the cascade runs (it finds faces of 24
     /// pixels and up there: a face of 1/15 of the frame's longer side).
-    static let workingSide = 360
-    static let minimumFace = 24
+    package static let workingSide = 360
+    package static let minimumFace = 24
 
     /// The cascade used unless `CAPTURE_FACE_CASCADE` names another: OpenCV's frontal-face
     /// "alt2" Haar cascade from Debian's opencv-data (chosen by measurement, see the docs).
-    static var cascadePath: String {
+    package static var cascadePath: String {
         ProcessInfo.processInfo.environment["CAPTURE_FACE_CASCADE"]
             ?? "/usr/share/opencv4/haarcascades/haarcascade_frontalface_alt2.xml"
     }

@@ -68,7 +68,7 @@ public struct MetadataObjectType: RawRepresentable, Hashable, Sendable, CustomSt
     public var description: String { name }
 
     /// zxing-cpp's `BarcodeFormat` bits for the type (UPC-A goes with EAN-13); 0 for faces.
-    var zxingFormats: UInt32 {
+    package var zxingFormats: UInt32 {
         switch self {
         case .aztec: 1 << 0
         case .codabar: 1 << 1
