@@ -22,6 +22,9 @@ let package = Package(
         // Metadata output: QR codes, barcodes (zxing-cpp) and faces (OpenCV); its own product, so
         // that `Capture` never needs either library.
         .library(name: "CaptureVision", targets: ["CaptureVision"]),
+        // The metadata output's objects on a preview layer (`transformedMetadataObject(for:)`): for
+        // apps that link both products, so that neither needs the other's libraries.
+        .library(name: "CaptureVisionPreview", targets: ["CaptureVisionPreview"]),
     ],
     targets: [
         // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
@@ -119,9 +122,14 @@ let package = Package(
         // The metadata output (`CaptureMetadataOutput`): detection beside capture, through the
         // frame consumer seam; a product of its own, so the core needs neither library.
         .target(name: "CaptureVision", dependencies: ["Capture", "CaptureBackend", "CaptureImaging", "CaptureSystem", "CVisionShim"]),
+        // Metadata objects converted to a preview layer's coordinates (both products, neither library).
+        .target(name: "CaptureVisionPreview", dependencies: ["CaptureVision", "CapturePreview", "Capture"]),
         .executableTarget(
             name: "CaptureTool",
-            dependencies: ["Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureVision", "CaptureSystem"],
+            dependencies: [
+                "Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureVision", "CaptureVisionPreview",
+                "CaptureSystem",
+            ],
             path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
@@ -170,7 +178,8 @@ let package = Package(
         .testTarget(name: "CaptureServerTests", dependencies: ["CaptureServer", "Capture", "CaptureTestSupport"]),
         // Its pictures come from make-pictures.py (python-barcode, scikit-image), run by the tests.
         .testTarget(
-            name: "CaptureVisionTests", dependencies: ["CaptureVision", "Capture", "CaptureTestSupport"],
+            name: "CaptureVisionTests",
+            dependencies: ["CaptureVision", "CaptureVisionPreview", "CapturePreview", "Capture", "CaptureTestSupport"],
             exclude: ["make-pictures.py"]),
         .testTarget(
             name: "CaptureDriverTests",

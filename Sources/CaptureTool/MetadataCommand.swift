@@ -81,16 +81,7 @@ func metadataCommand(_ args: Arguments) throws {
     let printer = MetadataPrinter(json: args.flags.contains("json"))
     let session = try makeSession(device, args, outputs: []) { $0.addOutput(output) }
     defer { session.stopRunning() }
-    let available = output.availableMetadataObjectTypes
-    var types = available
-    if let list = args.values["types"] {
-        types = try list.split(separator: ",").map { name -> MetadataObjectType in
-            guard let t = MetadataObjectType(name: String(name)), available.contains(t) else {
-                throw ToolError(message: "--types: '\(name)' is not one of \(available.map(\.name).joined(separator: ", "))")
-            }
-            return t
-        }
-    }
+    let types = try metadataTypes(args.values["types"], option: "types", available: output.availableMetadataObjectTypes)
     try output.setMetadataObjectTypes(types)
     if let rect { output.rectOfInterest = rect }
     output.setMetadataObjectsDelegate(printer, queue: DispatchQueue(label: "capture.metadata"))

@@ -21,7 +21,7 @@ public class MetadataObject: @unchecked Sendable, CustomStringConvertible {
     /// The smallest upright rectangle around it, normalized (see the class's discussion).
     public let bounds: CGRect
 
-    init(type: MetadataObjectType, time: CaptureTime, sequenceNumber: UInt64, bounds: CGRect) {
+    package init(type: MetadataObjectType, time: CaptureTime, sequenceNumber: UInt64, bounds: CGRect) {
         self.type = type
         self.time = time
         self.sequenceNumber = sequenceNumber
@@ -46,7 +46,7 @@ public final class MetadataMachineReadableCodeObject: MetadataObject, @unchecked
     /// wherever they are in the frame after a rotation).
     public let corners: [CGPoint]
 
-    init(type: MetadataObjectType, time: CaptureTime, sequenceNumber: UInt64, corners: [CGPoint], stringValue: String?) {
+    package init(type: MetadataObjectType, time: CaptureTime, sequenceNumber: UInt64, corners: [CGPoint], stringValue: String?) {
         self.stringValue = stringValue
         self.corners = corners
         let xs = corners.map(\.x), ys = corners.map(\.y)
@@ -65,7 +65,7 @@ public final class MetadataFaceObject: MetadataObject, @unchecked Sendable {
     /// The same for one face while it stays in view; a face that comes back gets a new one.
     public let faceID: Int
 
-    init(faceID: Int, time: CaptureTime, sequenceNumber: UInt64, bounds: CGRect) {
+    package init(faceID: Int, time: CaptureTime, sequenceNumber: UInt64, bounds: CGRect) {
         self.faceID = faceID
         super.init(type: .face, time: time, sequenceNumber: sequenceNumber, bounds: bounds)
     }
