@@ -15,7 +15,8 @@ struct TransformedObjectTests {
 
     @Test func aFaceInAPillarboxedMirroredLayer() throws {
         // 640x480 in 480x270, aspect: the picture spans x 60...420 (360 wide), the full height.
-        var g = PreviewGeometry(bounds: CGRect(x: 0, y: 0, width: 480, height: 270), videoSize: CGSize(width: 640, height: 480), gravity: .resizeAspect)
+        var g = PreviewGeometry(
+            bounds: CGRect(x: 0, y: 0, width: 480, height: 270), videoSize: CGSize(width: 640, height: 480), gravity: .resizeAspect)
         let plain = try #require(g.transformed(Self.face) as? MetadataFaceObject)
         #expect(plain.bounds == CGRect(x: 240, y: 135, width: 90, height: 67.5))
         #expect(plain.faceID == 7 && plain.sequenceNumber == 3 && plain.time == Self.face.time)
