@@ -127,8 +127,8 @@ let package = Package(
         .executableTarget(
             name: "CaptureTool",
             dependencies: [
-                "Capture", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureVision", "CaptureVisionPreview",
-                "CaptureSystem",
+                "Capture", "CapturePreview", "CaptureRecording", "CaptureCodecs", "CaptureServer", "CaptureVision",
+                "CaptureVisionPreview", "CaptureSystem",
             ],
             path: "Sources/CaptureTool"),
         .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
@@ -179,7 +179,9 @@ let package = Package(
         // Its pictures come from make-pictures.py (python-barcode, scikit-image), run by the tests.
         .testTarget(
             name: "CaptureVisionTests",
-            dependencies: ["CaptureVision", "CaptureVisionPreview", "CapturePreview", "Capture", "CaptureTestSupport"],
+            dependencies: [
+                "CaptureVision", "CaptureVisionPreview", "CapturePreview", "CaptureCodecs", "Capture", "CaptureTestSupport",
+            ],
             exclude: ["make-pictures.py"]),
         .testTarget(
             name: "CaptureDriverTests",

@@ -8,7 +8,7 @@ extension Command {
     static let metadata = Command(
         name: "metadata", summary: "print the QR codes, barcodes and faces the camera sees",
         usage: """
-            usage: capture metadata [--device PATH|ID|virtual|file:IMAGE] [--preset NAME | --size WxH] [--format FOURCC]
+            usage: capture metadata [--device PATH|ID|virtual|file:MEDIA] [--preset NAME | --size WxH] [--format FOURCC]
                                     [--types qr,ean13,face,...] [--rect X,Y,W,H] [--frames N | --seconds S] [--json]
                    (--types: qr, ean8, ean13, upce, code39, code93, code128, itf, pdf417, datamatrix, aztec, codabar,
                    face; all by default; --rect: the part of the frame to look in, 0...1 from the top left;

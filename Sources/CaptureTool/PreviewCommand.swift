@@ -10,7 +10,7 @@ extension Command {
     static let preview = Command(
         name: "preview", summary: "show the camera in a window",
         usage: """
-            usage: capture preview [--device PATH|ID|virtual|file:IMAGE] [--preset NAME | --size WxH] [--format FOURCC]
+            usage: capture preview [--device PATH|ID|virtual|file:MEDIA] [--preset NAME | --size WxH] [--format FOURCC]
                                    [--window WxH] [--gravity resizeAspect|resizeAspectFill|resize] [--fullscreen] [--mirror]
                                    [--metadata qr,ean13,face,...]
                    (--metadata outlines the codes (green) and faces (yellow) found, as `capture metadata --types`; keys: space takes a still into the album, t toggles cameras, i shows fps, drops and format,

@@ -9,7 +9,7 @@ extension Command {
     static let serve = Command(
         name: "serve", summary: "serve the camera over HTTP: MJPEG, snapshots, the camera web app",
         usage: """
-            usage: capture serve [--device PATH|ID|virtual|file:IMAGE] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
+            usage: capture serve [--device PATH|ID|virtual|file:MEDIA] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
                                  [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
                                  [--allow-host NAME[,NAME...]] [--time-code]
                    (MJPEG at /stream and /?action=stream, /snapshot, /state, the camera web app at /;

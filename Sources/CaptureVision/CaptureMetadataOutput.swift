@@ -41,6 +41,8 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
 
     private struct State {
         var types: [MetadataObjectType] = []
+        /// `types` as the detection thread reads them (made once per change: no allocation per frame).
+        var settings = DetectionSettings(types: [], rectOfInterest: CGRect(x: 0, y: 0, width: 1, height: 1))
         var rect = CGRect(x: 0, y: 0, width: 1, height: 1)
         weak var delegate: (any CaptureMetadataOutputObjectsDelegate)?
         var queue: DispatchQueue?
@@ -103,7 +105,10 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
         }
         var unique: [MetadataObjectType] = []
         for t in types where !unique.contains(t) { unique.append(t) }
-        state.withLock { $0.types = unique }
+        state.withLock {
+            $0.types = unique
+            $0.settings.types = Set(unique)
+        }
     }
 
     /// The part of the frame to look in, normalized (see the class's discussion); the whole frame
@@ -111,11 +116,16 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
     /// also makes detection cheaper). Parts outside 0...1 are ignored.
     public var rectOfInterest: CGRect {
         get { state.withLock { $0.rect } }
-        set { state.withLock { $0.rect = newValue.standardized } }
+        set {
+            state.withLock {
+                $0.rect = newValue.standardized
+                $0.settings.rectOfInterest = $0.rect
+            }
+        }
     }
 
     var detectionSettings: DetectionSettings {
-        state.withLock { DetectionSettings(types: Set($0.types), rectOfInterest: $0.rect) }
+        state.withLock { $0.settings }
     }
 
     // MARK: Delivery
