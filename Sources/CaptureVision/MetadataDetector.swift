@@ -20,7 +20,7 @@ final class MetadataDetector: FrameConsumer, @unchecked Sendable {
         var stopping = false
     }
 
-    private let slot = Mutex(Slot())
+    private let slot = Locked(Slot())
     private let wake = DispatchSemaphore(value: 0)
     /// Where results go (the output owns the detector; the thread holds the detector only).
     weak var output: CaptureMetadataOutput?
