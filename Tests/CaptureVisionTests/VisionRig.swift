@@ -10,6 +10,7 @@ final class VisionRig: CaptureMetadataOutputObjectsDelegate, @unchecked Sendable
     let session = CaptureSession()
     let output = CaptureMetadataOutput()
     private let lock = NSLock()
+    private let queue = DispatchQueue(label: "vision-rig")
     private var found: [[MetadataObject]] = []
     /// Frames before this sequence number may show the picture before the last `show`.
     private var firstNewSequence: UInt64 = 0
@@ -28,7 +29,7 @@ final class VisionRig: CaptureMetadataOutputObjectsDelegate, @unchecked Sendable
         session.addOutput(output)
         if case .rejected(let e) = session.commitConfiguration() { throw e }
         try output.setMetadataObjectTypes(types)
-        output.setMetadataObjectsDelegate(self, queue: DispatchQueue(label: "vision-rig"))
+        output.setMetadataObjectsDelegate(self, queue: queue)
         try session.start()
     }
 
@@ -54,6 +55,16 @@ final class VisionRig: CaptureMetadataOutputObjectsDelegate, @unchecked Sendable
         }
     }
 
+    /// Forgets what was found, and ignores what frames captured until now will bring (for a
+    /// change of the output's settings: later frames are looked at with the new ones).
+    func forgetEarlierFrames() {
+        let next = camera.framesProduced + 1
+        lock.withLock {
+            found.removeAll()
+            firstNewSequence = next
+        }
+    }
+
     /// Waits until a frame's objects satisfy `test` (frames after `show`), or 10 s.
     func firstFrame(where test: ([MetadataObject]) -> Bool) -> [MetadataObject]? {
         var hit: [MetadataObject]?
@@ -69,6 +80,8 @@ final class VisionRig: CaptureMetadataOutputObjectsDelegate, @unchecked Sendable
         let start = output.statistics.framesDetected
         lock.withLock { found.removeAll() }
         _ = waitUntil(timeout: 30) { output.statistics.framesDetected >= start + frames }
+        // What the delegate queue still has for those frames.
+        queue.sync {}
         return lock.withLock { found.flatMap { $0 } }
     }
 }
