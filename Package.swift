@@ -131,7 +131,9 @@ let package = Package(
                 "CaptureVisionPreview", "CaptureSystem",
             ],
             path: "Sources/CaptureTool"),
-        .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
+        .executableTarget(
+            name: "StillCamera", dependencies: ["Capture", "CapturePreview", "CaptureVision", "CaptureVisionPreview"],
+            path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
         .executableTarget(name: "LiveCapture", dependencies: ["Capture", "CapturePreview"], path: "Examples/LiveCapture"),
         // Counts the process's heap allocations (defines malloc); only capture-bench links it.
