@@ -19,6 +19,12 @@ let package = Package(
         .library(name: "CaptureRecording", targets: ["CaptureRecording"]),
         // Encoders as stages of the session's pipeline (FFmpeg), for the recorder and the servers.
         .library(name: "CaptureCodecs", targets: ["CaptureCodecs"]),
+        // `/stream.mp4` for the HTTP server: fragmented MP4 from the shared H.264 stage (FFmpeg's
+        // encoder); its own product, so that the server never needs FFmpeg.
+        .library(name: "CaptureServerMP4", targets: ["CaptureServerMP4"]),
+        // Live H.264 and Opus to browsers over WebRTC (GStreamer's webrtcbin); its own product, so
+        // that `Capture` and the other products never need GStreamer.
+        .library(name: "CaptureWebRTC", targets: ["CaptureWebRTC"]),
         // Metadata output: QR codes, barcodes (zxing-cpp) and faces (OpenCV); its own product, so
         // that `Capture` never needs either library.
         .library(name: "CaptureVision", targets: ["CaptureVision"]),
@@ -111,6 +117,28 @@ let package = Package(
         // Serving: MJPEG stream, snapshot, state and the camera web app over HTTP (libmicrohttpd); a
         // product of its own, so the core needs no libmicrohttpd.
         .target(name: "CaptureServer", dependencies: ["Capture", "CaptureSystem", "CMicroHTTPD", "CCaptureServerShim"]),
+        // Fragmented MP4 over HTTP (`/stream.mp4`): the server's route for the shared H.264 stage's
+        // units, boxes written here; a product of its own, so the server needs no FFmpeg.
+        .target(name: "CaptureServerMP4", dependencies: ["Capture", "CaptureServer", "CaptureCodecs"]),
+        // GStreamer 1.22 with webrtcbin (Debian: libgstreamer1.0-dev, libgstreamer-plugins-base1.0-dev,
+        // libgstreamer-plugins-bad1.0-dev; at run time gstreamer1.0-plugins-base, -good, -bad and
+        // gstreamer1.0-nice): CaptureWebRTC's alone. GStreamer's .pc files carry -pthread, which
+        // SwiftPM refuses with a warning on every build: pkg-config gives GLib's paths, and the
+        // shim adds GStreamer's own (the same on every Debian architecture).
+        .systemLibrary(
+            name: "CGStreamer", path: "Sources/CSystem/gstreamer", pkgConfig: "glib-2.0",
+            providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-base1.0-dev", "libgstreamer-plugins-bad1.0-dev"])]),
+        // What Swift cannot call well in GStreamer (variadic GObject calls, promises, pad probes,
+        // graph changes while buffers flow): the WebRTC graph behind opaque handles.
+        .target(
+            name: "CCaptureWebRTCShim", dependencies: ["CGStreamer"], cSettings: [.unsafeFlags(["-I/usr/include/gstreamer-1.0"])],
+            // (A C target does not import the module, so its `link` lines are said again here.)
+            linkerSettings: ["gstwebrtc-1.0", "gstsdp-1.0", "gstapp-1.0", "gstbase-1.0", "gstreamer-1.0", "gobject-2.0", "glib-2.0"].map {
+                .linkedLibrary($0)
+            }),
+        // WebRTC: the shared H.264 stage's units and the microphone as Opus to browsers, one
+        // webrtcbin per viewer (a WHEP answerer's engine); a product of its own, so the core needs no GStreamer.
+        .target(name: "CaptureWebRTC", dependencies: ["Capture", "CaptureCodecs", "CaptureServer", "CaptureSystem", "CCaptureWebRTCShim"]),
         // Detection (Debian: libzxing-dev, libopencv-objdetect-dev, opencv-data for the cascades):
         // C++ libraries, reached through one shim with a C interface.
         .systemLibrary(
@@ -127,8 +155,8 @@ let package = Package(
         .executableTarget(
             name: "CaptureTool",
             dependencies: [
-                "Capture", "CapturePreview", "CaptureRecording", "CaptureCodecs", "CaptureServer", "CaptureVision",
-                "CaptureVisionPreview", "CaptureSystem",
+                "Capture", "CaptureCodecs", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureServerMP4", "CaptureSystem",
+                "CaptureWebRTC", "CaptureVision", "CaptureVisionPreview",
             ],
             path: "Sources/CaptureTool"),
         .executableTarget(
@@ -177,7 +205,10 @@ let package = Package(
         .testTarget(
             name: "CaptureCodecsTests",
             dependencies: ["CaptureCodecs", "Capture", "CaptureBackend", "CaptureSystem", "CaptureTestSupport", "CaptureBenchSupport"]),
-        .testTarget(name: "CaptureServerTests", dependencies: ["CaptureServer", "Capture", "CaptureTestSupport"]),
+        .testTarget(
+            name: "CaptureServerTests",
+            dependencies: ["CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport"]),
+        .testTarget(name: "CaptureWebRTCTests", dependencies: ["CaptureWebRTC", "Capture", "CaptureTestSupport"]),
         // Its pictures come from make-pictures.py (python-barcode, scikit-image), run by the tests.
         .testTarget(
             name: "CaptureVisionTests",

@@ -16,6 +16,8 @@
 //   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--json]
 //                        (needs ffmpeg; see Record.swift)
 //   capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]   (what session cycles leave; Cycles.swift)
+//   capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc]
+//                         (Chromium through each serving path; JSON; see Latency.swift)
 //   capture-bench metadata [--size WxH] [--types qr,face,...] [--input PICTURE.jpg] [--seconds S] [--rounds N] [--json]
 //                          (the metadata output against zxing-cpp and OpenCV called directly; Metadata.swift)
 import CaptureVirtual
@@ -763,6 +765,7 @@ case "live": live(arguments)
 case "preview": previewBench(arguments)
 case "record": recordBench(arguments)
 case "cycles": cyclesBench(arguments)
+case "latency": latencyBench(arguments)
 case "metadata": metadataBench(arguments)
 default:
     print(
@@ -777,6 +780,7 @@ default:
                capture-bench metadata [--size WxH] [--types qr,face,...] [--input PICTURE.jpg] [--seconds S] [--rounds N] [--json]
                capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--json]
                capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]
+               capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc]
         """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))
 }

@@ -30,6 +30,11 @@ final class Destination: @unchecked Sendable {
     /// Whether the open descriptor is a regular file (seekable), known once opened.
     private var regular = false
     private var written: Int64 = 0
+    /// Calls using `fd` outside the lock now; `close` leaves the descriptor to the last of them,
+    /// so its number cannot be reused by another open while one still writes to it.
+    private var users = 0
+    /// The descriptor `close` left to the last user, or -1.
+    private var closeAfterUse: Int32 = -1
 
     /// Bytes the destination took through `write(_:)`.
     var bytesWritten: Int64 { cond.withLock { written } }
@@ -113,9 +118,27 @@ final class Destination: @unchecked Sendable {
 
     private func pastDeadline() -> Bool { deadline.map { DispatchTime.now() >= $0 } ?? false }
 
-    // The calls on the open descriptor below (write, lseek, fstat, pwrite, pread) go through the
-    // funnel's `runOnSharedDescriptor`: `close` may come from another thread while one runs, so
-    // EBADF is an outcome to report here, not a programming error.
+    // The calls on the open descriptor below (write, lseek, fstat, pwrite, pread) run between
+    // `beginUse` and `endUse`: a `close` from another thread meanwhile leaves the descriptor open
+    // until the last of them ends.
+
+    /// The open descriptor (with `regularOnly`, only a regular file's) for a call made outside
+    /// the lock, or -1; a descriptor returned must be given back with `endUse`. Under `cond`.
+    private func beginUse(regularOnly: Bool = false) -> Int32 {
+        guard !closed, fd >= 0, !regularOnly || regular else { return -1 }
+        users += 1
+        return fd
+    }
+
+    /// Ends a `beginUse`; the last user after a `close` closes the descriptor.
+    private func endUse() {
+        cond.lock()
+        users -= 1
+        let d = users == 0 ? closeAfterUse : -1
+        if d >= 0 { closeAfterUse = -1 }
+        cond.unlock()
+        if d >= 0 { Self.closeDescriptor(d) }
+    }
 
     /// Writes all of `bytes`: 0, or a negative errno (`-ETIMEDOUT` when it gave up).
     func write(_ bytes: UnsafeRawBufferPointer) -> Int32 {
@@ -130,10 +153,12 @@ final class Destination: @unchecked Sendable {
             }
             _ = cond.wait(until: Date().addingTimeInterval(0.05))
         }
-        let d = fd, e = openErrno, isClosed = closed
+        let e = openErrno, isClosed = closed
+        let d = beginUse()
         cond.unlock()
         if isClosed { return -EBADF }
         if d < 0 { return -e }
+        defer { endUse() }
         var done = 0
         while done < bytes.count {
             let wrote = ProcessSignals.withBrokenPipeBlocked {
@@ -153,7 +178,8 @@ final class Destination: @unchecked Sendable {
                 continue
             }
             guard err == EAGAIN || err == EWOULDBLOCK else { return -err }
-            // The reader is behind: wait for room, until a stop's deadline passes.
+            // The reader is behind: wait for room, until a stop's deadline passes (or a close).
+            if cond.withLock({ closed }) { return -EBADF }
             if cond.withLock({ pastDeadline() }) {
                 cond.withLock {
                     failureMessage =
@@ -170,8 +196,9 @@ final class Destination: @unchecked Sendable {
 
     /// Repositions a regular file (FFmpeg's seek): the new offset, or a negative errno.
     func seek(_ offset: Int64, whence: Int32) -> Int64 {
-        let d = cond.withLock { regular ? fd : -1 }
+        let d = cond.withLock { beginUse(regularOnly: true) }
         guard d >= 0 else { return -Int64(ESPIPE) }
+        defer { endUse() }
         if whence == 0x10000 {  // AVSEEK_SIZE
             switch FileSystem.status(ofDescriptor: d) {
             case .success(let status): return status.size
@@ -186,8 +213,9 @@ final class Destination: @unchecked Sendable {
 
     /// Writes `bytes` at `offset` of a regular file, past FFmpeg (the durations at a clean stop).
     func write(_ bytes: [UInt8], at offset: Int64) -> Bool {
-        let d = cond.withLock { regular ? fd : -1 }
+        let d = cond.withLock { beginUse(regularOnly: true) }
         guard d >= 0 else { return false }
+        defer { endUse() }
         return bytes.withUnsafeBytes { b in
             Syscall.runOnSharedDescriptor("pwrite", failure: -1) { pwrite(d, b.baseAddress, b.count, off_t(offset)) } == .success(b.count)
         }
@@ -195,8 +223,10 @@ final class Destination: @unchecked Sendable {
 
     /// Reads `count` bytes at `offset` of a regular file (nil when it cannot).
     func read(count: Int, at offset: Int64) -> [UInt8]? {
-        let d = cond.withLock { regular ? fd : -1 }
-        guard d >= 0, count >= 0 else { return nil }
+        guard count >= 0 else { return nil }
+        let d = cond.withLock { beginUse(regularOnly: true) }
+        guard d >= 0 else { return nil }
+        defer { endUse() }
         var out = [UInt8](repeating: 0, count: count)
         let n = out.withUnsafeMutableBytes { b in
             Syscall.runOnSharedDescriptor("pread", failure: -1) { pread(d, b.baseAddress, count, off_t(offset)) }
@@ -210,8 +240,13 @@ final class Destination: @unchecked Sendable {
         cond.lock()
         let wasClosed = closed
         closed = true
-        let d = fd
+        var d = fd
         fd = -1
+        if users > 0, d >= 0 {
+            // Closed by the last call still using it.
+            closeAfterUse = d
+            d = -1
+        }
         let pending = !openDone
         cond.broadcast()
         cond.unlock()

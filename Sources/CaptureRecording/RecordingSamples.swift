@@ -135,11 +135,13 @@ extension CaptureMovieFileOutput {
         let captured = frame.presentationTimeStamp
         var at = captured - rec.firstTime! - pauses.removed(before: captured, after: rec.pauseOrigin ?? rec.firstTime!)
         // The first frame after a pause starts a run of sequence numbers (those in the pause
-        // were neither written nor lost) and a keyframe, and comes at least half a frame after
-        // the last one (the pause's cut need not fall midway between two frames).
+        // were neither written nor lost) and a keyframe. It comes where the cut puts it: the
+        // frame before shows for what the camera saw of it outside the pause, however short,
+        // and the frames after keep their captured spacing (as the audio does). At least 1 ms
+        // after the last frame all the same (Matroska's tick: times must rise).
         let resumes = pauses.resumes(before: captured)
         let resumed = resumes > rec.resumesPassed
-        if resumed { at = Swift.max(at, rec.lastNanoseconds + rec.frameNanoseconds / 2) }
+        if resumed { at = Swift.max(at, rec.lastNanoseconds + 1_000_000) }
         if resumed || rec.awaitingKey, !frame.isKeyFrame {
             // The shared encoder's unit after a pause or a loss is not a key frame: lost (the
             // file goes on from the key frame asked for, next frame or so).

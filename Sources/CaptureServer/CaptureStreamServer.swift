@@ -151,6 +151,11 @@ public final class CaptureStreamServer: @unchecked Sendable {
     var reattachTimer: DispatchSourceTimer?
     /// Stills the web app took, by file name, for `/album/NAME` (the newest few).
     var stills: [(name: String, jpeg: Data)] = []
+    /// Routes other products added (`add(_:)`), the requests waiting for their answers and their
+    /// streams' connections.
+    var addedRoutes: [any ServerRoutes] = []
+    var pendingAnswers: [ObjectIdentifier: RouteResponder] = [:]
+    var routeStreams: [ObjectIdentifier: RouteStreamConnection] = [:]
     let policy: RequestPolicy
     /// Cuts connections that hold the server waiting for their headers (slowloris).
     let connectionGuard: ConnectionGuard
@@ -212,6 +217,20 @@ public final class CaptureStreamServer: @unchecked Sendable {
     public func start() throws(CaptureServerError) {
         lifecycle.lock()
         defer { lifecycle.unlock() }
+        let routes = lock.withLock { daemon == nil ? addedRoutes : [] }
+        var started: [any ServerRoutes] = []
+        do {
+            for r in routes {
+                try r.serverWillStart(self)
+                started.append(r)
+            }
+        } catch {
+            for r in started { r.serverDidStop(self) }
+            throw error
+        }
+        // A start that fails below lets the routes go again.
+        var listening = false
+        defer { if !listening { for r in started { r.serverDidStop(self) } } }
         do {
             lock.lock()
             defer { lock.unlock() }
@@ -251,6 +270,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
             offline = false
             retainedSelf = Unmanaged.passRetained(self)
             lastTick = .now()
+            listening = true
         }
         if let framePort { session.addFrameConsumer(framePort) }
         let token = session.addEventHandler { [weak self] event in self?.sessionEvent(event) }
@@ -287,6 +307,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
             guard daemon != nil, !stopping else { return (false, nil, nil) }
             stopping = true
             resumeWaitingLocked(now: .now(), force: true)
+            expirePendingAnswersLocked(now: CaptureTime.now().seconds, stopping: true)
+            closeRouteStreamsLocked()
             reattachTimer?.cancel()
             defer { timer = nil; eventToken = nil; reattachTimer = nil; missing = nil }
             return (true, timer, eventToken)
@@ -302,6 +324,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
             return (daemon, retainedSelf)
         }
         if let d { MHD_stop_daemon(d) }
+        for r in lock.withLock({ addedRoutes }) { r.serverDidStop(self) }
         queue.sync {}
         me?.release()
     }

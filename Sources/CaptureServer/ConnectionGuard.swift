@@ -110,6 +110,11 @@ func guardRequestCompleted(
     _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
     _ code: MHD_RequestTerminationCode
 ) {
+    // A request of an added route that read a body held it here (`startRouteRequest`).
+    if let context = requestContext?.pointee, context != RequestLimits.refused {
+        Unmanaged<RouteBody>.fromOpaque(context).release()
+        requestContext?.pointee = nil
+    }
     guard let cls, let connection else { return }
     Unmanaged<ConnectionGuard>.fromOpaque(cls).takeUnretainedValue().requestCompleted(connection)
 }

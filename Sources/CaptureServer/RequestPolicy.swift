@@ -58,10 +58,14 @@ struct RequestPolicy: Sendable {
 
     /// Whether a request that changes state comes from the server's own page or the allowed
     /// origin: it carries `X-Requested-With` (a cross-site form cannot set a header, and a
-    /// cross-site script that does is held by the browser's preflight), and its `Origin` (or
-    /// else its `Referer`) is the server's own or the allowed one. Nil when allowed, else why not.
-    func refusesStateChange(host: String?, origin: String?, referer: String?, requestedWith: String?) -> String? {
-        guard let requestedWith, !requestedWith.isEmpty else {
+    /// cross-site script that does is held by the browser's preflight) or is itself one browsers
+    /// preflight (`preflighted`, for routes that accept that), and its `Origin` (or else its
+    /// `Referer`) is the server's own or the allowed one. Nil when allowed, else why not.
+    func refusesStateChange(host: String?, origin: String?, referer: String?, requestedWith: String?, preflighted: Bool = false) -> String?
+    {
+        // A request browsers preflight cannot come from another site without its consent (the
+        // origin rules below); others must carry the header no form or simple fetch can add.
+        if !preflighted, requestedWith?.isEmpty ?? true {
             return "a request that changes state needs the X-Requested-With header (the web app sends it)"
         }
         let own = host.map { "http://" + $0.lowercased() }

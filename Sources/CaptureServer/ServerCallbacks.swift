@@ -22,12 +22,17 @@ func serverAccessHandler(
     if state?.pointee == RequestLimits.refused { return MHD_Result.NO }
     let server = Unmanaged<CaptureStreamServer>.fromOpaque(cls).takeUnretainedValue()
     server.connectionGuard.headersReceived(connection)
-    // A body (uploads are not used here) is read and dropped.
+    // A request of an added route that reads its body (see `startRouteRequest`).
+    if let context = state?.pointee {
+        let body = Unmanaged<RouteBody>.fromOpaque(context).takeUnretainedValue()
+        return server.continueRouteRequest(connection, body, data: uploadData, size: uploadSize)
+    }
+    // A body (the server's own routes take none) is read and dropped.
     if let uploadSize, uploadSize.pointee != 0 {
         uploadSize.pointee = 0
         return MHD_Result.YES
     }
-    return server.handle(connection, url: String(cString: url), method: String(cString: method))
+    return server.handle(connection, url: String(cString: url), method: String(cString: method), state: state)
 }
 
 func serverStreamReader(

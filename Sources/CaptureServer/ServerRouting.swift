@@ -7,16 +7,25 @@ import Foundation
 extension CaptureStreamServer {
     // MARK: Requests (on the daemon's thread)
 
-    func handle(_ c: HTTP.Connection, url: String, method: String) -> MHD_Result {
-        // No route reads a body: a big one is refused before anything else (libmicrohttpd drops it).
-        // A chunked body's size is not known before the route would run, so it needs a length.
-        if HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Transfer-Encoding") != nil {
-            return queueText(c, 411, "send a request body with a Content-Length (no route needs a body)\n")
+    func handle(
+        _ c: HTTP.Connection, url: String, method: String, state: UnsafeMutablePointer<UnsafeMutableRawPointer?>? = nil
+    ) -> MHD_Result {
+        // A route added by another product (`ServerRoutes`), with its own body limit.
+        let added = addedRoute(for: url)
+        let bodyLimit = added?.route.bodyLimit ?? 0
+        // A route that reads no body refuses a big one before anything else (libmicrohttpd drops
+        // it). A chunked body's size is not known before the route would run, so it needs a length;
+        // a route that reads a body reads a chunked one up to its limit.
+        if bodyLimit == 0, HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Transfer-Encoding") != nil {
+            return queueText(c, 411, "send a request body with a Content-Length (this route needs no body)\n")
         }
-        if let length = HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Content-Length").flatMap({ UInt64($0) }),
-            length > UInt64(RequestLimits.bodyBytes)
-        {
-            return queueText(c, 413, "a request body may have \(RequestLimits.bodyBytes) bytes at most; no route needs one\n")
+        let limit = bodyLimit > 0 ? bodyLimit : RequestLimits.bodyBytes
+        if let length = HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Content-Length").flatMap({ UInt64($0) }), length > UInt64(limit) {
+            return queueText(
+                c, 413,
+                bodyLimit > 0
+                    ? "a request body for \(url) may have \(limit) bytes at most\n"
+                    : "a request body may have \(limit) bytes at most; this route needs none\n")
         }
         let host = HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Host")
         guard policy.allowsHost(host) else {
@@ -30,8 +39,13 @@ extension CaptureStreamServer {
         {
             let r = HTTP.response("")
             addCommonHeaders(r, type: nil)
-            HTTP.addHeader(r, "Access-Control-Allow-Methods", url.hasPrefix("/api/") ? "POST, GET, OPTIONS" : "GET, HEAD, OPTIONS")
-            HTTP.addHeader(r, "Access-Control-Allow-Headers", "Authorization, X-Requested-With")
+            if let added {
+                HTTP.addHeader(r, "Access-Control-Allow-Methods", (added.route.methods + ["OPTIONS"]).joined(separator: ", "))
+                HTTP.addHeader(r, "Access-Control-Allow-Headers", "Authorization, X-Requested-With, Content-Type")
+            } else {
+                HTTP.addHeader(r, "Access-Control-Allow-Methods", url.hasPrefix("/api/") ? "POST, GET, OPTIONS" : "GET, HEAD, OPTIONS")
+                HTTP.addHeader(r, "Access-Control-Allow-Headers", "Authorization, X-Requested-With")
+            }
             HTTP.addHeader(r, "Access-Control-Max-Age", "600")
             return HTTP.queue(c, 204, r)
         }
@@ -42,6 +56,7 @@ extension CaptureStreamServer {
             defer { MHD_destroy_response(r) }
             return MHD_queue_basic_auth_fail_response(c, "swift-capture", r)
         }
+        if let added { return handleAdded(c, url: url, method: method, host: host, origin: origin, added, state: state) }
         let action = url == "/" ? HTTP.value(c, MHD_ValueKind.GET_ARGUMENT_KIND, "action") : nil
         let isGet = method == "GET" || method == "HEAD"
         let route: Route
@@ -57,7 +72,8 @@ extension CaptureStreamServer {
         case ("/api/control", _): route = .control
         case (let u, _) where u.hasPrefix("/album/"): route = .album(String(u.dropFirst("/album/".count)))
         default:
-            return queueText(c, 404, "not found: try /, /stream, /snapshot or /state\n")
+            let paths = (["/", "/stream", "/snapshot", "/state"] + addedPaths).joined(separator: ", ")
+            return queueText(c, 404, "not found: try \(paths)\n")
         }
         if route.isAction ? method != "POST" : !isGet {
             let r = HTTP.response("method \(method) not allowed here\n")
@@ -109,6 +125,31 @@ extension CaptureStreamServer {
                 answer(status, body)
             }
         }
+    }
+
+    /// An added route, past the host, preflight and credentials checks: its method, then the
+    /// origin rules for a method that changes state.
+    private func handleAdded(
+        _ c: HTTP.Connection, url: String, method: String, host: String?, origin: String?,
+        _ added: (routes: any ServerRoutes, route: ServerRoute), state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+    ) -> MHD_Result {
+        guard added.route.methods.contains(method) else {
+            let r = HTTP.response("method \(method) not allowed here\n")
+            addCommonHeaders(r, type: "text/plain; charset=utf-8")
+            HTTP.addHeader(r, "Allow", added.route.methods.joined(separator: ", "))
+            return HTTP.queue(c, 405, r)
+        }
+        let preflighted =
+            added.route.acceptsPreflightedRequests
+            && ServerRoute.needsPreflight(method, contentType: HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Content-Type"))
+        if ServerRoute.changesState(method),
+            let why = policy.refusesStateChange(
+                host: host, origin: origin, referer: HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Referer"),
+                requestedWith: HTTP.value(c, MHD_ValueKind.HEADER_KIND, "X-Requested-With"), preflighted: preflighted)
+        {
+            return queueText(c, 403, why + "\n")
+        }
+        return startRouteRequest(c, url: url, method: method, match: added, state: state)
     }
 
     private enum Route {

@@ -63,6 +63,7 @@ extension CaptureStreamServer {
             }
             lastTick = now
             resumeWaitingLocked(now: now, force: false)
+            expirePendingAnswersLocked(now: now.seconds, stopping: false)
         }
     }
 

@@ -135,6 +135,13 @@ extension CaptureStreamServer {
     func stateJSON() -> [String: Any] {
         let device = (session.inputs.first as? CaptureDeviceInput)?.device
         let desired = device?.activeVideoMinFrameDuration?.framesPerSecond ?? 0
+        // What added routes report (asked outside the lock: they may take their own).
+        var routes: [String: Any] = [:]
+        var paths: [String] = []
+        for r in lock.withLock({ addedRoutes }) {
+            if let (name, value) = r.state() { routes[name] = value }
+            paths += r.routes.map(\.path)
+        }
         return lock.withLock {
             let now = CaptureTime.now()
             var stats: [String: Any] = [:]
@@ -162,6 +169,9 @@ extension CaptureStreamServer {
                     "frames": received,
                     "drops": dropped.values.reduce(0, +),
                     "drop_reasons": Dictionary(uniqueKeysWithValues: dropped.map { ($0.key.rawValue, $0.value) }),
+                    "routes": routes,
+                    // What the web app may play besides /stream (e.g. /stream.mp4, /whep).
+                    "paths": paths,
                 ] as [String: Any],
             ]
         }

@@ -1,4 +1,5 @@
-/// The camera web app served at `/`: one self-contained page (no outside resources).
+/// The camera web app served at `/`: one self-contained page (no outside resources); its player
+/// (`WebPlayer`) picks WebRTC, fragmented MP4 or MJPEG.
 enum WebApp {
     static let page = #"""
         <!doctype html>
@@ -12,7 +13,9 @@ enum WebApp {
           html, body { margin: 0; height: 100%; background: #111; color: #eee; font: 14px system-ui, sans-serif; }
           body { display: flex; flex-direction: column; }
           #view { flex: 1; min-height: 200px; position: relative; background: #000; }
-          #live { position: absolute; inset: 0; width: 100%; height: 100%; object-fit: contain; }
+          #live, #video { position: absolute; inset: 0; width: 100%; height: 100%; object-fit: contain; }
+          #badge { position: absolute; left: 8px; bottom: 8px; padding: 2px 8px; border-radius: 4px; background: #000a; }
+          #sound { position: absolute; right: 8px; bottom: 8px; }
           #bar { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; padding: 8px; background: #222; }
           button { font-size: 16px; padding: 6px 14px; border-radius: 6px; border: 1px solid #555; background: #333; color: #eee; }
           #shutter { background: #b22; }
@@ -24,7 +27,12 @@ enum WebApp {
         </style>
         </head>
         <body>
-        <div id="view"><img id="live" alt="live picture" src="stream"></div>
+        <div id="view">
+          <video id="video" muted playsinline hidden></video>
+          <img id="live" alt="live picture" hidden>
+          <span id="badge"><span id="path">…</span> <span id="latency"></span></span>
+          <button id="sound" hidden title="play the camera's sound">Sound</button>
+        </div>
         <div id="bar">
           <button id="shutter" title="take a still into the album">Shutter</button>
           <button id="toggle" title="switch to the other camera">Toggle camera</button>
@@ -48,7 +56,10 @@ enum WebApp {
         // What the server asks of a request that changes state (a cross-site form cannot send it).
         const post = { method: "POST", headers: { "X-Requested-With": "swift-capture" } };
         function reconnect() { live.src = "stream?t=" + Date.now(); }
-        $("gravity").addEventListener("change", (e) => { live.style.objectFit = e.target.value; });
+        $("gravity").addEventListener("change", (e) => {
+          live.style.objectFit = e.target.value;
+          $("video").style.objectFit = e.target.value;
+        });
         $("shutter").addEventListener("click", async () => {
           say("taking a still…");
           try {
@@ -108,6 +119,7 @@ enum WebApp {
         loadControls();
         poll();
         setInterval(poll, 1000);
+        \#(WebPlayer.script)
         </script>
         </body>
         </html>

@@ -45,19 +45,43 @@ package enum ProcessAccess {
     }
 
     private static func groupName(_ gid: gid_t) -> String? {
-        var group = Glibc.group()
-        var result: UnsafeMutablePointer<Glibc.group>?
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard getgrgid_r(gid, &group, &buffer, buffer.count, &result) == 0, let r = result, let name = r.pointee.gr_name
-        else { return nil }
-        return String(cString: name)
+        lookUpGroup { getgrgid_r(gid, $0, $1, $2, $3) }?.name
     }
 
     private static func groupID(_ name: String) -> gid_t? {
-        var group = Glibc.group()
-        var result: UnsafeMutablePointer<Glibc.group>?
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard getgrnam_r(name, &group, &buffer, buffer.count, &result) == 0, let r = result else { return nil }
-        return r.pointee.gr_gid
+        lookUpGroup { getgrnam_r(name, $0, $1, $2, $3) }?.id
+    }
+
+    /// Runs a reentrant group lookup with its record and string buffer alive for the whole read
+    /// (the record's strings point into the buffer), growing the buffer while the call says
+    /// ERANGE. What it read of the record found, or nil.
+    private static func lookUpGroup(
+        _ call: (
+            UnsafeMutablePointer<Glibc.group>, UnsafeMutablePointer<CChar>, Int, UnsafeMutablePointer<UnsafeMutablePointer<Glibc.group>?>
+        ) ->
+            Int32
+    ) -> GroupRecord? {
+        var size = 4096
+        while size <= 1 << 20 {
+            let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: size)
+            defer { buffer.deallocate() }
+            var group = Glibc.group()
+            var result: UnsafeMutablePointer<Glibc.group>?
+            let found: GroupRecord?? = withUnsafeMutablePointer(to: &group) { g in
+                let e = call(g, buffer, size, &result)
+                if e == ERANGE { return .none }
+                guard e == 0, result != nil else { return .some(nil) }
+                return .some(GroupRecord(name: g.pointee.gr_name.map { String(cString: $0) }, id: g.pointee.gr_gid))
+            }
+            if let found { return found }
+            size *= 4
+        }
+        return nil
+    }
+
+    /// What is read of a group record while its buffer lives.
+    private struct GroupRecord {
+        var name: String?
+        var id: gid_t
     }
 }

@@ -1,18 +1,23 @@
 // `capture serve`: the camera over HTTP (CaptureServer) until Ctrl-C or SIGTERM, with a status
 // line every few seconds.
 import Capture
+import CaptureCodecs
 import CaptureServer
+import CaptureServerMP4
 import CaptureSystem
+import CaptureWebRTC
 import Foundation
 
 extension Command {
     static let serve = Command(
-        name: "serve", summary: "serve the camera over HTTP: MJPEG, snapshots, the camera web app",
+        name: "serve", summary: "serve the camera over HTTP: MJPEG, WebRTC (WHEP), fragmented MP4, snapshots, the camera web app",
         usage: """
             usage: capture serve [--device PATH|ID|virtual|file:MEDIA] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
                                  [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
-                                 [--allow-host NAME[,NAME...]] [--time-code]
-                   (MJPEG at /stream and /?action=stream, /snapshot, /state, the camera web app at /;
+                                 [--allow-host NAME[,NAME...]] [--audio NAME|ID|virtual] [--time-code]
+                   (MJPEG at /stream and /?action=stream, WebRTC by WHEP at /whep and fragmented MP4 at /stream.mp4
+                   (H.264, one encode for both), /snapshot, /state, the camera web app at /;
+                   --audio: the microphone's sound with WebRTC (Opus);
                    an unplugged camera is served as offline and taken back when it returns;
                    answers to localhost names, IP literals and this machine's name, --allow-host for others;
                    --time-code: the virtual camera shows each frame's capture time, for measuring latency;
@@ -21,7 +26,7 @@ extension Command {
         options: Options(
             valued: [
                 "device", "preset", "size", "format", "fps", "quality", "host", "port", "user", "password", "allow-origin", "max-clients",
-                "allow-host",
+                "allow-host", "audio",
             ], boolean: ["time-code"], exclusive: [presetOrSize]),
         run: serveCommand)
 }
@@ -51,19 +56,14 @@ func serveCommand(_ args: Arguments) throws {
     }
     ProcessSignals.unblock([SIGINT, SIGTERM])
     let device = try chooseCamera(args.values["device"])
-    if args.flags.contains("time-code") {
-        guard let camera = VirtualCamera.installed.first(where: { $0.uniqueID == device.uniqueID }) else {
-            throw ToolError(message: "--time-code draws into the virtual camera's frames: add --device virtual")
-        }
-        camera.showsTimeCode = true
-    }
     let still = CaptureStillImageOutput()
     still.outputSettings = .init(quality: max(quality, 90))
     // The server keeps answering while the camera is gone and takes it back when it returns
     // (`reattachesCamera`); the tool says when. Watched from before the start: an unplug at any
     // time is reported.
     let gone = CameraGone()
-    let session = try makeSession(device, args, outputs: [still]) { session in
+    let microphone = try args.values["audio"].map { try CaptureDeviceInput(device: try chooseMicrophone($0)) }
+    let session = try makeSession(device, args, outputs: [still], extraInputs: microphone.map { [$0] } ?? []) { session in
         session.addEventHandler { [weak session] event in
             switch event {
             case .deviceDisconnected(let d):
@@ -80,10 +80,25 @@ func serveCommand(_ args: Arguments) throws {
     }
     defer { session.stopRunning() }
     let server = try CaptureStreamServer(session: session, configuration: config)
+    // H.264 by WebRTC and as fragmented MP4 beside MJPEG, both from one encode (it runs only
+    // while someone watches). Without GStreamer's parts the server goes on without WebRTC.
+    var settings = H264Settings()
+    var webrtc = false
+    do {
+        let publisher = try WebRTCPublisher(session: session)
+        try server.serveWebRTC(publisher)
+        settings = publisher.h264Settings
+        webrtc = true
+    } catch let e as WebRTCError {
+        say("no WebRTC: \(e.message)")
+    }
+    try server.addFragmentedMP4Stream(settings: settings)
     try server.start()
     defer { server.stop() }
     let url = server.url
-    say("serving \(device.localizedName) at \(url)  (stream \(url)stream, snapshot \(url)snapshot, state \(url)state)")
+    say(
+        "serving \(device.localizedName) at \(url)  (stream \(url)stream, \(webrtc ? "WebRTC \(url)whep, " : "")H.264 \(url)stream.mp4, snapshot \(url)snapshot, state \(url)state)"
+    )
     while stopRequested.wait(timeout: .now() + 5) == .timedOut {
         let s = server.statistics
         let size = s.dimensions.map(\.description) ?? "no frame yet"

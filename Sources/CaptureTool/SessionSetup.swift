@@ -6,13 +6,20 @@ import Foundation
 /// `--preset` and `--size` both choose the camera's size: a command's `Options` take one or the other.
 let presetOrSize = ["preset", "size"]
 
-/// Builds a running session for `device` with `outputs`, honouring --preset/--size/--format.
+/// Builds a running session for `device` with `outputs`, honouring --preset/--size/--format (and
+/// --time-code, for a command that takes it: the virtual camera stamps each frame's capture time).
 /// `beforeStart` gets the configured session before it starts: event handlers go there, since an
 /// unplug right after the start must not be missed.
 func makeSession(
     _ device: CaptureDevice, _ args: Arguments, outputs: [CaptureOutput],
     extraInputs: [CaptureDeviceInput] = [], beforeStart: (CaptureSession) -> Void = { _ in }
 ) throws -> CaptureSession {
+    if args.flags.contains("time-code") {
+        guard let camera = VirtualCamera.installed.first(where: { $0.uniqueID == device.uniqueID }) else {
+            throw ToolError(message: "--time-code draws into the virtual camera's frames: add --device virtual")
+        }
+        camera.showsTimeCode = true
+    }
     let session = CaptureSession()
     let input = try CaptureDeviceInput(device: device)
     session.beginConfiguration()

@@ -7,12 +7,15 @@ extension Command {
         name: "snap", summary: "take photos (JPEG) into the album, a file or a folder",
         usage: """
             usage: capture snap [--device PATH|ID|virtual|file:MEDIA] [--preset NAME | --size WxH] [--format FOURCC]
-                                [--quality 1-100] [--count N] [--output FILE|DIR/]
+                                [--quality 1-100] [--count N] [--output FILE|DIR/] [--time-code]
                    (without --output, photos go to the album, ~/Pictures or XDG_PICTURES_DIR; FILE's folder must exist,
                    its name ends in .jpg or .jpeg (or has no extension); only a regular file at FILE is replaced,
-                   never a FIFO, device node or symbolic link)
+                   never a FIFO, device node or symbolic link;
+                   --time-code: the virtual camera shows the capture time in the photo, for measuring latency)
             """,
-        options: Options(valued: ["device", "preset", "size", "format", "quality", "count", "output"], exclusive: [presetOrSize]),
+        options: Options(
+            valued: ["device", "preset", "size", "format", "quality", "count", "output"], boolean: ["time-code"],
+            exclusive: [presetOrSize]),
         run: snapCommand)
 }
 

@@ -93,6 +93,18 @@ import CaptureTestSupport
         #expect(await eventually(timeout: 30) { first.count >= n + 5 })
         let after = first.seen.withLock { Array($0.units[n...]) }
         #expect(after.prefix(3).contains { $0.key }, "\(after.map(\.key))")
+        // A connection turned off and on again is a join: its consumer resumes at a key frame,
+        // asked for at once (not at the encoder's next interval).
+        let c2 = try #require(p2.connection(with: .video))
+        c2.isEnabled = false
+        let m = first.count
+        #expect(await eventually(timeout: 30) { first.count >= m + 5 })
+        let k = late.count
+        let keysBeforeReturn = first.seen.withLock { $0.units.filter(\.key).count }
+        c2.isEnabled = true
+        #expect(await eventually(timeout: 30) { late.count >= k + 3 })
+        #expect(late.seen.withLock { $0.units[k].key } == true, "the first unit after turning back on is a key frame")
+        #expect(first.seen.withLock { $0.units.filter(\.key).count } > keysBeforeReturn, "no key frame was asked for")
         r.session.stopRunning()
         withExtendedLifetime((p1, p2)) {}
     }

@@ -297,11 +297,16 @@ final class LoopbackFeeder: @unchecked Sendable {
             throw FeederError("S_FMT on the loopback output: errno \(e)")
         }
         let write1: @Sendable () -> Int = { frame.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
-        let first = write1()
-        guard first == frame.count else {
-            let e = errno
-            close(fd)
-            throw FeederError("first write to the loopback output: \(first) bytes, errno \(e)")
+        // Every buffer of the driver's ring (v4l2loopback has at most 32) gets this frame first: a
+        // buffer left as the previous writer (an earlier test) filled it would otherwise be the
+        // reader's first frame.
+        for _ in 0..<32 {
+            let n = write1()
+            guard n == frame.count else {
+                let e = errno
+                close(fd)
+                throw FeederError("first writes to the loopback output: \(n) bytes, errno \(e)")
+            }
         }
         Thread.detachNewThread { [self] in
             while !stopFlag.withLock({ stopped }) {

@@ -16,7 +16,8 @@ final class ServedCamera: @unchecked Sendable {
 
     init(
         width: Int = 320, height: Int = 240, fps: Double = 15, position: DevicePosition = .back,
-        configure: (inout CaptureStreamServer.Configuration) -> Void = { _ in }
+        configure: (inout CaptureStreamServer.Configuration) -> Void = { _ in },
+        prepare: (CaptureStreamServer) throws -> Void = { _ in }
     ) throws {
         camera = VirtualCamera(
             name: "Served \(UUID().uuidString.prefix(8))", position: position,
@@ -31,6 +32,7 @@ final class ServedCamera: @unchecked Sendable {
             photoLibrary: PhotoLibrary(directory: album))
         configure(&config)
         server = try CaptureStreamServer(session: session, configuration: config)
+        try prepare(server)
         try session.start()
         try server.start()
     }
@@ -89,6 +91,9 @@ final class RawClient: @unchecked Sendable {
     }
 
     deinit { Glibc.close(fd) }
+
+    /// Ends the connection from this side (the server sees the client go).
+    func shutdown() { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
 
     func send(_ bytes: [UInt8]) {
         var sent = 0

@@ -120,6 +120,28 @@ import Testing
         }
     }
 
+    /// `snap --time-code`: the photo carries the capture time of its frame (CLOCK_REALTIME ms
+    /// mod 2^32), which lies between the launch of the tool and its return. (How far before the
+    /// return is a measurement, not asserted: it grows with the machine's load.)
+    @Test func snapTimeCodeRoundTrips() throws {
+        let dir = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("t.jpg").path
+        func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+        let launched = now()
+        let r = try Self.capture(["snap", "--device", "virtual", "--size", "640x480", "--time-code", "--output", path])
+        let returned = now()
+        #expect(r.status == 0, "\(r.stderr)")
+        let code = try #require(
+            VirtualCamera.timeCode(inJPEG: try Data(contentsOf: URL(fileURLWithPath: path))), "no time code in the photo")
+        // Modulo 2^32 ms, as the code is: the frame was captured within this run.
+        let sinceLaunch = Int64(UInt32(truncatingIfNeeded: Int64(code) - launched))
+        let beforeReturn = Int64(UInt32(truncatingIfNeeded: returned - Int64(code)))
+        #expect(
+            sinceLaunch <= returned - launched && beforeReturn <= returned - launched,
+            "code \(code), launched \(launched), returned \(returned)")
+    }
+
     @Test func snapReplacesAFileAtomicallyAndCarriesMakeAndModel() throws {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -185,6 +185,45 @@ struct EncoderPoolTests {
         #expect(frames.replay.recycledCount == 10)
     }
 
+    @Test("a loss before the pool comes out in its place, and the pool's own drops never merge across it")
+    func lossesPassedThroughKeepTheirPlace() throws {
+        let frames = YUYVFrames(width: 64, height: 32, count: 1, seed: 5)
+        let recorder = Recorder()
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        recorder.onDeliver = { o in
+            if case .encoded(let sample, _) = o, sample.sequenceNumber == 0 {
+                entered.signal()
+                release.wait()
+            }
+        }
+        let pool = JPEGEncoderPool(workers: 1, queueDepth: 1, quality: 80) { recorder.take($0) }
+        #expect(pool.submit(frames.replay.sample(0, sequence: 0)))
+        #expect(entered.wait(timeout: .now() + 10) == .success)
+        // While frame 0 is being delivered: frame 1 waits, the camera loses 2-4, frame 5 comes
+        // (1 is replaced), a damaged 6, frame 7 (5 is replaced), and 8 (7 is replaced).
+        #expect(pool.submit(frames.replay.sample(0, sequence: 1)))
+        #expect(pool.submitDrop(DroppedFrames(reason: .discontinuity, count: 3, sequenceNumber: 2)))
+        #expect(pool.submit(frames.replay.sample(0, sequence: 5)))
+        #expect(pool.submitDrop(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: 6)))
+        #expect(pool.submit(frames.replay.sample(0, sequence: 7)))
+        #expect(pool.submit(frames.replay.sample(0, sequence: 8)))
+        release.signal()
+        pool.shutdown()
+        #expect(
+            recorder.snapshot == [
+                .encoded(0, width: 64, height: 32),
+                .dropped(first: 1, count: 1),
+                .dropped(first: 2, count: 3),
+                .dropped(first: 5, count: 1),
+                .dropped(first: 6, count: 1),
+                .dropped(first: 7, count: 1),
+                .encoded(8, width: 64, height: 32),
+            ])
+        #expect(pool.statistics.dropped == 3)
+        #expect(!pool.submitDrop(DroppedFrames(reason: .discontinuity, count: 1, sequenceNumber: 9)))
+    }
+
     @Test("drops between encoded frames keep their place in the sequence")
     func dropsInterleaved() throws {
         let frames = YUYVFrames(width: 48, height: 16, count: 1, seed: 4)

@@ -49,21 +49,23 @@ import Testing
         // (a hold, as the server's parts are made), and a raw port that keeps the newest frame
         // as the preview does.
         final class Keeper: FrameConsumer, @unchecked Sendable {
-            let kept = Locked<(SampleBuffer?, Int)>((nil, 0))
+            /// The frame kept, the frames seen, and whether the keeper closed (keeps no more).
+            let kept = Locked<(SampleBuffer?, Int, Bool)>((nil, 0, false))
             func consume(_ sample: SampleBuffer, from connection: CaptureConnection) {
                 sample.hold()
-                let old = kept.withLock { k in
-                    defer { k = (sample, k.1 + 1) }
+                let old: SampleBuffer? = kept.withLock { k in
+                    if k.2 { return sample }
+                    defer { k = (sample, k.1 + 1, false) }
                     return k.0
                 }
                 old?.release()
             }
             func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) {}
             var count: Int { kept.withLock { $0.1 } }
-            /// Gives back the frame kept last.
+            /// Closes: gives back the frame kept last and keeps none of those still on their way.
             func letGo() {
                 let last = kept.withLock { k in
-                    defer { k.0 = nil }
+                    defer { k = (nil, k.1, true) }
                     return k.0
                 }
                 last?.release()
@@ -82,7 +84,7 @@ import Testing
         let connection = try #require(still.connections.first)
         for _ in 0..<3 { _ = try await still.captureStillImage(from: connection) }
         #expect(await eventually(timeout: 20) { jpegKeeper.count >= 10 && rawKeeper.count >= 10 })
-        // The keepers let go of what they kept, as the preview does when it closes.
+        // The keepers let go of what they kept and keep no more, as the preview does when it closes.
         rawKeeper.letGo()
         jpegKeeper.letGo()
         rig.camera.stall(for: nil)

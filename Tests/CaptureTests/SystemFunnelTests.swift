@@ -90,4 +90,13 @@ import Testing
         }
         #expect(port.0 == 8080 && Int(port.1) == MemoryLayout<sockaddr_in>.size)
     }
+
+    /// Group lookups read the record while its buffer lives: the names /etc/group gives.
+    @Test func groupLookupsReadWhatTheGroupFileSays() throws {
+        let lines = try String(contentsOfFile: "/etc/group", encoding: .utf8).split(separator: "\n")
+        let owner = try #require(lines.first { $0.hasPrefix("root:") }.map { $0.split(separator: ":", omittingEmptySubsequences: false) })
+        #expect(ProcessAccess.owningGroup(of: "/etc/group") == String(owner[0]))
+        if getegid() == 0 { #expect(ProcessAccess.isMember(ofGroup: "root")) }
+        #expect(!ProcessAccess.isMember(ofGroup: "no-such-group-\(UUID().uuidString.prefix(8))"))
+    }
 }

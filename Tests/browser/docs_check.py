@@ -44,6 +44,8 @@ TYPES = [
     ("capturerecording/capturemoviefileoutput", "CaptureMovieFileOutput"),
     # CaptureRecording's extension of Capture's session (session.addOutput(movie)).
     ("capturerecording/capture/capturesession", "CaptureSession"),
+    # CaptureServerMP4's extension of the server (server.addFragmentedMP4Stream()).
+    ("captureservermp4/captureserver/capturestreamserver", "CaptureStreamServer"),
 ]
 SEEDS = ["Seed 1", "Seed 2", "Seed 3", "Seed 4", "Seed 5"]
 # Every AVFoundation, Core Media and UIKit-album symbol the five seeds use (read off the seeds in
@@ -110,8 +112,8 @@ def main():
             page.goto(base)
             page.wait_for_selector("main h1", timeout=30000)
             text = page.inner_text("main")
-            products = ["Capture", "CapturePreview", "CaptureServer", "CaptureRecording"]
-            check("the site's landing page lists the four products", all(p in text for p in products),
+            products = ["Capture", "CapturePreview", "CaptureServer", "CaptureServerMP4", "CaptureRecording"]
+            check("the site's landing page lists the five products", all(p in text for p in products),
                   f"missing {[p for p in products if p not in text]}")
 
             landing = title_of("capture")

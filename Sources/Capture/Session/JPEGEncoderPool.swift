@@ -28,7 +28,8 @@ package final class JPEGEncoderPool: @unchecked Sendable {
         /// JPEG is then in a sample of its own (allocated), to be given only to consumers that
         /// must not miss it (stills); the others should count the frame as `.outOfBuffers`.
         case encoded(SampleBuffer, shared: Bool)
-        /// Frames replaced by newer ones because every worker was busy (reason `.frameWasLate`).
+        /// Frames replaced by newer ones because every worker was busy (reason `.frameWasLate`),
+        /// or lost before the pool and passed through it in order (`submitDrop`).
         case dropped(DroppedFrames)
         /// A frame that could not be encoded.
         case failed(sequence: UInt32, error: CaptureError)
@@ -81,6 +82,12 @@ package final class JPEGEncoderPool: @unchecked Sendable {
         return core.submit(sample, whenFull: whenFull)
     }
 
+    /// Frames lost before the pool (a camera's gap, a damaged frame), delivered as `.dropped` in
+    /// their place among the frames submitted: after those submitted before, before those
+    /// submitted after. False after `shutdown`.
+    @discardableResult
+    package func submitDrop(_ drop: DroppedFrames) -> Bool { core.submitDrop(drop) }
+
     /// Encodes and delivers what is queued, then stops the workers and waits for them. Later
     /// submissions are refused. Idempotent.
     package func shutdown() { core.shutdown() }
@@ -97,10 +104,13 @@ package final class JPEGEncoderPool: @unchecked Sendable {
 // slots wait does a worker wait. The ring has a sample for each worker's frame in hand and each
 // slot, plus those consumers may hold.
 private final class Core: @unchecked Sendable {
+    /// Consecutive tickets that are drops of one reason and of consecutive frames.
     private struct DropRange {
         var start: UInt64
-        var count: Int
-        var firstSequence: UInt32
+        var tickets: Int
+        var frames: Int
+        var firstSequence: UInt64?
+        var reason: DropReason
     }
 
     /// A finished frame waiting for its turn, in a worker's slot.
@@ -130,8 +140,9 @@ private final class Core: @unchecked Sendable {
     private var nextTicket: UInt64 = 0
     private var nextDeliver: UInt64 = 0
     private var delivering = false
-    // Dropped tickets not yet reported, as ranges. Ranges are separated by tickets still queued
-    // or held by a worker, so at most depth + workers * (1 + slots) + 1 exist at once.
+    // Dropped tickets not yet reported, as ranges, oldest first. Ranges are separated by tickets
+    // still queued or held by a worker, or by a change of reason or a jump in sequence numbers
+    // (drops passed through): the ring grows (rarely: past its high-water mark only) when full.
     private var drops: [DropRange]
     private var dropHead = 0, dropCount = 0
     private var ready: [Ready]
@@ -154,7 +165,9 @@ private final class Core: @unchecked Sendable {
         queue = Array(repeating: nil, count: depth)
         queueTickets = Array(repeating: 0, count: depth)
         let slots = workers * Self.slotsPerWorker
-        drops = Array(repeating: DropRange(start: 0, count: 0, firstSequence: 0), count: depth + workers + slots + 2)
+        drops = Array(
+            repeating: DropRange(start: 0, tickets: 0, frames: 0, firstSequence: nil, reason: .frameWasLate),
+            count: 2 * (depth + workers + slots + 2))
         ready = Array(repeating: Ready(), count: slots)
         workerThreads = Array(repeating: nil, count: workers)
         pthread_mutex_init(mutex, nil)
@@ -193,7 +206,8 @@ private final class Core: @unchecked Sendable {
             queue[head] = nil
             head = (head + 1) % queue.count
             queued -= 1
-            recordDrop(ticket: ticket, sequence: old.map { UInt32(truncatingIfNeeded: $0.sequenceNumber) } ?? 0)
+            stats.dropped += 1
+            recordDrop(ticket: ticket, frames: 1, sequence: old?.sequenceNumber, reason: .frameWasLate)
             evicted = old
         }
         guard !closing else {
@@ -216,17 +230,50 @@ private final class Core: @unchecked Sendable {
         return true
     }
 
-    private func recordDrop(ticket: UInt64, sequence: UInt32) {
-        stats.dropped += 1
-        if dropCount > 0 {
-            let last = (dropHead + dropCount - 1) % drops.count
-            if drops[last].start + UInt64(drops[last].count) == ticket {
-                drops[last].count += 1
+    func submitDrop(_ drop: DroppedFrames) -> Bool {
+        lock()
+        guard !closing else {
+            unlock()
+            return false
+        }
+        let ticket = nextTicket
+        nextTicket += 1
+        recordDrop(ticket: ticket, frames: drop.count, sequence: drop.sequenceNumber, reason: drop.reason)
+        // Due now if nothing before it is in flight; a worker delivers it.
+        wakeAll()
+        unlock()
+        return true
+    }
+
+    /// With the lock held: `ticket` is a drop of `frames` frames from `sequence` on. Ranges stay in
+    /// ticket order (a frame replaced in the queue is older than a loss passed through after it
+    /// was queued); a drop joins the range before it when it continues it in tickets, reason and
+    /// sequence numbers, so each report says which frames went.
+    private func recordDrop(ticket: UInt64, frames: Int, sequence: UInt64?, reason: DropReason) {
+        func at(_ i: Int) -> Int { (dropHead + i) % drops.count }
+        var k = dropCount
+        while k > 0 && drops[at(k - 1)].start > ticket { k -= 1 }
+        if k > 0 {
+            let r = drops[at(k - 1)]
+            if r.start + UInt64(r.tickets) == ticket, r.reason == reason,
+                let first = r.firstSequence, let sequence, first &+ UInt64(r.frames) == sequence
+            {
+                drops[at(k - 1)].tickets += 1
+                drops[at(k - 1)].frames += frames
                 return
             }
         }
-        precondition(dropCount < drops.count, "JPEGEncoderPool: more drop ranges than tickets in flight")
-        drops[(dropHead + dropCount) % drops.count] = DropRange(start: ticket, count: 1, firstSequence: sequence)
+        if dropCount == drops.count {
+            // Unrolled into a ring twice the size, oldest first.
+            drops = (0..<dropCount).map { drops[at($0)] } + drops
+            dropHead = 0
+        }
+        var i = dropCount
+        while i > k {
+            drops[at(i)] = drops[at(i - 1)]
+            i -= 1
+        }
+        drops[at(k)] = DropRange(start: ticket, tickets: 1, frames: frames, firstSequence: sequence, reason: reason)
         dropCount += 1
     }
 
@@ -241,13 +288,9 @@ private final class Core: @unchecked Sendable {
                 dropHead = (dropHead + 1) % drops.count
                 dropCount -= 1
                 delivering = true
-                nextDeliver += UInt64(range.count)
+                nextDeliver += UInt64(range.tickets)
                 unlock()
-                deliver(
-                    .dropped(
-                        DroppedFrames(
-                            reason: .frameWasLate, count: range.count,
-                            sequenceNumber: UInt64(range.firstSequence))))
+                deliver(.dropped(DroppedFrames(reason: range.reason, count: range.frames, sequenceNumber: range.firstSequence)))
                 lock()
             } else if let i = ready.firstIndex(where: { $0.inUse && $0.ticket == nextDeliver }) {
                 let r = ready[i]

@@ -67,6 +67,10 @@ final class JPEGStage: @unchecked Sendable {
         pool.submit(sample, whenFull: .dropOldest)
     }
 
+    /// Frames lost before the stage (a camera's gap, a damaged frame): its consumers get the report
+    /// after the frames queued before it, in order. Capture thread.
+    func submitDrop(_ drop: DroppedFrames) { pool.submitDrop(drop) }
+
     /// Encodes and delivers what is queued, then stops the encoder threads.
     func shutdown() { pool.shutdown() }
 }

@@ -299,11 +299,23 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         return encodedStages.count - 1
     }
 
-    /// Notes who consumes the entry's product when the routes changed since it last looked;
-    /// true when a consumer joined (it starts with a key frame). Allocates only on a change.
+    /// Notes who consumes the entry's product when the routes changed since it last looked, or a
+    /// connection was turned off or on; true when a consumer joined (a route added, or its
+    /// connection enabled again: it starts with a key frame). Allocates only on a change.
     private func consumersChanged(_ entry: inout EncodedStageEntry, _ routes: [Route]) -> Bool {
         let generation = self.routes.generation
-        guard entry.generation != generation else { return false }
+        if entry.generation == generation {
+            var enabled = 0
+            var same = true
+            for r in routes where r.connection.isEnabled && r.subscription.encoded == entry.product {
+                enabled += 1
+                if !entry.consumers.contains(ObjectIdentifier(r.output)) {
+                    same = false
+                    break
+                }
+            }
+            if same && enabled == entry.consumers.count { return false }
+        }
         entry.generation = generation
         var ports: [ObjectIdentifier] = []
         var every = false
@@ -352,9 +364,15 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         report(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: UInt64(seq)))
     }
 
+    /// A loss, to every output that takes frames. Consumers of a running JPEG stage get it from the
+    /// stage, after the frames it still encodes, so their reports stay in frame order. Capture thread.
     private func report(_ drop: DroppedFrames) {
+        for s in stages { s.submitDrop(drop) }
         routes.withRoutes { routes in
-            for r in routes where r.connection.isEnabled && !r.subscription.off { r.output.handleDrop(drop, connection: r.connection) }
+            for r in routes where r.connection.isEnabled && !r.subscription.off {
+                if let p = r.subscription.jpeg, stages.contains(where: { $0.product == p }) { continue }
+                r.output.handleDrop(drop, connection: r.connection)
+            }
         }
         session?.hub.post(.framesDropped(input.device, drop))
     }

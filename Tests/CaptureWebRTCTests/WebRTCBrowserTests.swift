@@ -1,0 +1,124 @@
+import Capture
+import CaptureTestSupport
+import CaptureWebRTC
+import Foundation
+import Testing
+
+/// The publisher against a real browser: Debian's chromium (Playwright) as the WHEP client.
+/// Starts the page's measurement and waits for its report; also the rate at which the first
+/// viewer was sent frames meanwhile (what the camera gave and the shared encoder made, on a
+/// machine whose load may slow both: the decoded rate is held to it).
+private func measure(_ peer: BrowserPeer, _ publisher: WebRTCPublisher) async throws -> ([[String: Any]], Double) {
+    // Every viewer connected and sent frames first: the window counts a running stream.
+    _ = await eventually(timeout: 10) { publisher.viewers.allSatisfy { $0.framesSent >= 10 } }
+    let sent0 = publisher.viewers.map(\.framesSent).max() ?? 0, t0 = ContinuousClock.now
+    try peer.send(measure: true)
+    let viewers = try await peer.report()
+    let elapsed = ContinuousClock.now - t0
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let sent = Double((publisher.viewers.map(\.framesSent).max() ?? 0) - sent0) / seconds
+    return (viewers, sent)
+}
+
+extension WebRTCSuites {
+    @Suite struct WebRTCBrowserTests {
+        /// One viewer: connected within 3 s, H.264 decoded at >= 90 % of the rate the camera's frames
+        /// were sent at, the bars on its picture and the microphone's tone in its audio; its end
+        /// should give back its sockets. Known issue: on GStreamer 1.22 a viewer that was connected
+        /// leaves its ICE agent behind (GstWebRTCNice with two references left, its stream, its
+        /// thread, webrtcbin's `pc` thread and 3 to 11 UDP sockets seen), although its webrtcbin is
+        /// finalized; viewers that never connected give everything back (`joinAndLeaveCycles...`).
+        @Test func oneViewerSeesTheCameraAndHearsTheMicrophone() async throws {
+            let rig = try WebRTCRig("one", tone: 1000)
+            defer { rig.stop() }
+            let before = Resources.now
+            let publisher = try WebRTCPublisher(session: rig.session)
+            defer { publisher.stop() }
+            #expect(publisher.sendsAudio)
+            let peer = try BrowserPeer(viewers: 1, window: 3)
+            let offers = try await peer.offers()
+            let (id, answer) = try await publisher.answer(offer: offers[0])
+            #expect(answer.contains("H264/90000"))
+            try peer.send(answers: [answer], measure: false)
+            let cpu0 = processCPUSeconds()
+            let (viewers, sent) = try await measure(peer, publisher)
+            let cpu = (processCPUSeconds() - cpu0) / 3.5 * 100
+            let v = try #require(viewers.first)
+            print("webrtc one viewer:", v.filter { $0.key != "latencyMs" && $0.key != "bars" }, "stats:", publisher.viewers)
+            print("webrtc one viewer: server process CPU about \(Int(cpu)) %")
+            let connect = try #require(v["connectMs"] as? Double)
+            #expect(connect < 3000, "connected after \(connect) ms")
+            #expect((v["codec"] as? String)?.lowercased() == "video/h264")
+            let fps = v["fps"] as? Double ?? 0
+            #expect(fps >= 0.9 * sent, "decoded \(fps) frames per second; sent \(sent) (the camera's nominal 30)")
+            #expect(wrongBars(v).isEmpty, "bars: \(wrongBars(v))")
+            let pitch = v["audioPeakHz"] as? Double ?? 0
+            #expect(abs(pitch - 1000) < 30, "the audio's pitch is \(pitch) Hz, the tone 1000 Hz")
+            #expect((v["audioEnergy"] as? Double ?? 0) > 0)
+            #expect(publisher.viewers.first?.framesSent ?? 0 > 0)
+            #expect(publisher.end(id: id))
+            #expect(publisher.viewerCount == 0)
+            #expect(!publisher.end(id: id))
+            let back = await eventually(timeout: 5) { Resources.now.udpSockets <= before.udpSockets }
+            withKnownIssue("GStreamer 1.22 keeps a connected viewer's ICE agent (sockets, threads) after its webrtcbin is freed") {
+                #expect(back, "before: \(before); after the viewer ended: \(Resources.now)")
+            }
+        }
+
+        /// Three viewers: the first watches, two join later (each starts within 0.5 s, from the key
+        /// frame they ask for), and all three decode at >= 90 % of the camera's rate.
+        @Test func severalViewersAndLateJoiners() async throws {
+            let rig = try WebRTCRig("several", audio: false)
+            defer { rig.stop() }
+            let publisher = try WebRTCPublisher(session: rig.session)
+            defer { publisher.stop() }
+            let peer = try BrowserPeer(viewers: 3, window: 3, audio: false)
+            let offers = try await peer.offers()
+            let first = try await publisher.answer(offer: offers[0])
+            try peer.send(answers: [first.answer], measure: false)
+            // Late: the stream runs (the first viewer has had about a second of it) when they join.
+            let running = await eventually(timeout: 10) { (publisher.viewers.first?.framesSent ?? 0) >= 30 }
+            #expect(running, "the first viewer was sent \(publisher.viewers.first?.framesSent ?? 0) frames")
+            var late: [String?] = [nil]
+            for offer in offers.dropFirst() { late.append(try await publisher.answer(offer: offer).answer) }
+            try peer.send(answers: late, measure: false)
+            let cpu0 = processCPUSeconds()
+            let (viewers, sent) = try await measure(peer, publisher)
+            let cpu = (processCPUSeconds() - cpu0) / 3.5 * 100
+            #expect(viewers.count == 3)
+            for (i, v) in viewers.enumerated() {
+                print("webrtc viewer \(i):", v.filter { $0.key != "latencyMs" && $0.key != "bars" })
+                let fps = v["fps"] as? Double ?? 0
+                #expect(fps >= 0.9 * sent, "viewer \(i) decoded \(fps) frames per second; sent \(sent) (the camera's nominal 30)")
+                #expect(wrongBars(v).isEmpty, "viewer \(i): \(wrongBars(v))")
+                #expect((v["connectMs"] as? Double ?? .infinity) < 3000)
+                if i > 0 {
+                    let firstFrame = v["firstFrameMs"] as? Double ?? .infinity
+                    #expect(firstFrame < 500, "late viewer \(i)'s first frame came \(firstFrame) ms after its answer")
+                }
+            }
+            print("webrtc 3 viewers: server process CPU about \(Int(cpu)) %; stats:", publisher.viewers)
+            #expect(publisher.viewers.allSatisfy { $0.state == .connected && $0.videoPacketsDropped == 0 })
+        }
+
+        /// The virtual camera's time code (640x480) read back from the decoded frames: each frame's
+        /// capture time reaches the page, and the browser's clock minus it (glass to glass, rough:
+        /// the debug build, a shared machine) is printed. `capture-bench latency` measures it properly.
+        @Test func theTimeCodeCrossesTheWebRTCPath() async throws {
+            let rig = try WebRTCRig("latency", mode: .init(.yuyv, width: 640, height: 480, frameRates: [30]), audio: false)
+            defer { rig.stop() }
+            rig.camera.camera.showsTimeCode = true
+            let publisher = try WebRTCPublisher(session: rig.session)
+            defer { publisher.stop() }
+            let peer = try BrowserPeer(viewers: 1, window: 3, audio: false)
+            let offers = try await peer.offers()
+            try peer.send(answers: [try await publisher.answer(offer: offers[0]).answer])
+            let v = try #require(try await peer.report().first)
+            let latencies = (v["latencyMs"] as? [Double]) ?? []
+            let p = try #require(percentiles(latencies), "no frame's time code was read")
+            print("webrtc glass-to-glass at 640x480 (\(latencies.count) frames, fps \(v["fps"] ?? "?")): p50 \(p.p50) ms, p95 \(p.p95) ms")
+            #expect(latencies.count >= 30)
+            #expect(p.p50 < 1000, "a frame reaches the page \(p.p50) ms after its capture")
+        }
+    }
+}
