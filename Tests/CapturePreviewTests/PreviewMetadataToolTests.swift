@@ -15,12 +15,8 @@ extension DisplayTests {
                 ("/usr/bin/qrencode", ["-s", "6", "-m", "4", "-o", qr.path, "preview box"]),
                 ("/usr/bin/convert", ["-size", "640x480", "xc:gray50", qr.path, "-geometry", "+400+200", "-composite", out.path]),
             ] {
-                let p = Process()
-                p.executableURL = URL(fileURLWithPath: tool)
-                p.arguments = args
-                try p.run()
-                p.waitUntilExit()
-                guard p.terminationStatus == 0 else { throw TestFailure("\(tool) exited \(p.terminationStatus)") }
+                let r = try runProcess(tool, args)
+                guard r.status == 0 else { throw TestFailure("\(tool) exited \(r.status): \(r.stderr)") }
             }
             return out
         }

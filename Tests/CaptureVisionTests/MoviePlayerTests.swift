@@ -25,12 +25,8 @@ import Testing
             ),
         ]
         for (tool, args) in steps {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: tool)
-            p.arguments = args
-            try p.run()
-            p.waitUntilExit()
-            guard p.terminationStatus == 0 else { throw TestFailure("\(tool) exited \(p.terminationStatus)") }
+            let r = try runProcess(tool, args)
+            guard r.status == 0 else { throw TestFailure("\(tool) exited \(r.status): \(r.stderr)") }
         }
         return out
     }
