@@ -25,6 +25,12 @@ let package = Package(
         // Live H.264 and Opus to browsers over WebRTC (GStreamer's webrtcbin); its own product, so
         // that `Capture` and the other products never need GStreamer.
         .library(name: "CaptureWebRTC", targets: ["CaptureWebRTC"]),
+        // Metadata output: QR codes, barcodes (zxing-cpp) and faces (OpenCV); its own product, so
+        // that `Capture` never needs either library.
+        .library(name: "CaptureVision", targets: ["CaptureVision"]),
+        // The metadata output's objects on a preview layer (`transformedMetadataObject(for:)`): for
+        // apps that link both products, so that neither needs the other's libraries.
+        .library(name: "CaptureVisionPreview", targets: ["CaptureVisionPreview"]),
     ],
     targets: [
         // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
@@ -133,14 +139,29 @@ let package = Package(
         // WebRTC: the shared H.264 stage's units and the microphone as Opus to browsers, one
         // webrtcbin per viewer (a WHEP answerer's engine); a product of its own, so the core needs no GStreamer.
         .target(name: "CaptureWebRTC", dependencies: ["Capture", "CaptureCodecs", "CaptureServer", "CaptureSystem", "CCaptureWebRTCShim"]),
+        // Detection (Debian: libzxing-dev, libopencv-objdetect-dev, opencv-data for the cascades):
+        // C++ libraries, reached through one shim with a C interface.
+        .systemLibrary(
+            name: "CZXing", path: "Sources/CSystem/zxing", pkgConfig: "zxing", providers: [.apt(["libzxing-dev"])]),
+        .systemLibrary(
+            name: "COpenCV", path: "Sources/CSystem/opencv", pkgConfig: "opencv4",
+            providers: [.apt(["libopencv-objdetect-dev", "opencv-data"])]),
+        .target(name: "CVisionShim", dependencies: ["CZXing", "COpenCV"], cxxSettings: [.unsafeFlags(["-O2"])]),
+        // The metadata output (`CaptureMetadataOutput`): detection beside capture, through the
+        // frame consumer seam; a product of its own, so the core needs neither library.
+        .target(name: "CaptureVision", dependencies: ["Capture", "CaptureBackend", "CaptureImaging", "CaptureSystem", "CVisionShim"]),
+        // Metadata objects converted to a preview layer's coordinates (both products, neither library).
+        .target(name: "CaptureVisionPreview", dependencies: ["CaptureVision", "CapturePreview", "Capture"]),
         .executableTarget(
             name: "CaptureTool",
             dependencies: [
                 "Capture", "CaptureCodecs", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureServerMP4", "CaptureSystem",
-                "CaptureWebRTC",
+                "CaptureWebRTC", "CaptureVision", "CaptureVisionPreview",
             ],
             path: "Sources/CaptureTool"),
-        .executableTarget(name: "StillCamera", dependencies: ["Capture", "CapturePreview"], path: "Examples/StillCamera"),
+        .executableTarget(
+            name: "StillCamera", dependencies: ["Capture", "CapturePreview", "CaptureVision", "CaptureVisionPreview"],
+            path: "Examples/StillCamera"),
         .executableTarget(name: "CameraCheck", dependencies: ["Capture"], path: "Examples/CameraCheck"),
         .executableTarget(name: "LiveCapture", dependencies: ["Capture", "CapturePreview"], path: "Examples/LiveCapture"),
         // Counts the process's heap allocations (defines malloc); only capture-bench links it.
@@ -159,6 +180,8 @@ let package = Package(
                 "CapturePreview", "CSDL2", "CTurboJPEG",
                 // `record`: the recorder's encode and write path.
                 "CaptureRecording", "CaptureCodecs",
+                // `metadata`: the metadata output against its libraries called directly.
+                "CaptureVision", "CVisionShim",
             ],
             path: "Benchmarks/CaptureBench"),
         // Helpers both test targets use: JPEG decoding, colour-bar checks, descriptor counts.
@@ -190,6 +213,13 @@ let package = Package(
             name: "CaptureServerTests",
             dependencies: ["CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport"]),
         .testTarget(name: "CaptureWebRTCTests", dependencies: ["CaptureWebRTC", "CaptureServer", "Capture", "CaptureTestSupport"]),
+        // Its pictures come from make-pictures.py (python-barcode, scikit-image), run by the tests.
+        .testTarget(
+            name: "CaptureVisionTests",
+            dependencies: [
+                "CaptureVision", "CaptureVisionPreview", "CapturePreview", "CaptureCodecs", "Capture", "CaptureTestSupport",
+            ],
+            exclude: ["make-pictures.py"]),
         .testTarget(
             name: "CaptureDriverTests",
             dependencies: [

@@ -18,6 +18,8 @@
 //   capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]   (what session cycles leave; Cycles.swift)
 //   capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc]
 //                         (Chromium through each serving path; JSON; see Latency.swift)
+//   capture-bench metadata [--size WxH] [--types qr,face,...] [--input PICTURE.jpg] [--seconds S] [--rounds N] [--json]
+//                          (the metadata output against zxing-cpp and OpenCV called directly; Metadata.swift)
 import CaptureVirtual
 import CaptureImaging
 import CaptureV4L2
@@ -764,6 +766,7 @@ case "preview": previewBench(arguments)
 case "record": recordBench(arguments)
 case "cycles": cyclesBench(arguments)
 case "latency": latencyBench(arguments)
+case "metadata": metadataBench(arguments)
 default:
     print(
         """
@@ -774,6 +777,7 @@ default:
                capture-bench live --device PATH [--size WxH] [--format F] [--seconds S] [--threads N] [--json]
                capture-bench preview [--size WxH] [--rate FPS] [--mjpeg-size WxH | --input FILE.mjpeg] [--window WxH] [--seconds S] [--rounds N] [--json]
                capture-bench record --input FILE --size WxH [--format YUYV|NV12] [--mjpeg FILE.mjpeg] [--rounds N] [--short-frames N] [--long-frames N] [--preset P] [--crf Q] [--dir DIR] [--keep DIR] [--peer none] [--json]
+               capture-bench metadata [--size WxH] [--types qr,face,...] [--input PICTURE.jpg] [--seconds S] [--rounds N] [--json]
                capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--audio] [--json]
                capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]
                capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc]

@@ -3,10 +3,13 @@
 // again, save both to the photo album.
 // With --preview, the seeds' screen instead: the preview (aspect fill) in a window with three
 // image-layer buttons found by hitTest, shutter (centre), toggle (right) and close (left), or
-// space, t and Esc.
-// Usage: still-camera [--device PATH|virtual] [--album DIR] [--preview]
+// space, t and Esc. With --faces too, the face-outline layer seed 000 leaves room for: a
+// metadata output finds faces and each gets a yellow box over the preview.
+// Usage: still-camera [--device PATH|virtual|file:PICTURE] [--album DIR] [--preview [--faces]]
 import Capture
 import CapturePreview
+import CaptureVision
+import CaptureVisionPreview
 import Foundation
 
 func fail(_ message: String) -> Never {
@@ -27,7 +30,16 @@ func camera(at position: CaptureDevice.Position) -> CaptureDevice? {
     CaptureDevice.devices(for: .video).first { $0.position == position }
 }
 
-let wanted = value("--device").flatMap { $0 == "virtual" ? nil : CaptureDevice.device(withUniqueID: $0) }
+// `file:PICTURE`: a virtual camera showing that JPEG (a face for --faces).
+if let spec = value("--device"), spec.hasPrefix("file:") {
+    let camera = VirtualCamera(name: "Picture", position: .back)
+    do { camera.picture = try VirtualCamera.Picture(contentsOfFile: String(spec.dropFirst(5))) } catch { fail("\(error)") }
+    VirtualCamera.install(camera)
+}
+let wanted = value("--device").flatMap {
+    $0 == "virtual"
+        ? nil : $0.hasPrefix("file:") ? CaptureDevice.device(withUniqueID: "virtual:Picture") : CaptureDevice.device(withUniqueID: $0)
+}
 guard let first = wanted ?? camera(at: .back) ?? CaptureDevice.default(for: .video) else { fail("no camera") }
 
 /// The seeds' view controller, without the UI: session, input, still output, toggle, shoot.
@@ -82,6 +94,26 @@ final class StillCamera: @unchecked Sendable {
     }
 }
 
+/// Draws a yellow box in `layer` for each face the metadata output reports (on the main queue).
+final class FaceOutlines: CaptureMetadataOutputObjectsDelegate, @unchecked Sendable {
+    let layer: Layer
+    let preview: CaptureVideoPreviewLayer
+    init(layer: Layer, preview: CaptureVideoPreviewLayer) {
+        self.layer = layer
+        self.preview = preview
+    }
+    func metadataOutput(_ output: CaptureMetadataOutput, didOutput objects: [MetadataObject], from connection: CaptureConnection) {
+        for old in layer.sublayers ?? [] { old.removeFromSuperlayer() }
+        for face in objects.compactMap({ preview.transformedMetadataObject(for: $0) }) {
+            let box = Layer()
+            box.frame = face.bounds
+            box.borderColor = Color(red: 1, green: 1, blue: 0)
+            box.borderWidth = 3
+            layer.addSublayer(box)
+        }
+    }
+}
+
 let still: StillCamera
 do { still = try StillCamera(device: first, library: library) } catch { fail("cannot open \(first.localizedName): \(error)") }
 do { try still.session.start() } catch { fail("cannot start: \(error)") }
@@ -104,6 +136,19 @@ if args.contains("--preview") {
         b.zPosition = 1
         window.rootLayer.addSublayer(b)
         return b
+    }
+    // The seeds' face-outline layer over the preview, fed by a metadata output.
+    let faceRectLayer = Layer()
+    faceRectLayer.zPosition = 1
+    faceRectLayer.frame = window.rootLayer.bounds
+    faceRectLayer.backgroundColor = .clear
+    window.rootLayer.addSublayer(faceRectLayer)
+    let faces = FaceOutlines(layer: faceRectLayer, preview: preview)
+    let metadata = CaptureMetadataOutput()
+    if args.contains("--faces") {
+        still.session.addOutput(metadata)
+        do { try metadata.setMetadataObjectTypes([.face]) } catch { fail("\(error)") }
+        metadata.setMetadataObjectsDelegate(faces, queue: .main)
     }
     _ = button("close", side: 40, centreX: 60, Color(red: 0.8, green: 0.1, blue: 0.1))
     _ = button("shutter", side: 60, centreX: size.width / 2, Color(red: 0.9, green: 0.9, blue: 0.9))

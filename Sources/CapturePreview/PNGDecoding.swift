@@ -2,16 +2,17 @@ internal import CPNG
 import Foundation
 
 /// PNG to RGBA through libpng's simplified reading API, with the pixel count capped before the
-/// pixels are allocated (a header can claim any size). Any thread.
-enum PNGDecoding {
-    static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+/// pixels are allocated (a header can claim any size). Any thread. (Package-wide: the tool's
+/// picture camera reads PNG with it, since the core links no libpng.)
+package enum PNGDecoding {
+    package static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
     static let maximumPixelCount = 8192 * 8192
 
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
     }
 
-    static func decode(_ data: Data) -> Result<(Int, Int, [UInt8]), Failure> {
+    package static func decode(_ data: Data) -> Result<(Int, Int, [UInt8]), Failure> {
         guard data.starts(with: signature) else { return .failure(Failure(description: "no PNG signature")) }
         // libpng reads from the bytes until finish_read: both calls inside one access to them.
         return data.withUnsafeBytes { bytes -> Result<(Int, Int, [UInt8]), Failure> in

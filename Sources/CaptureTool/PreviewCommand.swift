@@ -3,19 +3,21 @@
 import Capture
 import CapturePreview
 import CaptureSystem
+import CaptureVision
 import Foundation
 
 extension Command {
     static let preview = Command(
         name: "preview", summary: "show the camera in a window",
         usage: """
-            usage: capture preview [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
+            usage: capture preview [--device PATH|ID|virtual|file:MEDIA] [--preset NAME | --size WxH] [--format FOURCC]
                                    [--window WxH] [--gravity resizeAspect|resizeAspectFill|resize] [--fullscreen] [--mirror]
-                   (keys: space takes a still into the album, t toggles cameras, i shows fps, drops and format,
+                                   [--metadata qr,ean13,face,...]
+                   (--metadata outlines the codes (green) and faces (yellow) found, as `capture metadata --types`; keys: space takes a still into the album, t toggles cameras, i shows fps, drops and format,
                    q or Esc quits)
             """,
         options: Options(
-            valued: ["device", "preset", "size", "format", "window", "gravity"], boolean: ["fullscreen", "mirror"],
+            valued: ["device", "preset", "size", "format", "window", "gravity", "metadata"], boolean: ["fullscreen", "mirror"],
             exclusive: [presetOrSize]),
         run: previewCommand)
 }
@@ -53,6 +55,17 @@ func previewCommand(_ args: Arguments) throws {
         title: "capture preview: \(device.localizedName)", size: CGSize(width: windowSize.width, height: windowSize.height))
     preview.frame = window.rootLayer.bounds
     window.rootLayer.addSublayer(preview)
+    // Codes and faces outlined over the picture, in a layer of their own above it.
+    let metadata = CaptureMetadataOutput()
+    var overlay: MetadataOverlay?
+    if let list = args.values["metadata"] {
+        session.addOutput(metadata)
+        try metadata.setMetadataObjectTypes(metadataTypes(list, option: "metadata", available: metadata.availableMetadataObjectTypes))
+        let o = MetadataOverlay(preview: preview)
+        window.rootLayer.addSublayer(o.layer)
+        metadata.setMetadataObjectsDelegate(o, queue: .main)
+        overlay = o
+    }
     let info = PreviewInfoOverlay(preview: preview)
     window.rootLayer.addSublayer(info.layer)
     var current = device
@@ -106,6 +119,7 @@ func previewCommand(_ args: Arguments) throws {
             info.toggle(in: window.rootLayer)
         case .resized:
             preview.frame = window.rootLayer.bounds
+            overlay?.layer.frame = preview.frame
             info.place(in: window.rootLayer)
         default:
             break

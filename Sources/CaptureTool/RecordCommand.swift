@@ -8,7 +8,7 @@ extension Command {
     static let record = Command(
         name: "record", summary: "record the camera into an MP4 or Matroska file, or publish it over RTSP",
         usage: """
-            usage: capture record [--device PATH|ID|virtual] [--audio ID|ALSA-NAME|virtual] [--preset NAME | --size WxH]
+            usage: capture record [--device PATH|ID|virtual|file:MEDIA] [--audio ID|ALSA-NAME|virtual] [--preset NAME | --size WxH]
                                   [--format FOURCC] [--codec h264|mjpeg] [--quality Q | --bitrate B] [--keyframe-interval N]
                                   [--encoder libx264|h264_v4l2m2m] [--audio-codec aac|opus|pcm] [--seconds S]
                                   [--pre-record S] [--json]

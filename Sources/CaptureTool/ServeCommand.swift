@@ -12,7 +12,7 @@ extension Command {
     static let serve = Command(
         name: "serve", summary: "serve the camera over HTTP: MJPEG, WebRTC (WHEP), fragmented MP4, snapshots, the camera web app",
         usage: """
-            usage: capture serve [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
+            usage: capture serve [--device PATH|ID|virtual|file:MEDIA] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
                                  [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
                                  [--allow-host NAME[,NAME...]] [--audio NAME|ID|virtual] [--time-code]
                    (MJPEG at /stream and /?action=stream, WebRTC by WHEP at /whep and fragmented MP4 at /stream.mp4

@@ -6,7 +6,7 @@ extension Command {
     static let snap = Command(
         name: "snap", summary: "take photos (JPEG) into the album, a file or a folder",
         usage: """
-            usage: capture snap [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
+            usage: capture snap [--device PATH|ID|virtual|file:MEDIA] [--preset NAME | --size WxH] [--format FOURCC]
                                 [--quality 1-100] [--count N] [--output FILE|DIR/] [--time-code]
                    (without --output, photos go to the album, ~/Pictures or XDG_PICTURES_DIR; FILE's folder must exist,
                    its name ends in .jpg or .jpeg (or has no extension); only a regular file at FILE is replaced,

@@ -7,7 +7,7 @@ extension Command {
     static let stream = Command(
         name: "stream", summary: "measure the camera's stream: frames, drops, fps and latency",
         usage: """
-            usage: capture stream [--device PATH|ID|virtual] [--preset NAME | --size WxH] [--format FOURCC]
+            usage: capture stream [--device PATH|ID|virtual|file:MEDIA] [--preset NAME | --size WxH] [--format FOURCC]
                                   [--frames N] [--audio DEVICE] [--json]
             """,
         options: Options(valued: ["device", "preset", "size", "format", "frames", "audio"], boolean: ["json"], exclusive: [presetOrSize]),

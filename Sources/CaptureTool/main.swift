@@ -5,7 +5,7 @@
 import Foundation
 
 /// The commands, in the order help lists them.
-let commands: [Command] = [.devices, .snap, .stream, .record, .audio, .preview, .serve]
+let commands: [Command] = [.devices, .snap, .stream, .record, .audio, .preview, .serve, .metadata]
 
 let argv = CommandLine.arguments
 // No command: a usage error (status 2), with the short summary.

@@ -15,6 +15,8 @@ package final class FrameProducer: @unchecked Sendable {
     private var renderer: PatternRenderer
     private var version: UInt64
     private var rendered: [UInt64]
+    /// The picture's frame (raw bytes or a JPEG) for `version`, when the camera shows one.
+    private var pictureFrame: [UInt8]?
 
     package init(stream: VirtualStream) throws(CaptureError) {
         self.stream = stream
@@ -33,6 +35,22 @@ package final class FrameProducer: @unchecked Sendable {
             width: w, height: h, range: stream.format.colorRange, kind: settings.kind,
             adjust: settings.adjust, label: settings.label)
         rendered = Array(repeating: .max, count: stream.pool.count)
+        pictureFrame = try Self.renderPicture(settings, stream: stream)
+    }
+
+    /// The picture's frame for these settings, or nil when the camera shows the pattern.
+    private static func renderPicture(
+        _ settings: (
+            kind: TestPatternKind, adjust: PatternColor.Adjustments, label: String?, version: UInt64, timeCode: Bool,
+            picture: VirtualCamera.Picture?, fit: VirtualCamera.PictureFit
+        ),
+        stream: VirtualStream
+    ) throws(CaptureError) -> [UInt8]? {
+        guard let picture = settings.picture else { return nil }
+        let m = stream.mode
+        return try PictureRenderer.render(
+            picture, fit: settings.fit, adjust: settings.adjust, width: m.dimensions.width, height: m.dimensions.height,
+            pixelFormat: m.pixelFormat, range: stream.format.colorRange, omitsHuffmanTables: m.omitsHuffmanTables)
     }
 
     package func run() {
@@ -120,8 +138,16 @@ package final class FrameProducer: @unchecked Sendable {
                 width: stream.format.width, height: stream.format.height,
                 range: stream.format.colorRange, kind: settings.kind, adjust: settings.adjust,
                 label: settings.label)
+            pictureFrame = try? Self.renderPicture(settings, stream: stream)
+            rendered = Array(repeating: .max, count: rendered.count)
         }
         let base = stream.pool.memory[index]
+        if settings.picture != nil {
+            // Whole frames each time: what a fault spoiled never stays.
+            guard let frame = pictureFrame, frame.count <= stream.pool.capacity else { return nil }
+            frame.withUnsafeBytes { _ = memcpy(base, $0.baseAddress!, frame.count) }
+            return frame.count
+        }
         // (Taken as the frame is drawn, just before its capture time is.)
         let timeCode = settings.timeCode ? Self.wallClockMilliseconds() : nil
         if let encoder {

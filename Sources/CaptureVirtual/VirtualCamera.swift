@@ -47,7 +47,8 @@ import CaptureSystem
 /// Your own code can install cameras the same way for its users (a demo mode, a kiosk without
 /// a camera). `installDefaultPair()` installs a front and a back camera with the default modes.
 ///
-/// The picture: frame counter in the top rows (the sequence number as 32 black/white cells,
+/// The picture: a still image of yours (``picture``, e.g. a QR code for a scanner's tests), or
+/// the test pattern: frame counter in the top rows (the sequence number as 32 black/white cells,
 /// most significant first; `VirtualCamera.frameNumber(in:)` reads it back), a black band with
 /// a white box that moves one step a frame, and below it the 75 % colour bars of the kernel's
 /// vivid driver in the same order (white, yellow, cyan, green, magenta, red, blue, black), with
@@ -187,6 +188,9 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
         package var patternVersion: UInt64 = 0
         package var label: String?
         package var showsTimeCode = false
+        /// Shown instead of the pattern, when set (`VirtualPicture.swift`).
+        package var picture: Picture?
+        package var pictureFit = PictureFit.letterbox
     }
 
     package let state = Locked(State())
@@ -220,11 +224,14 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
     /// be seen. Frames drawn after a change show the new text. Any thread.
     public var label: String? {
         get { state.withLock { $0.label } }
-        set {
-            state.withLock {
-                $0.label = newValue
-                $0.patternVersion &+= 1
-            }
+        set { changePicture { $0.label = newValue } }
+    }
+
+    /// Makes a change to what frames show; frames drawn after it are drawn anew.
+    package func changePicture(_ change: (inout State) -> Void) {
+        state.withLock {
+            change(&$0)
+            $0.patternVersion &+= 1
         }
     }
 
@@ -513,7 +520,8 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
 
     /// The picture settings and their version, for the producer.
     package func patternSettings() -> (
-        kind: TestPatternKind, adjust: PatternColor.Adjustments, label: String?, version: UInt64, timeCode: Bool
+        kind: TestPatternKind, adjust: PatternColor.Adjustments, label: String?, version: UInt64, timeCode: Bool,
+        picture: Picture?, fit: PictureFit
     ) {
         state.withLock { s in
             let v = s.controlValues
@@ -522,7 +530,7 @@ public final class VirtualCamera: Sendable, CustomStringConvertible {
                 brightness: v[ControlID.brightness] ?? 128, contrast: v[ControlID.contrast] ?? 128,
                 saturation: v[ControlID.saturation] ?? 128,
                 exposure: VirtualCamera.exposureFactor(v))
-            return (kind, adjust, s.label, s.patternVersion, s.showsTimeCode)
+            return (kind, adjust, s.label, s.patternVersion, s.showsTimeCode, s.picture, s.pictureFit)
         }
     }
 }

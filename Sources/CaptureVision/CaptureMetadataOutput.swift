@@ -1,0 +1,223 @@
+import Capture
+import CaptureBackend
+import CaptureSystem
+import Foundation
+
+/// Receives the metadata objects of a ``CaptureMetadataOutput``, as
+/// `AVCaptureMetadataOutputObjectsDelegate`.
+public protocol CaptureMetadataOutputObjectsDelegate: AnyObject, Sendable {
+    /// Objects found in one frame (codes first, then faces). Called for every frame the output
+    /// looked at that had objects, and once with an empty array when the objects are gone. Runs
+    /// on the queue given to `setMetadataObjectsDelegate(_:queue:)`.
+    func metadataOutput(_ output: CaptureMetadataOutput, didOutput metadataObjects: [MetadataObject], from connection: CaptureConnection)
+}
+
+/// Finds QR codes, barcodes and faces in a session's frames, as `AVCaptureMetadataOutput`.
+///
+/// ```swift
+/// let metadata = CaptureMetadataOutput()
+/// session.addOutput(metadata)               // beside the other outputs, with a camera input
+/// metadata.metadataObjectTypes = [.qr, .ean13, .face]
+/// metadata.setMetadataObjectsDelegate(self, queue: .main)
+/// ```
+///
+/// Detection runs beside capture, never in front of it: the output is a frame consumer of the
+/// session, and its own thread takes the newest frame whenever it is free, copies its luma (or
+/// decodes an MJPEG frame's), lets the camera's buffer go, and runs the readers on the copy.
+/// Frames that pass while it is busy are skipped for this output alone (``Statistics``); the
+/// other outputs and the camera lose nothing to it. Codes are read by zxing-cpp (which shrinks
+/// large frames itself), faces found by OpenCV's Haar cascade on the frame shrunk to 360 pixels.
+///
+/// Coordinates (``MetadataObject/bounds``, corners, ``rectOfInterest``) are AVFoundation's
+/// metadata coordinates: 0...1 over the frame as the camera delivers it (the sensor's landscape
+/// buffer, before a connection's or preview's rotation and mirroring), origin top left.
+///
+/// Thread-safe: every property and method may be used from any thread.
+public final class CaptureMetadataOutput: @unchecked Sendable {
+    /// The output's port in the session's graph: raw frames, newest wins.
+    let port: FrameConsumerPort
+    let detector: MetadataDetector
+    private let state = Locked(State())
+
+    private struct State {
+        var types: [MetadataObjectType] = []
+        /// `types` as the detection thread reads them (made once per change: no allocation per frame).
+        var settings = DetectionSettings(types: [], rectOfInterest: CGRect(x: 0, y: 0, width: 1, height: 1))
+        var rect = CGRect(x: 0, y: 0, width: 1, height: 1)
+        weak var delegate: (any CaptureMetadataOutputObjectsDelegate)?
+        var queue: DispatchQueue?
+        var streams: [UUID: AsyncStream<[MetadataObject]>.Continuation] = [:]
+        /// Whether the last delivery had objects (an empty one follows when they go).
+        var hadObjects = false
+    }
+
+    public init() {
+        let detector = MetadataDetector()
+        self.detector = detector
+        port = FrameConsumerPort(detector)
+        detector.output = self
+    }
+
+    deinit {
+        detector.stop()
+        port.session?.removeFrameConsumer(port)
+        for c in state.withLock({ $0.streams.values }) { c.finish() }
+    }
+
+    /// The session the output is in.
+    public var session: CaptureSession? { port.session }
+    /// Its connections: one per camera of its session.
+    public var connections: [CaptureConnection] { port.connections }
+    /// The first connection carrying `mediaType`, or nil.
+    public func connection(with mediaType: MediaType) -> CaptureConnection? { port.connection(with: mediaType) }
+
+    // MARK: Types
+
+    /// The types ``metadataObjectTypes`` may hold: none until the output is in a session with a
+    /// camera input (as AVFoundation's), then the codes zxing-cpp reads and `.face` when
+    /// OpenCV's face cascade is installed (Debian's opencv-data).
+    public var availableMetadataObjectTypes: [MetadataObjectType] {
+        guard port.connection(with: .video) != nil else { return [] }
+        return BarcodeReader.availableTypes + (FaceDetector.isAvailable ? [.face] : [])
+    }
+
+    /// The types to look for; none by default (as AVFoundation: set it after adding the output
+    /// to a session with a camera). Setting a type that is not in ``availableMetadataObjectTypes``
+    /// is a programming error and stops the program with a message naming it, as AVFoundation
+    /// raises an exception; ``setMetadataObjectTypes(_:)`` throws instead.
+    public var metadataObjectTypes: [MetadataObjectType] {
+        get { state.withLock { $0.types } }
+        set {
+            do { try setMetadataObjectTypes(newValue) } catch { preconditionFailure(error.description) }
+        }
+    }
+
+    /// Sets ``metadataObjectTypes``, throwing `.invalidArgument` (and changing nothing) when a
+    /// type is not in ``availableMetadataObjectTypes``. Takes effect from the next frame looked at.
+    public func setMetadataObjectTypes(_ types: [MetadataObjectType]) throws(CaptureError) {
+        let available = availableMetadataObjectTypes
+        if let bad = types.first(where: { !available.contains($0) }) {
+            let why =
+                available.isEmpty
+                ? "the output has no camera yet: add it to a session with a camera input first"
+                : "available: \(available.map(\.name).joined(separator: ", "))"
+            throw CaptureError(.invalidArgument, "metadata object type \(bad.name) (\(bad.rawValue)) is not available; \(why)")
+        }
+        var unique: [MetadataObjectType] = []
+        for t in types where !unique.contains(t) { unique.append(t) }
+        state.withLock {
+            $0.types = unique
+            $0.settings.types = Set(unique)
+        }
+    }
+
+    /// The part of the frame to look in, normalized (see the class's discussion); the whole frame
+    /// by default. Codes and faces outside it are not found (it is cut out before detection, which
+    /// also makes detection cheaper). Parts outside 0...1 are ignored.
+    public var rectOfInterest: CGRect {
+        get { state.withLock { $0.rect } }
+        set {
+            state.withLock {
+                $0.rect = newValue.standardized
+                $0.settings.rectOfInterest = $0.rect
+            }
+        }
+    }
+
+    var detectionSettings: DetectionSettings {
+        state.withLock { $0.settings }
+    }
+
+    // MARK: Delivery
+
+    /// Sets the delegate and the serial queue its method runs on (nil removes it; without a
+    /// queue, a private serial one). The output holds the delegate weakly, as AVFoundation does.
+    public func setMetadataObjectsDelegate(_ delegate: (any CaptureMetadataOutputObjectsDelegate)?, queue: DispatchQueue?) {
+        let q = delegate == nil ? nil : (queue ?? DispatchQueue(label: "swift-capture.metadata"))
+        state.withLock {
+            $0.delegate = delegate
+            $0.queue = q
+        }
+    }
+
+    /// The delegate, if one is set and still alive.
+    public var metadataObjectsDelegate: (any CaptureMetadataOutputObjectsDelegate)? { state.withLock { $0.delegate } }
+
+    /// The detections as an async sequence: each element the objects of one frame, as the
+    /// delegate gets them (an empty array when objects went away). `bufferingNewest` detections
+    /// wait for a slow reader; older ones are dropped. Ends when the output is released.
+    public func detections(bufferingNewest limit: Int = 16) -> AsyncStream<[MetadataObject]> {
+        let id = UUID()
+        let (stream, cont) = AsyncStream<[MetadataObject]>.makeStream(bufferingPolicy: .bufferingNewest(max(1, limit)))
+        state.withLock { $0.streams[id] = cont }
+        cont.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.streams.removeValue(forKey: id) } }
+        return stream
+    }
+
+    /// Called by the detection thread after each frame it looked at.
+    func deliver(_ objects: [MetadataObject], from connection: CaptureConnection) {
+        let target = state.withLock {
+            s -> (
+                delegate: (any CaptureMetadataOutputObjectsDelegate)?, queue: DispatchQueue?,
+                streams: [AsyncStream<[MetadataObject]>.Continuation]
+            )? in
+            guard !objects.isEmpty || s.hadObjects else { return nil }
+            s.hadObjects = !objects.isEmpty
+            return (s.delegate, s.queue, Array(s.streams.values))
+        }
+        guard let target else { return }
+        for c in target.streams { c.yield(objects) }
+        if let delegate = target.delegate, let queue = target.queue {
+            queue.async { delegate.metadataOutput(self, didOutput: objects, from: connection) }
+        }
+    }
+
+    // MARK: Statistics
+
+    /// What the output did with the frames it was offered.
+    public struct Statistics: Sendable, Hashable {
+        /// Frames the session offered the output.
+        public var framesOffered: Int
+        /// Frames it looked at.
+        public var framesDetected: Int
+        /// Frames that passed while it was busy with an earlier one (newest wins).
+        public var framesSkipped: Int
+        /// Frames it could not read (an undecodable JPEG, a failure in a library).
+        public var framesFailed: Int
+        /// CPU time its thread spent per frame looked at (luma copy and detection), in seconds.
+        public var cpuSecondsPerFrame: Double
+    }
+
+    /// The counts so far. Any thread.
+    public var statistics: Statistics {
+        let detected = detector.framesDetected.load(ordering: .relaxed)
+        let failed = detector.framesFailed.load(ordering: .relaxed)
+        let ns = detector.detectionNanoseconds.load(ordering: .relaxed)
+        return Statistics(
+            framesOffered: detector.framesOffered.load(ordering: .relaxed), framesDetected: detected,
+            framesSkipped: detector.framesSkipped.load(ordering: .relaxed), framesFailed: failed,
+            cpuSecondsPerFrame: detected + failed == 0 ? 0 : Double(ns) / 1e9 / Double(detected + failed))
+    }
+}
+
+extension CaptureSession {
+    /// Whether `output` can be added: it is in no other session (metadata outputs are frame
+    /// consumers, so they go beside the app's outputs).
+    public func canAddOutput(_ output: CaptureMetadataOutput) -> Bool {
+        output.port.session == nil || output.port.session === self
+    }
+
+    /// Adds a metadata output, as `addOutput` does for AVFoundation's: it joins the session as a
+    /// frame consumer (not listed in `outputs`) and gets a connection to each camera. Does nothing
+    /// if `canAddOutput(output)` is false.
+    public func addOutput(_ output: CaptureMetadataOutput) {
+        guard output.port.session == nil else { return }
+        addFrameConsumer(output.port)
+    }
+
+    /// Removes a metadata output; when this returns it gets no more frames.
+    public func removeOutput(_ output: CaptureMetadataOutput) {
+        guard output.port.session === self else { return }
+        removeFrameConsumer(output.port)
+    }
+}
