@@ -82,13 +82,15 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
     }
 
     /// The types to look for; none by default (as AVFoundation: set it after adding the output
-    /// to a session with a camera). Setting a type that is not in ``availableMetadataObjectTypes``
-    /// is a programming error and stops the program with a message naming it, as AVFoundation
-    /// raises an exception; ``setMetadataObjectTypes(_:)`` throws instead.
+    /// to a session with a camera). Types not in ``availableMetadataObjectTypes`` are left out
+    /// (AVFoundation raises an exception; a capture app here never stops for it): read the
+    /// property back to see what was taken, or call ``setMetadataObjectTypes(_:)``, which throws
+    /// an error naming them and changes nothing.
     public var metadataObjectTypes: [MetadataObjectType] {
         get { state.withLock { $0.types } }
         set {
-            do { try setMetadataObjectTypes(newValue) } catch { preconditionFailure(error.description) }
+            let available = availableMetadataObjectTypes
+            try? setMetadataObjectTypes(newValue.filter { available.contains($0) })
         }
     }
 

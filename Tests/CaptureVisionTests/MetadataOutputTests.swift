@@ -22,6 +22,9 @@ import Testing
             #expect(error.description.contains("com.example.none"))
         }
         #expect(rig.output.metadataObjectTypes == [.qr])
+        // The property never stops the program: it takes what is available and leaves the rest out.
+        rig.output.metadataObjectTypes = [.face, MetadataObjectType(rawValue: "com.example.none"), .ean13]
+        #expect(rig.output.metadataObjectTypes == [.face, .ean13])
     }
 
     @Test func detectionCostsTheVideoDataOutputNoFrame() throws {
