@@ -70,24 +70,29 @@ final class RawClient: @unchecked Sendable {
     /// Connects to 127.0.0.1:`port`; `receiveBuffer` shrinks the socket's receive buffer (a
     /// client that does not read then stalls the server's writes soon).
     init(port: Int, receiveBuffer: Int32? = nil, readTimeout: Int = 20) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
+        // The descriptor is the client's only once connected: a failed connect closes it here and
+        // throws before `fd` is set, so `deinit` never closes the number again (by then it may be
+        // another thread's, e.g. a server's accepted socket).
+        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard s >= 0 else { throw TestFailure("socket: \(errno)") }
         if var size = receiveBuffer {
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            setsockopt(s, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
         var tv = timeval(tv_sec: readTimeout, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = UInt16(port).bigEndian
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard rc == 0 else {
-            Glibc.close(fd)
-            throw TestFailure("connect to \(port): errno \(errno)")
+            let e = errno
+            Glibc.close(s)
+            throw TestFailure("connect to \(port): errno \(e)")
         }
+        fd = s
     }
 
     deinit { Glibc.close(fd) }
