@@ -108,12 +108,14 @@ for o in lines:
 check "metadata --types nope: status 1, one line naming it" \
     bash -c '(($1 == 1)) && (($(wc -l <"$2") == 1)) && grep -q "nope" "$2"' _ $? "$work/types.err"
 # A video file on a file: camera, played in a loop (FFmpeg): a clip of two QR codes, both read.
+# Each code shows for 2 s of a 4 s loop, and the tool watches three loops: a slow machine (the VM
+# under TCG) starts the session and detects slowly, and must still see each code for a while.
 qrencode -s 8 -o "$work/qa.png" "MOVIE A" 2>/dev/null
 qrencode -s 8 -o "$work/qb.png" "MOVIE B" 2>/dev/null
-ffmpeg -v error -y -loop 1 -t 1 -framerate 10 -i "$work/qa.png" -loop 1 -t 1 -framerate 10 -i "$work/qb.png" \
+ffmpeg -v error -y -loop 1 -t 2 -framerate 10 -i "$work/qa.png" -loop 1 -t 2 -framerate 10 -i "$work/qb.png" \
     -filter_complex "[0:v]scale=320:320,format=yuv420p[a];[1:v]scale=320:320,format=yuv420p[b];[a][b]concat=n=2:v=1[v]" \
     -map "[v]" -c:v libx264 "$work/qrclip.mp4" 2>/dev/null
-"$bin/capture" metadata --device "file:$work/qrclip.mp4" --size 640x480 --types qr --seconds 4 >"$work/movie.out" 2>"$work/movie.err"
+"$bin/capture" metadata --device "file:$work/qrclip.mp4" --size 640x480 --types qr --seconds 12 >"$work/movie.out" 2>"$work/movie.err"
 check "metadata --device file:CLIP.mp4 reads both codes of the playing clip" \
     bash -c 'grep -q "MOVIE A" "$1" && grep -q "MOVIE B" "$1"' _ "$work/movie.out"
 printf 'not a picture' >"$work/not-media.txt"
