@@ -23,8 +23,6 @@ public final class SampleBuffer: @unchecked Sendable {
         case video(ImageBuffer, ActiveFormat)
         case audio(AudioPCMBuffer)
         case jpeg(Data, VideoDimensions)
-        /// A sample whose frame ended (a face while it ends in `deinit`).
-        case empty
     }
     /// What a sample is to the library, fixed when it is made. Leases and JPEG slots are reused
     /// from explicit hand-back (their count of holds); an app only ever sees their face.
@@ -45,12 +43,15 @@ public final class SampleBuffer: @unchecked Sendable {
         var sequence: UInt64
         /// The driver buffer of a frame lease; nil once given back (or for other samples).
         var lease: FrameBuffer?
-        /// A face's lease or slot, held once; nil once the face ended (or for other samples).
-        var viewed: SampleBuffer?
     }
-    // Written only while the writer holds the sole hold (refill, release); a face's, when it is
-    // made and when it ends. The lock makes that hand-over between threads explicit.
-    private let contents: Locked<Contents>
+    // Written only while the writer holds the sole hold (refill, release); the lock makes that
+    // hand-over between threads explicit. A face has none of its own (`contents`).
+    private let ownContents: Locked<Contents>?
+    /// A face's lease or slot, held once by the face until it ends; nil for other samples.
+    private let viewed: SampleBuffer?
+    /// What this sample shows: a face shows its lease's or slot's, which cannot change while the
+    /// face holds it (they are refilled only once unheld), so a face costs one object, no lock.
+    private var contents: Locked<Contents> { (viewed ?? self).ownContents! }
     /// Holds on a lease or a JPEG slot (see `hold`); unused by other samples.
     private let holds = Atomic<Int>(0)
     private let role: Role
@@ -61,10 +62,11 @@ public final class SampleBuffer: @unchecked Sendable {
     /// A frame lease for `frame` with one hold, the caller's (dropping the sample gives it back too).
     package init(frame: consuming FrameBuffer, format: ActiveFormat) {
         let image = frame.image, meta = frame.metadata
-        contents = Locked(
+        ownContents = Locked(
             Contents(
                 kind: .video(image, format), timestamp: meta.timestamp, sequence: UInt64(meta.sequence),
-                lease: consume frame, viewed: nil))
+                lease: consume frame))
+        viewed = nil
         holds.store(1, ordering: .relaxed)
         role = .lease
         mediaType = .video
@@ -72,36 +74,34 @@ public final class SampleBuffer: @unchecked Sendable {
 
     /// A JPEG of its own (`slot`: a `JPEGSampleRing`'s, with one hold, the ring's caller's).
     init(jpeg: Data, dimensions: VideoDimensions, metadata: FrameMetadata, slot: Bool = false) {
-        contents = Locked(
+        ownContents = Locked(
             Contents(
                 kind: .jpeg(jpeg, dimensions), timestamp: metadata.timestamp,
-                sequence: UInt64(metadata.sequence), lease: nil, viewed: nil))
+                sequence: UInt64(metadata.sequence), lease: nil))
+        viewed = nil
         if slot { holds.store(1, ordering: .relaxed) }
         role = slot ? .jpegSlot : .plain
         mediaType = .video
     }
 
     /// A face showing `viewed`'s frame; the caller gave it a hold of its own for the face.
-    private init(faceOf viewed: SampleBuffer, kind: Kind, timestamp: CaptureTime, sequence: UInt64) {
-        contents = Locked(Contents(kind: kind, timestamp: timestamp, sequence: sequence, lease: nil, viewed: viewed))
+    private init(faceOf viewed: SampleBuffer) {
+        ownContents = nil
+        self.viewed = viewed
         role = .face
         mediaType = .video
     }
 
     init(audio: AudioPCMBuffer, timestamp: CaptureTime, firstFrame: UInt64) {
-        contents = Locked(Contents(kind: .audio(audio), timestamp: timestamp, sequence: firstFrame, lease: nil, viewed: nil))
+        ownContents = Locked(Contents(kind: .audio(audio), timestamp: timestamp, sequence: firstFrame, lease: nil))
+        viewed = nil
         role = .plain
         mediaType = .audio
     }
 
     deinit {
         // A face's last holder let go (the app, or the library after the callback): its hold goes
-        // back (the buffer too, if it was the last). Its bytes go first, so that a slot's storage
-        // is its ring's alone again.
-        let viewed = contents.withLock { c in
-            c.kind = .empty
-            return c.viewed.take()
-        }
+        // back (the buffer too, if it was the last).
         viewed?.release()
     }
 
@@ -134,7 +134,7 @@ public final class SampleBuffer: @unchecked Sendable {
     /// lease or slot, not the face, so that nothing is allocated per frame. The hold goes back
     /// when the `HeldFrame` ends.
     package func heldFrame() -> HeldFrame {
-        if role == .face, let owner = contents.withLock({ $0.viewed }) {
+        if let owner = viewed {
             owner.hold()
             return HeldFrame(sample: owner, holds: true)
         }
@@ -146,7 +146,7 @@ public final class SampleBuffer: @unchecked Sendable {
     }
 
     /// Whether this is a frame lease whose buffer is still out (held).
-    var isFrameLease: Bool { contents.withLock { $0.lease != nil } }
+    var isFrameLease: Bool { role == .lease && contents.withLock { $0.lease != nil } }
 
     /// Whether this is a face (what an app is handed for a lease or slot).
     var isView: Bool { role == .face }
@@ -170,14 +170,13 @@ public final class SampleBuffer: @unchecked Sendable {
     /// Any thread.
     func handOut() -> SampleBuffer {
         guard isHeldByCount else { return self }
-        let (kind, timestamp, sequence) = contents.withLock { ($0.kind, $0.timestamp, $0.sequence) }
         // The face's hold (this sample is held by the caller, so it cannot go back meanwhile).
         hold()
-        return SampleBuffer(faceOf: self, kind: kind, timestamp: timestamp, sequence: sequence)
+        return SampleBuffer(faceOf: self)
     }
 
-    /// The lease or slot a face shows (nil for other samples, and for an ended face).
-    var faceOwner: SampleBuffer? { role == .face ? contents.withLock { $0.viewed } : nil }
+    /// The lease or slot a face shows (nil for other samples).
+    var faceOwner: SampleBuffer? { viewed }
 
     /// Reuses an unheld frame lease for a new frame, with one hold, the caller's. Only for its pool.
     func refill(with frame: consuming FrameBuffer, format: ActiveFormat) {
@@ -217,7 +216,7 @@ public final class SampleBuffer: @unchecked Sendable {
         switch kind {
         case .video(let image, _): return image.pixelFormat
         case .jpeg: return .jpeg
-        case .audio, .empty: return nil
+        case .audio: return nil
         }
     }
     /// Dimensions of a video sample; nil for audio.
@@ -225,7 +224,7 @@ public final class SampleBuffer: @unchecked Sendable {
         switch kind {
         case .video(let image, _): return VideoDimensions(width: image.width, height: image.height)
         case .jpeg(_, let d): return d
-        case .audio, .empty: return nil
+        case .audio: return nil
         }
     }
     /// Number of planes (1 for packed and single-buffer formats).
@@ -233,7 +232,7 @@ public final class SampleBuffer: @unchecked Sendable {
         switch kind {
         case .video(let image, _): return image.planeCount
         case .jpeg: return 1
-        case .audio, .empty: return 0
+        case .audio: return 0
         }
     }
     /// Bytes per row of a plane (0 for compressed formats).
@@ -261,8 +260,6 @@ public final class SampleBuffer: @unchecked Sendable {
             return try a.data.withUnsafeBytes(body)
         case .jpeg(let d, _):
             return try d.withUnsafeBytes(body)
-        case .empty:
-            return try body(UnsafeRawBufferPointer(start: nil, count: 0))
         }
     }
 
