@@ -20,6 +20,36 @@ static GstCaps *offer_caps(const GstSDPMessage *sdp, const char *kind, int pt) {
     return NULL;
 }
 
+/// Whether an SDP line is a candidate with an mDNS host name ("<uuid>.local") for its address
+/// (the fifth field: foundation, component, transport, priority, address, port, "typ", type).
+static gboolean is_mdns_candidate(const char *line) {
+    if (!g_str_has_prefix(line, "a=candidate:")) return FALSE;
+    gchar **fields = g_strsplit(line, " ", 6);
+    gboolean mdns = g_strv_length(fields) > 5 && g_str_has_suffix(fields[4], ".local");
+    g_strfreev(fields);
+    return mdns;
+}
+
+/// The offer without the browser's mDNS host candidates. GStreamer 1.22's ICE agent (webrtcnice)
+/// resolves each with a GTask begun on its own thread without making that thread's main context
+/// the thread default, so the result is dispatched on GLib's global default main context, which
+/// nothing in this process runs: the task, holding a reference on the agent, never ends, and the
+/// agent outlives its webrtcbin with its thread and UDP sockets (GStreamer 1.24 delivers it on
+/// the agent's thread). Nothing is lost: the browser offers, so it controls ICE and runs the
+/// checks, and webrtcbin learns its address from them (a peer-reflexive candidate); libnice could
+/// not resolve such a name here anyway without an mDNS resolver (nss-mdns) on the machine.
+static gchar *without_mdns_candidates(const char *offer) {
+    gchar **lines = g_strsplit(offer, "\n", -1);
+    GString *kept = g_string_sized_new(strlen(offer));
+    for (gchar **line = lines; *line; line++) {
+        if (is_mdns_candidate(*line)) continue;
+        g_string_append(kept, *line);
+        if (line[1]) g_string_append_c(kept, '\n');
+    }
+    g_strfreev(lines);
+    return g_string_free(kept, FALSE);
+}
+
 /// The payloader's caps carry the profile the viewers agreed on (not the one it read from the
 /// SPS), so that webrtcbin finds them equal to its codec preferences.
 static GstPadProbeReturn on_payloader_caps(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
@@ -261,7 +291,10 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
     *answer = NULL;
     *error = NULL;
     GstSDPMessage *sdp = NULL;
-    if (gst_sdp_message_new_from_text(offer, &sdp) != GST_SDP_OK || !sdp) {
+    gchar *kept = without_mdns_candidates(offer);
+    GstSDPResult parsed = gst_sdp_message_new_from_text(kept, &sdp);
+    g_free(kept);
+    if (parsed != GST_SDP_OK || !sdp) {
         *error = g_strdup("the offer is not SDP");
         return NULL;
     }
