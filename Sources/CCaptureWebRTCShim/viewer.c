@@ -265,6 +265,25 @@ static void on_connection_state(GObject *object, GParamSpec *spec, gpointer data
     if (state == GST_WEBRTC_PEER_CONNECTION_STATE_CONNECTED) v->pipeline->key_frame(v->pipeline->ctx);
 }
 
+/// Turns off the ICE agent's UPnP: libnice would otherwise ask the LAN's router to forward ports
+/// to this machine for every viewer, from a thread of its own, and hold ICE gathering (and so the
+/// answer) until its 200 ms timeout when no router answers.
+static void no_upnp(GstElement *webrtc) {
+    GObject *ice = NULL;
+    g_object_get(webrtc, "ice-agent", &ice, NULL);
+    if (!ice) return;
+    // The libnice agent of GstWebRTCNice (webrtcbin's only ICE implementation in 1.22).
+    if (g_object_class_find_property(G_OBJECT_GET_CLASS(ice), "agent")) {
+        GObject *agent = NULL;
+        g_object_get(ice, "agent", &agent, NULL);
+        if (agent && g_object_class_find_property(G_OBJECT_GET_CLASS(agent), "upnp")) {
+            g_object_set(agent, "upnp", FALSE, NULL);
+        }
+        if (agent) g_object_unref(agent);
+    }
+    g_object_unref(ice);
+}
+
 /// Emits `signal` with `argument` and waits for webrtcbin's reply; FALSE with `*error` when it
 /// reports one. `*reply` (when asked for) is a copy the caller frees.
 static gboolean call(GstElement *webrtc, const char *signal, gpointer argument, GstStructure **reply, char **error) {
@@ -318,6 +337,7 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
     if (ok) {
         gst_util_set_object_arg(G_OBJECT(v->webrtc), "bundle-policy", "max-bundle");
         if (stun) g_object_set(v->webrtc, "stun-server", stun, NULL);
+        no_upnp(v->webrtc);
         gst_bin_add(GST_BIN(p->pipeline), v->webrtc);
         ok = branch_add(p, v, &v->video, video_caps, TRUE, video_pt, queue_packets, error) &&
              (!audio_caps || branch_add(p, v, &v->audio, audio_caps, FALSE, audio_pt, queue_packets, error));
