@@ -381,7 +381,7 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
             if (gathering == GST_WEBRTC_ICE_GATHERING_STATE_COMPLETE || g_get_monotonic_time() > deadline) break;
             g_usleep(5000);
         }
-            GstWebRTCSessionDescription *described = NULL;
+        GstWebRTCSessionDescription *described = NULL;
         g_object_get(v->webrtc, "local-description", &described, NULL);
         if (described) {
             *answer = gst_sdp_message_as_text(described->sdp);
