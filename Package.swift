@@ -212,7 +212,8 @@ let package = Package(
         .testTarget(
             name: "CaptureServerTests",
             dependencies: ["CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport"]),
-        .testTarget(name: "CaptureWebRTCTests", dependencies: ["CaptureWebRTC", "CaptureServer", "Capture", "CaptureTestSupport"]),
+        .testTarget(
+            name: "CaptureWebRTCTests", dependencies: ["CaptureWebRTC", "CaptureServer", "CaptureRecording", "Capture", "CaptureTestSupport"]),
         // Its pictures come from make-pictures.py (python-barcode, scikit-image), run by the tests.
         .testTarget(
             name: "CaptureVisionTests",
