@@ -213,7 +213,8 @@ let package = Package(
             name: "CaptureServerTests",
             dependencies: ["CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport"]),
         .testTarget(
-            name: "CaptureWebRTCTests", dependencies: ["CaptureWebRTC", "CaptureServer", "CaptureRecording", "Capture", "CaptureTestSupport"]),
+            name: "CaptureWebRTCTests",
+            dependencies: ["CaptureWebRTC", "CaptureServer", "CaptureRecording", "Capture", "CaptureTestSupport"]),
         // Its pictures come from make-pictures.py (python-barcode, scikit-image), run by the tests.
         .testTarget(
             name: "CaptureVisionTests",
