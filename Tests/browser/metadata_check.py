@@ -11,14 +11,12 @@ non-zero if any check failed or could not run.
 """
 import io
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-from checklib import Reporter, launch
+from checklib import Reporter, launch, start_serve, stop_serve
 
 check = Reporter("metadata")
 
@@ -117,18 +115,8 @@ def main():
     picture = os.path.join(work, "code.png")
     code = code_picture(picture)
     env = dict(os.environ, HOME=work)
-    server = subprocess.Popen([tool, "serve", "--port", "0", "--device", "file:" + picture, "--size", "640x480",
-                               "--metadata", "qr"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server, url = start_serve(tool, env, ["--device", "file:" + picture, "--size", "640x480", "--metadata", "qr"])
     try:
-        url = None
-        deadline = time.time() + 60
-        while time.time() < deadline and url is None:
-            line = server.stdout.readline()
-            if not line:
-                break
-            m = re.search(r"at (http://\S+/) ", line)
-            if m:
-                url = m.group(1)
         if not check("capture serve --metadata qr prints its URL", url is not None,
                      server.stderr.read() if server.poll() is not None else ""):
             return 1
@@ -184,12 +172,7 @@ def main():
             browser.close()
     finally:
         if server.poll() is None:
-            server.send_signal(signal.SIGTERM)
-            try:
-                status = server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                status = None
+            status = stop_serve(server)
             check("capture serve stops on SIGTERM with status 0", status == 0, f"status {status}")
         subprocess.run(["rm", "-rf", work])
     return 1 if check.failed else 0
