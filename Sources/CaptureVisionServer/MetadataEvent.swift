@@ -16,8 +16,9 @@ import Foundation
 /// `time` (the frame's sequence number and capture time in seconds), `bounds` (x, y, width,
 /// height), for codes `corners` and `text` (null when the code holds bytes that are not text),
 /// for faces `face_id`. Coordinates are the metadata output's: 0...1 over the frame as the camera
-/// delivers it, origin top left. An event with no objects says the objects went away.
-enum MetadataEvent {
+/// delivers it, origin top left. An event with no objects says the objects went away. The tool's
+/// `capture metadata --json` prints each object with `objectJSON(_:)`.
+package enum MetadataEvent {
     /// What a client gets first: the reconnection delay for `EventSource` (2 s) and a comment.
     static let preamble = Array("retry: 2000\n: swift-capture metadata events\n\n".utf8)
     /// The keep-alive comment, sent when a client has had nothing for a while.
@@ -40,6 +41,14 @@ enum MetadataEvent {
         }
         out += "]}\n\n".utf8
         return out
+    }
+
+    /// One object's JSON, as in an event (one line).
+    package static func objectJSON(_ o: MetadataObject) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(200)
+        appendObject(o, to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 
     static func appendObject(_ o: MetadataObject, to out: inout [UInt8]) {
