@@ -45,6 +45,13 @@ final class MetadataClient: RouteStream, @unchecked Sendable {
         routes.lock.withLock {
             if isEnded { return .end }
             if pending == nil {
+                // A client that has not taken what its socket holds is dropped: its events would
+                // wait in the kernel for minutes before the time-out could see it stall.
+                if greeted, let unsent = waker.unsentBytes, unsent > MetadataRoutes.unsentLimit {
+                    isEnded = true
+                    routes.droppedLocked()
+                    return .end
+                }
                 let now = CaptureTime.now().seconds
                 switch routes.nextLocked(for: self, waker: waker, now: now) {
                 case .wait: return .wait

@@ -7,8 +7,9 @@ import Foundation
 /// event per detection batch, written once for every client (`MetadataEvent`) and kept in a small
 /// ring. A client sends the events in order; one more than `maxLag` events behind skips to the
 /// newest (counted), so what a slow client holds is bounded and it never slows detection or the
-/// other clients; one that stops reading is closed after the server's connection time-out. A
-/// client with nothing to send gets a keep-alive comment every `keepAliveInterval`.
+/// other clients; one whose socket holds more than `unsentLimit` bytes it has not taken is
+/// dropped (counted). A client with nothing to send gets a keep-alive comment every
+/// `keepAliveInterval`.
 ///
 /// Thread-safe: the observer runs on the output's detection thread, `respond` and the clients'
 /// reads on the server's daemon thread, the keep-alive on a timer queue; what they share is
@@ -19,6 +20,9 @@ final class MetadataRoutes: ServerRoutes, @unchecked Sendable {
     static let ringSize = 16
     /// Events a client may be behind before it skips to the newest.
     static let maxLag = 8
+    /// Bytes a client's socket may hold that it has not taken before the client is dropped
+    /// (about 250 events of a code: several seconds).
+    static let unsentLimit = 64 * 1024
 
     let routes = [ServerRoute(path, methods: ["GET", "HEAD"])]
     let output: CaptureMetadataOutput
@@ -37,6 +41,8 @@ final class MetadataRoutes: ServerRoutes, @unchecked Sendable {
     private var nextClientID = 1
     private var maxClients = 20
     private var refused = 0
+    /// Clients dropped for not reading.
+    private var dropped = 0
     /// Seconds without a byte after which a waiting client gets a keep-alive comment.
     private(set) var keepAliveInterval = 15.0
     private var timer: DispatchSourceTimer?
@@ -107,7 +113,7 @@ final class MetadataRoutes: ServerRoutes, @unchecked Sendable {
                 "metadata",
                 [
                     "path": Self.path, "types": types, "events": newestSerial, "clients": clients.count, "clients_stat": stats,
-                    "clients_refused": refused, "frames_detected": s.framesDetected, "frames_skipped": s.framesSkipped,
+                    "clients_refused": refused, "clients_dropped": dropped, "frames_detected": s.framesDetected, "frames_skipped": s.framesSkipped,
                 ]
             )
         }
@@ -139,6 +145,9 @@ final class MetadataRoutes: ServerRoutes, @unchecked Sendable {
         }
         responder.answer(RouteResponse(status: 200, headers: headers, body: .stream(client)))
     }
+
+    /// A client was dropped for not reading. Under `lock`.
+    func droppedLocked() { dropped += 1 }
 
     func clientEnded(_ client: MetadataClient) {
         lock.withLock { clients[client.id] = nil }
