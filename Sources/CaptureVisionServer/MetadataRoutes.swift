@@ -113,7 +113,8 @@ final class MetadataRoutes: ServerRoutes, @unchecked Sendable {
                 "metadata",
                 [
                     "path": Self.path, "types": types, "events": newestSerial, "clients": clients.count, "clients_stat": stats,
-                    "clients_refused": refused, "clients_dropped": dropped, "frames_detected": s.framesDetected, "frames_skipped": s.framesSkipped,
+                    "clients_refused": refused, "clients_dropped": dropped, "frames_detected": s.framesDetected,
+                    "frames_skipped": s.framesSkipped,
                 ]
             )
         }
