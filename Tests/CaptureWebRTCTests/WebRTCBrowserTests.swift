@@ -24,10 +24,7 @@ extension WebRTCSuites {
     @Suite struct WebRTCBrowserTests {
         /// One viewer: connected within 3 s, H.264 decoded at >= 90 % of the rate the camera's frames
         /// were sent at, the bars on its picture and the microphone's tone in its audio; its end
-        /// should give back its sockets. Known issue: on GStreamer 1.22 a viewer that was connected
-        /// leaves its ICE agent behind (GstWebRTCNice with two references left, its stream, its
-        /// thread, webrtcbin's `pc` thread and 3 to 11 UDP sockets seen), although its webrtcbin is
-        /// finalized; viewers that never connected give everything back (`joinAndLeaveCycles...`).
+        /// gives back its sockets and threads.
         @Test func oneViewerSeesTheCameraAndHearsTheMicrophone() async throws {
             let rig = try WebRTCRig("one", tone: 1000)
             defer { rig.stop() }
@@ -59,10 +56,8 @@ extension WebRTCSuites {
             #expect(publisher.end(id: id))
             #expect(publisher.viewerCount == 0)
             #expect(!publisher.end(id: id))
-            let back = await eventually(timeout: 5) { Resources.now.udpSockets <= before.udpSockets }
-            withKnownIssue("GStreamer 1.22 keeps a connected viewer's ICE agent (sockets, threads) after its webrtcbin is freed") {
-                #expect(back, "before: \(before); after the viewer ended: \(Resources.now)")
-            }
+            let back = await eventually(timeout: 10) { Resources.now.isBack(to: before) }
+            #expect(back, "before: \(before); after the viewer ended: \(Resources.now)")
         }
 
         /// Three viewers: the first watches, two join later (each starts within 0.5 s, from the key
