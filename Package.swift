@@ -31,6 +31,9 @@ let package = Package(
         // The metadata output's objects on a preview layer (`transformedMetadataObject(for:)`): for
         // apps that link both products, so that neither needs the other's libraries.
         .library(name: "CaptureVisionPreview", targets: ["CaptureVisionPreview"]),
+        // `/metadata` on the HTTP server: the metadata output's detections as server-sent events,
+        // for apps that link both products, so that neither needs the other's libraries.
+        .library(name: "CaptureVisionServer", targets: ["CaptureVisionServer"]),
     ],
     targets: [
         // System libraries, found through pkg-config (Debian: libv4l-dev, libturbojpeg0-dev,
@@ -152,11 +155,13 @@ let package = Package(
         .target(name: "CaptureVision", dependencies: ["Capture", "CaptureBackend", "CaptureImaging", "CaptureSystem", "CVisionShim"]),
         // Metadata objects converted to a preview layer's coordinates (both products, neither library).
         .target(name: "CaptureVisionPreview", dependencies: ["CaptureVision", "CapturePreview", "Capture"]),
+        // Detections as server-sent events on the HTTP server (`/metadata`; both products, neither library).
+        .target(name: "CaptureVisionServer", dependencies: ["CaptureVision", "CaptureServer", "Capture", "CaptureBackend"]),
         .executableTarget(
             name: "CaptureTool",
             dependencies: [
                 "Capture", "CaptureCodecs", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureServerMP4", "CaptureSystem",
-                "CaptureWebRTC", "CaptureVision", "CaptureVisionPreview",
+                "CaptureWebRTC", "CaptureVision", "CaptureVisionPreview", "CaptureVisionServer",
             ],
             path: "Sources/CaptureTool"),
         .executableTarget(
@@ -211,7 +216,11 @@ let package = Package(
             ]),
         .testTarget(
             name: "CaptureServerTests",
-            dependencies: ["CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport"]),
+            dependencies: [
+                "CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport",
+                // (`/metadata`: a metadata output served.)
+                "CaptureVisionServer", "CaptureVision",
+            ]),
         .testTarget(
             name: "CaptureWebRTCTests",
             dependencies: ["CaptureWebRTC", "CaptureServer", "CaptureRecording", "Capture", "CaptureTestSupport"]),

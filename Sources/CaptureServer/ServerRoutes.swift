@@ -1,6 +1,8 @@
 // The seam through which other products of this package (fragmented MP4, WebRTC signaling) add
 // routes to a `CaptureStreamServer`: what a route owns, what a request carries to it and how it
 // answers (now, later from another thread, or with a stream pulled like the MJPEG `/stream`).
+import CCaptureServerShim
+import CaptureSystem
 import Foundation
 
 /// Routes a product adds to a server with `CaptureStreamServer.add(_:)` before `start()`. The
@@ -165,6 +167,19 @@ package final class RouteWaker: @unchecked Sendable {
 
     /// There are new bytes to read.
     package func wake() { server?.wake(self) }
+
+    /// Bytes written to the client's socket that the client has not taken yet (the kernel's send
+    /// queue, `SIOCOUTQ`), or nil when unknown: it grows while a client does not read, long
+    /// before the server's time-out can see it stall (the kernel buffers megabytes). Only on the
+    /// daemon's thread, from `RouteStream.read` (the connection is valid there).
+    package var unsentBytes: Int? {
+        let fd = capture_server_connection_fd(connection)
+        guard fd >= 0 else { return nil }
+        var queued: Int32 = 0
+        let r = Syscall.run("ioctl(SIOCOUTQ)", mock: nil, failure: Int32(-1)) { ioctl(fd, UInt(TIOCOUTQ), &queued) }
+        guard case .success = r else { return nil }
+        return Int(queued)
+    }
 }
 
 /// Answers one request, once: from inside `respond` (on the daemon's thread) or later from any

@@ -1,5 +1,7 @@
 /// The camera web app served at `/`: one self-contained page (no outside resources); its player
-/// (`WebPlayer`) picks WebRTC, fragmented MP4 or MJPEG.
+/// (`WebPlayer`) picks WebRTC, fragmented MP4 or MJPEG; its overlay (`WebOverlay`) outlines the
+/// codes and faces of `/metadata`. `?fit=contain|cover|fill` chooses the gravity, `?mirror=1`
+/// mirrors the picture.
 enum WebApp {
     static let page = #"""
         <!doctype html>
@@ -13,7 +15,9 @@ enum WebApp {
           html, body { margin: 0; height: 100%; background: #111; color: #eee; font: 14px system-ui, sans-serif; }
           body { display: flex; flex-direction: column; }
           #view { flex: 1; min-height: 200px; position: relative; background: #000; }
-          #live, #video { position: absolute; inset: 0; width: 100%; height: 100%; object-fit: contain; }
+          #live, #video, #boxes { position: absolute; inset: 0; width: 100%; height: 100%; object-fit: contain; }
+          #boxes { pointer-events: none; }
+          #view.mirrored #live, #view.mirrored #video { transform: scaleX(-1); }
           #badge { position: absolute; left: 8px; bottom: 8px; padding: 2px 8px; border-radius: 4px; background: #000a; }
           #sound { position: absolute; right: 8px; bottom: 8px; }
           #bar { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; padding: 8px; background: #222; }
@@ -30,6 +34,7 @@ enum WebApp {
         <div id="view">
           <video id="video" muted playsinline hidden></video>
           <img id="live" alt="live picture" hidden>
+          <canvas id="boxes"></canvas>
           <span id="badge"><span id="path">…</span> <span id="latency"></span></span>
           <button id="sound" hidden title="play the camera's sound">Sound</button>
         </div>
@@ -43,6 +48,7 @@ enum WebApp {
               <option value="fill">fill (resize)</option>
             </select>
           </label>
+          <label><input type="checkbox" id="mirror"> Mirror</label>
           <img id="last" alt="last still">
           <span id="message"></span>
           <span id="figures">…</span>
@@ -60,6 +66,17 @@ enum WebApp {
           live.style.objectFit = e.target.value;
           $("video").style.objectFit = e.target.value;
         });
+        $("mirror").addEventListener("change", (e) => $("view").classList.toggle("mirrored", e.target.checked));
+        // The gravity and mirroring asked for in the address (?fit=cover&mirror=1).
+        const pageQuery = new URLSearchParams(location.search);
+        if (["contain", "cover", "fill"].includes(pageQuery.get("fit"))) {
+          $("gravity").value = pageQuery.get("fit");
+          $("gravity").dispatchEvent(new Event("change"));
+        }
+        if (pageQuery.get("mirror") === "1") {
+          $("mirror").checked = true;
+          $("mirror").dispatchEvent(new Event("change"));
+        }
         $("shutter").addEventListener("click", async () => {
           say("taking a still…");
           try {
@@ -120,6 +137,7 @@ enum WebApp {
         poll();
         setInterval(poll, 1000);
         \#(WebPlayer.script)
+        \#(WebOverlay.script)
         </script>
         </body>
         </html>

@@ -2,6 +2,7 @@
 // detection, through CaptureVision's metadata output.
 import Capture
 import CaptureVision
+import CaptureVisionServer
 import Foundation
 
 extension Command {
@@ -20,41 +21,23 @@ extension Command {
         run: metadataCommand)
 }
 
-// The JSON keys `capture` prints are snake_case; the names are the keys.
-// swift-format-ignore: AlwaysUseLowerCamelCase
-struct MetadataJSON: Encodable {
-    var type: String, sequence: UInt64, time: Double, bounds: [Double]
-    var text: String?, corners: [[Double]]?, face_id: Int?
-}
-
-/// Prints each detection as it comes (on its own serial queue).
+/// Prints each detection as it comes (on its own serial queue): one line an object, or with
+/// `--json` its JSON as `/metadata`'s events carry it (CaptureVisionServer writes both).
 final class MetadataPrinter: CaptureMetadataOutputObjectsDelegate, @unchecked Sendable {
     let json: Bool
-    let encoder = JSONEncoder()
-    init(json: Bool) {
-        self.json = json
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    }
+    init(json: Bool) { self.json = json }
 
     func metadataOutput(_ output: CaptureMetadataOutput, didOutput objects: [MetadataObject], from connection: CaptureConnection) {
         for o in objects {
-            func r(_ v: CGFloat) -> Double { (Double(v) * 10000).rounded() / 10000 }
+            if json {
+                print(MetadataEvent.objectJSON(o))
+                continue
+            }
             let b = o.bounds
-            var line = MetadataJSON(
-                type: o.type.name, sequence: o.sequenceNumber, time: Double(o.time.nanoseconds) / 1e9,
-                bounds: [r(b.minX), r(b.minY), r(b.width), r(b.height)])
-            if let code = o as? MetadataMachineReadableCodeObject {
-                line.text = code.stringValue
-                line.corners = code.corners.map { [r($0.x), r($0.y)] }
-            }
-            if let face = o as? MetadataFaceObject { line.face_id = face.faceID }
-            if json, let data = try? encoder.encode(line) {
-                print(String(decoding: data, as: UTF8.self))
-            } else {
-                let bounds = line.bounds.map { String(format: "%.4f", $0) }.joined(separator: ",")
-                let what = line.text.map { " " + $0 } ?? line.face_id.map { " id \($0)" } ?? ""
-                print("\(line.sequence) \(line.type) \(bounds)\(what)")
-            }
+            let bounds = [b.minX, b.minY, b.width, b.height].map { String(format: "%.4f", Double($0)) }.joined(separator: ",")
+            let text = (o as? MetadataMachineReadableCodeObject)?.stringValue.map { " " + $0 }
+            let what = text ?? (o as? MetadataFaceObject).map { " id \($0.faceID)" } ?? ""
+            print("\(o.sequenceNumber) \(o.type.name) \(bounds)\(what)")
         }
         FileHandle.standardOutput.synchronizeFile()
     }

@@ -5,6 +5,8 @@ import CaptureCodecs
 import CaptureServer
 import CaptureServerMP4
 import CaptureSystem
+import CaptureVision
+import CaptureVisionServer
 import CaptureWebRTC
 import Foundation
 
@@ -14,19 +16,21 @@ extension Command {
         usage: """
             usage: capture serve [--device PATH|ID|virtual|file:MEDIA] [--preset NAME | --size WxH] [--format FOURCC] [--fps N] [--quality 1-100]
                                  [--host ADDR] [--port N] [--user U --password P] [--allow-origin ORIGIN] [--max-clients N]
-                                 [--allow-host NAME[,NAME...]] [--audio NAME|ID|virtual] [--time-code]
+                                 [--allow-host NAME[,NAME...]] [--audio NAME|ID|virtual] [--time-code] [--metadata qr,ean13,face,...]
                    (MJPEG at /stream and /?action=stream, WebRTC by WHEP at /whep and fragmented MP4 at /stream.mp4
                    (H.264, one encode for both), /snapshot, /state, the camera web app at /;
                    --audio: the microphone's sound with WebRTC (Opus);
                    an unplugged camera is served as offline and taken back when it returns;
                    answers to localhost names, IP literals and this machine's name, --allow-host for others;
                    --time-code: the virtual camera shows each frame's capture time, for measuring latency;
+                   --metadata: the codes and faces found, as `capture metadata --types`, as server-sent events at /metadata,
+                   outlined over the web app's picture;
                    Ctrl-C or SIGTERM stops it)
             """,
         options: Options(
             valued: [
                 "device", "preset", "size", "format", "fps", "quality", "host", "port", "user", "password", "allow-origin", "max-clients",
-                "allow-host", "audio",
+                "allow-host", "audio", "metadata",
             ], boolean: ["time-code"], exclusive: [presetOrSize]),
         run: serveCommand)
 }
@@ -93,11 +97,18 @@ func serveCommand(_ args: Arguments) throws {
         say("no WebRTC: \(e.message)")
     }
     try server.addFragmentedMP4Stream(settings: settings)
+    // Codes and faces as server-sent events, drawn by the web app over its picture.
+    let metadata = CaptureMetadataOutput()
+    if let list = args.values["metadata"] {
+        session.addOutput(metadata)
+        try metadata.setMetadataObjectTypes(metadataTypes(list, option: "metadata", available: metadata.availableMetadataObjectTypes))
+        try server.serveMetadata(metadata)
+    }
     try server.start()
     defer { server.stop() }
     let url = server.url
     say(
-        "serving \(device.localizedName) at \(url)  (stream \(url)stream, \(webrtc ? "WebRTC \(url)whep, " : "")H.264 \(url)stream.mp4, snapshot \(url)snapshot, state \(url)state)"
+        "serving \(device.localizedName) at \(url)  (stream \(url)stream, \(webrtc ? "WebRTC \(url)whep, " : "")H.264 \(url)stream.mp4, \(args.values["metadata"] == nil ? "" : "metadata \(url)metadata, ")snapshot \(url)snapshot, state \(url)state)"
     )
     while stopRequested.wait(timeout: .now() + 5) == .timedOut {
         let s = server.statistics

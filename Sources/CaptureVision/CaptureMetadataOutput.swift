@@ -47,6 +47,8 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
         weak var delegate: (any CaptureMetadataOutputObjectsDelegate)?
         var queue: DispatchQueue?
         var streams: [UUID: AsyncStream<[MetadataObject]>.Continuation] = [:]
+        /// Package observers (the server's `/metadata`), called on the detection thread.
+        var observers: [(id: UUID, call: @Sendable (MetadataBatch) -> Void)] = []
         /// Whether the last delivery had objects (an empty one follows when they go).
         var hadObjects = false
     }
@@ -156,22 +158,43 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
         return stream
     }
 
-    /// Called by the detection thread after each frame it looked at.
-    func deliver(_ objects: [MetadataObject], from connection: CaptureConnection) {
+    /// Called by the detection thread after each frame it looked at (`time` and `sequence` are
+    /// that frame's).
+    func deliver(_ objects: [MetadataObject], from connection: CaptureConnection, time: CaptureTime, sequence: UInt64) {
         let target = state.withLock {
             s -> (
                 delegate: (any CaptureMetadataOutputObjectsDelegate)?, queue: DispatchQueue?,
-                streams: [AsyncStream<[MetadataObject]>.Continuation]
+                streams: [AsyncStream<[MetadataObject]>.Continuation],
+                observers: [(id: UUID, call: @Sendable (MetadataBatch) -> Void)]
             )? in
             guard !objects.isEmpty || s.hadObjects else { return nil }
             s.hadObjects = !objects.isEmpty
-            return (s.delegate, s.queue, Array(s.streams.values))
+            return (s.delegate, s.queue, s.streams.isEmpty ? [] : Array(s.streams.values), s.observers)
         }
         guard let target else { return }
+        if !target.observers.isEmpty {
+            let batch = MetadataBatch(objects: objects, time: time, sequenceNumber: sequence)
+            for o in target.observers { o.call(batch) }
+        }
         for c in target.streams { c.yield(objects) }
         if let delegate = target.delegate, let queue = target.queue {
             queue.async { delegate.metadataOutput(self, didOutput: objects, from: connection) }
         }
+    }
+
+    /// Calls `observer` on the detection thread with each delivery the delegate gets (it must
+    /// return at once: detection waits for it). For products of this package (the server's
+    /// `/metadata`); returns the key that removes it.
+    package func addObserver(_ observer: @escaping @Sendable (MetadataBatch) -> Void) -> UUID {
+        let id = UUID()
+        state.withLock { $0.observers.append((id, observer)) }
+        return id
+    }
+
+    /// Removes an observer added with `addObserver(_:)` (a delivery under way may still call it
+    /// once).
+    package func removeObserver(_ id: UUID) {
+        state.withLock { $0.observers.removeAll { $0.id == id } }
     }
 
     // MARK: Statistics
@@ -200,6 +223,14 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
             framesSkipped: detector.framesSkipped.load(ordering: .relaxed), framesFailed: failed,
             cpuSecondsPerFrame: detected + failed == 0 ? 0 : Double(ns) / 1e9 / Double(detected + failed))
     }
+}
+
+/// One delivery as an observer sees it: the objects of one frame (none when they went away) and
+/// that frame's time and sequence number. A value; any thread.
+package struct MetadataBatch: Sendable {
+    package var objects: [MetadataObject]
+    package var time: CaptureTime
+    package var sequenceNumber: UInt64
 }
 
 extension CaptureSession {

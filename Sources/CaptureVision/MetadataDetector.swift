@@ -103,7 +103,7 @@ final class MetadataDetector: FrameConsumer, @unchecked Sendable {
             framesFailed.add(1, ordering: .relaxed)
         }
         detectionNanoseconds.add(Self.threadCPU() - start, ordering: .relaxed)
-        output?.deliver(objects, from: connection)
+        output?.deliver(objects, from: connection, time: time, sequence: sequence)
     }
 
     /// This thread's CPU time in nanoseconds.

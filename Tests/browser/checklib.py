@@ -1,6 +1,10 @@
-"""What the browser checks share: their PASS/FAIL reporter and Debian's chromium through
-Playwright (not Playwright's own browser download)."""
+"""What the browser checks share: their PASS/FAIL reporter, Debian's chromium through
+Playwright (not Playwright's own browser download), and `capture serve` started and stopped."""
 import os
+import re
+import signal
+import subprocess
+import time
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -28,3 +32,29 @@ class Reporter:
 def launch(playwright, *args):
     """Headless chromium with `args` besides --no-sandbox (the checks run as root)."""
     return playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", *args])
+
+
+def start_serve(tool, env, args):
+    """`capture serve ARGS` on a free port and the URL it prints (None if it printed none)."""
+    server = subprocess.Popen([tool, "serve", "--port", "0"] + args, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        line = server.stdout.readline()
+        if not line:
+            break
+        m = re.search(r"at (http://\S+/) ", line)
+        if m:
+            return server, m.group(1)
+    return server, None
+
+
+def stop_serve(server):
+    """SIGTERM, then its exit status (None if it had to be killed or had ended already)."""
+    if server.poll() is None:
+        server.send_signal(signal.SIGTERM)
+        try:
+            return server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return None

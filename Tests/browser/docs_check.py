@@ -115,8 +115,9 @@ def main():
             page.goto(base)
             page.wait_for_selector("main h1", timeout=30000)
             text = page.inner_text("main")
-            products = ["Capture", "CapturePreview", "CaptureServer", "CaptureServerMP4", "CaptureWebRTC", "CaptureRecording", "CaptureVision"]
-            check("the site's landing page lists the seven products", all(p in text for p in products),
+            products = ["Capture", "CapturePreview", "CaptureServer", "CaptureServerMP4", "CaptureWebRTC", "CaptureRecording", "CaptureVision",
+                        "CaptureVisionServer"]
+            check("the site's landing page lists the eight products", all(p in text for p in products),
                   f"missing {[p for p in products if p not in text]}")
 
             landing = title_of("capture")

@@ -20,7 +20,7 @@ import tempfile
 import time
 import urllib.request
 
-from checklib import Reporter, launch
+from checklib import Reporter, launch, start_serve, stop_serve
 
 check = Reporter("browser")
 
@@ -31,31 +31,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def start_serve(tool, env, args):
-    """`capture serve ARGS` and the URL it prints (None if it printed none)."""
-    server = subprocess.Popen([tool, "serve", "--port", "0"] + args, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        line = server.stdout.readline()
-        if not line:
-            break
-        m = re.search(r"at (http://\S+/) ", line)
-        if m:
-            return server, m.group(1)
-    return server, None
-
-
-def stop_serve(server):
-    if server.poll() is None:
-        server.send_signal(signal.SIGTERM)
-        try:
-            return server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-    return None
 
 
 def main():
