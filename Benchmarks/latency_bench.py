@@ -28,14 +28,13 @@ and the frames each viewer showed per second.
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "browser"))
-from checklib import launch  # noqa: E402
+from checklib import launch, start_serve  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -217,19 +216,12 @@ def browser_cpu():
 
 
 def start_server(capture, size, fps):
-    server = subprocess.Popen(
-        [capture, "serve", "--device", "virtual", "--time-code", "--size", size, "--fps", str(fps), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        line = server.stdout.readline()
-        if not line:
-            break
-        m = re.search(r"at (http://\S+/) ", line)
-        if m:
-            return server, m.group(1)
-    server.kill()
-    sys.exit("capture serve printed no URL")
+    args = ["--device", "virtual", "--time-code", "--size", size, "--fps", str(fps)]
+    server, url = start_serve(capture, None, args, stderr=subprocess.DEVNULL)
+    if url is None:
+        server.kill()
+        sys.exit("capture serve printed no URL")
+    return server, url
 
 
 def percentile(values, q):

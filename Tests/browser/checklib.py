@@ -34,10 +34,11 @@ def launch(playwright, *args):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", *args])
 
 
-def start_serve(tool, env, args):
-    """`capture serve ARGS` on a free port and the URL it prints (None if it printed none)."""
+def start_serve(tool, env, args, stderr=subprocess.PIPE):
+    """`capture serve ARGS` on a free port and the URL it prints (None if it printed none).
+    A long run passes stderr=subprocess.DEVNULL: a pipe nobody reads fills and stops the server."""
     server = subprocess.Popen([tool, "serve", "--port", "0"] + args, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=stderr, text=True)
     deadline = time.time() + 60
     while time.time() < deadline:
         line = server.stdout.readline()
