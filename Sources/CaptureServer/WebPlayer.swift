@@ -66,7 +66,9 @@ enum WebPlayer {
             if (!(await advances(5000))) { stop(); video.srcObject = null; return false; }
             stopPlayer = stop;
             addEventListener("pagehide", stop);
-            return stream.getAudioTracks().length > 0 ? "sound available" : "no sound";
+            // (The answer has an audio track even without a microphone: /state says whether one sends.)
+            const sends = routes.whep && routes.whep.audio;
+            return sends && stream.getAudioTracks().length > 0 ? "sound available" : "no sound";
           } catch (e) { stop(); video.srcObject = null; return false; }
         }
         // Fragmented MP4 through Media Source Extensions: bytes appended as they come, the play
@@ -153,8 +155,8 @@ enum WebPlayer {
           live.src = "stream?t=" + Date.now();
           return "no sound";
         }
-        // The paths the server has besides /stream (from /state).
-        let served = [];
+        // The paths the server has besides /stream, and what each route says of itself (from /state).
+        let served = [], routes = {};
         function restart() {
           stopPlayer();
           stopPlayer = () => {};
@@ -164,7 +166,11 @@ enum WebPlayer {
           choosePath();
         }
         async function choosePath() {
-          try { served = (await (await fetch("state")).json()).result.paths || []; } catch (e) {}
+          try {
+            const state = (await (await fetch("state")).json()).result;
+            served = state.paths || [];
+            routes = state.routes || {};
+          } catch (e) {}
           const asked = new URLSearchParams(location.search).get("path");
           const order = players[asked] ? [asked] : ["webrtc", "mp4", "mjpeg"];
           for (const path of order) {
