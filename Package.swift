@@ -211,7 +211,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "CaptureServerTests",
-            dependencies: ["CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport"]),
+            dependencies: ["CaptureServer", "CaptureServerMP4", "CaptureCodecs", "CaptureRecording", "Capture", "CaptureTestSupport"]),
         .testTarget(name: "CaptureWebRTCTests", dependencies: ["CaptureWebRTC", "CaptureServer", "Capture", "CaptureTestSupport"]),
         // Its pictures come from make-pictures.py (python-barcode, scikit-image), run by the tests.
         .testTarget(

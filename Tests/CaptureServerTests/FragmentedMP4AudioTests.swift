@@ -1,5 +1,6 @@
 import Capture
 import CaptureCodecs
+import CaptureRecording
 import CaptureServer
 @testable import CaptureServerMP4
 import CaptureTestSupport
@@ -102,6 +103,35 @@ import Testing
         for r in readers { #expect(r.history.filter { $0.track == MP4Boxes.audioTrack }.count >= 40) }
     }
 
+    /// A movie output recording AAC while a client watches shares the stream's audio encode: one
+    /// encode per microphone buffer for both (two encoders would make two).
+    @Test func aRecordingSharesTheStreamsAudioEncode() throws {
+        let movie = CaptureMovieFileOutput()
+        let served = try ServedCamera(
+            width: 320, height: 240, fps: 30, microphone: true,
+            prepare: {
+                $0.session.addOutput(movie)
+                try $0.addFragmentedMP4Stream()
+            })
+        defer { served.close() }
+        let reader = try MP4Reader(port: served.port)
+        _ = try reader.fragments(15, track: MP4Boxes.videoTrack)
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("shared-audio-\(UUID().uuidString).mp4")
+        defer { try? FileManager.default.removeItem(at: url) }
+        movie.maxRecordedDuration = .seconds(2)
+        let finished = FinishedRecording()
+        let handed = served.session.audioBuffersHanded, encodes = served.session.audioStageEncodes
+        movie.startRecording(to: url, recordingDelegate: finished)
+        // The client reads on meanwhile (it must, or the server would skip it forward).
+        while !finished.isDone { _ = try reader.fragments(5, track: MP4Boxes.videoTrack) }
+        let newHanded = served.session.audioBuffersHanded - handed, newEncodes = served.session.audioStageEncodes - encodes
+        print("recording beside /stream.mp4: \(newEncodes) audio encodes for \(newHanded) microphone buffers")
+        #expect(newHanded > 0 && newEncodes <= newHanded + 2, "\(newEncodes) encodes for \(newHanded) buffers")
+        #expect(movie.lastRecording?.audioDuration != nil, "\(String(describing: movie.lastRecording))")
+        let audio = reader.history.filter { $0.track == MP4Boxes.audioTrack }
+        for (a, b) in zip(audio, audio.dropFirst()) { #expect(b.decodeTime == a.decodeTime + UInt64(a.duration)) }
+    }
+
     /// `addFragmentedMP4Stream(audio: false)` serves the video alone beside a microphone.
     @Test func audioFalseServesTheVideoAlone() throws {
         let served = try ServedCamera(
@@ -179,4 +209,15 @@ import Testing
         #expect(frames[afterSkip].duration == 90_000)
         #expect(audio.contains { $0.capture == nil })
     }
+}
+
+/// A recording delegate that says when the recording finished.
+final class FinishedRecording: CaptureFileOutputRecordingDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+    var isDone: Bool { lock.withLock { done } }
+    func fileOutput(
+        _ output: CaptureMovieFileOutput, didFinishRecordingTo outputFileURL: URL, from connections: [CaptureConnection],
+        error: RecordingError?
+    ) { lock.withLock { done = true } }
 }
