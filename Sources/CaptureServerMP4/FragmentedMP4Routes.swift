@@ -63,6 +63,8 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
     /// The session had a microphone when the encoders started: the init segment waits for its format.
     private var audioExpected = false
     private var audioFailure: AudioStageError?
+    /// The stage's packets are not what the stream can carry.
+    private var audioRefused = false
     /// Frames that came while the init segment waited for the microphone.
     private var framesWaitingForAudio = 0
     private var clients: [Int: MP4Client] = [:]
@@ -96,6 +98,7 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
             maxClients = server.configuration.maxClients
             failure = nil
             audioFailure = nil
+            audioRefused = false
         }
     }
 
@@ -238,8 +241,9 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
     /// (when one is expected and has not failed or kept silent too long). Under `lock`.
     private func makeInitSegment() {
         guard initSegment == nil, let sets = videoSets else { return }
-        let audio = audioFailure == nil ? stageAudioFormat : nil
-        if audio == nil, audioExpected, audioFailure == nil, framesWaitingForAudio < Self.audioWait { return }
+        let usable = audioFailure == nil && !audioRefused
+        let audio = usable ? stageAudioFormat : nil
+        if audio == nil, audioExpected, usable, framesWaitingForAudio < Self.audioWait { return }
         generation += 1
         audioFormat = audio
         initSegment = MP4Boxes.initSegment(
@@ -273,7 +277,13 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
     /// A packet of the microphone's AAC: into the ring when the init segment has this audio.
     func consumeAudio(_ packet: AudioPacket) {
         lock.withLock {
-            guard session != nil, let format = packet.format, MP4Boxes.carries(format) else { return }
+            guard session != nil, let format = packet.format else { return }
+            guard MP4Boxes.carries(format) else {
+                // (Not AAC, or a rate an mp4a entry cannot say): the stream goes without audio.
+                audioRefused = true
+                makeInitSegment()
+                return
+            }
             if !(stageAudioFormat.map { $0.isCompatible(with: format) } ?? false) {
                 stageAudioFormat = format
                 // Another format than the init segment's: a new one (clients start again).

@@ -92,6 +92,25 @@ import Testing
         #expect(try first.fragments(5, track: MP4Boxes.videoTrack).count == 5)
     }
 
+    /// A microphone that goes away (unplugged) leaves the picture playing: the client's audio
+    /// goes on as silence beside it, with no hole, so a player that waits for both tracks plays on.
+    @Test func aMicrophoneThatGoesAwayLeavesSilenceBesideThePicture() throws {
+        let served = try Self.served()
+        defer { served.close() }
+        let reader = try MP4Reader(port: served.port)
+        _ = try reader.fragments(20, track: MP4Boxes.videoTrack)
+        served.microphone?.disconnect()
+        let video = try reader.fragments(60, track: MP4Boxes.videoTrack)
+        let audio = reader.history.filter { $0.track == MP4Boxes.audioTrack }
+        for (a, b) in zip(audio, audio.dropFirst()) { #expect(b.decodeTime == a.decodeTime + UInt64(a.duration)) }
+        let videoEnd = Double(video.last!.decodeTime) / 90_000
+        let audioEnd = Double((audio.last?.decodeTime ?? 0) + UInt64(audio.last?.duration ?? 0)) / 48_000
+        print("microphone gone: video to \(videoEnd) s, audio to \(audioEnd) s")
+        #expect(audioEnd > videoEnd - 0.6, "the audio ends at \(audioEnd) s, the video at \(videoEnd) s")
+        let silence = try FragmentedMP4Tests.mp4Clients(served).map { $0["silence_packets"] as? Int ?? 0 }.reduce(0, +)
+        #expect(silence > 20, "\(silence) packets of silence")
+    }
+
     /// One AAC encode per microphone buffer, however many clients watch.
     @Test func twoClientsShareOneAudioEncode() throws {
         let served = try Self.served()
