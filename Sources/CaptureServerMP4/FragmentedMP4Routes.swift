@@ -21,8 +21,6 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
     static let path = "/stream.mp4"
     let routes = [ServerRoute(path, methods: ["GET", "HEAD"])]
     let settings: H264Settings
-    /// Whether the session's microphone goes in (when it has one).
-    let includesAudio: Bool
     /// The audio stage's settings: AAC as a recording takes it (64 kb/s per channel, the
     /// microphone's rate and channels), so that both share one encode.
     static let audioSettings = AudioEncoderSettings(codec: .aac)
@@ -37,6 +35,7 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
     let lock = NSLock()
     private var port: FrameConsumerPort?
     private let audioFeed = MP4AudioFeed()
+    /// The microphone's port (nil: the stream is video only, as asked).
     private var audioPort: FrameConsumerPort?
     private let control = DispatchQueue(label: "swift-capture.server.mp4")
     // Guarded by `lock`.
@@ -77,7 +76,6 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
 
     init(settings: H264Settings, audio: Bool) {
         self.settings = settings
-        includesAudio = audio
         waiting.reserveCapacity(64)
         toWake.reserveCapacity(64)
         port = FrameConsumerPort(encodedFor: self, keepsEveryFrame: false)

@@ -72,10 +72,7 @@ final class MP4Client: RouteStream, @unchecked Sendable {
         routes.lock.withLock {
             if isEnded { return .end }
             while initBytes == nil, case .none = body {
-                if silenceLeft > 0 {
-                    startSilence()
-                    break
-                }
+                if silenceLeft > 0, startSilence() { break }
                 let entry: MP4Entry
                 if let p = pending {
                     entry = p
@@ -200,13 +197,17 @@ final class MP4Client: RouteStream, @unchecked Sendable {
         }
     }
 
-    /// The next packet of silence. Under `routes.lock`.
-    private func startSilence() {
+    /// The next packet of silence; false when there is none to send. Under `routes.lock`.
+    private func startSilence() -> Bool {
+        guard let audio else {
+            silenceLeft = 0
+            return false
+        }
         silenceLeft -= 1
-        guard let audio else { return }
         silenceSent += 1
         writeAudioHead(decodeTime: timeline.placeSilence(frameSize: audio.frameSize), duration: audio.frameSize, size: audio.silence.count)
         body = .silence(audio)
+        return true
     }
 
     private func writeAudioHead(decodeTime: Int64, duration: Int, size: Int) {
