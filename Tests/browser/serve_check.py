@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The camera web app in a real browser: `capture serve` on the virtual camera, Debian's chromium
 driven headless by Playwright: the web app's picture, shutter, sliders and toggle (its requests
-carry the header the server asks of state changes), then another site's form and script refused,
+carry the header the server asks of state changes), WebRTC and fragmented MP4 (with the virtual
+microphone's sound, `--audio virtual`), then another site's form and script refused,
 a rebound DNS name refused, and a page of the allowed origin reading /state with credentials.
 Prints one "PASS  ..." or "FAIL  ..." line per check; exits non-zero if any check failed or could
 not run.
