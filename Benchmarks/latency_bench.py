@@ -15,8 +15,13 @@ per path p50/p95/max over every frame of every round, the median of the rounds' 
 per second, and the CPU (percent of one core) of the server and of the browser's processes over
 the measuring windows.
 
+With `--viewers N` it measures instead what N WebRTC viewers cost the server against one: each
+round measures the server's CPU with one viewer and with N (the order alternating by round), each
+viewer a page of its own showing the stream; it reports both, the median of the per-round ratios,
+and the frames each viewer showed per second.
+
     Benchmarks/latency_bench.py --capture .build/release/capture [--size 1280x720] [--fps 30]
-        [--seconds 8] [--rounds 3] [--paths mjpeg,mp4,webrtc]
+        [--seconds 8] [--rounds 3] [--paths mjpeg,mp4,webrtc] [--viewers N]
 
 `capture-bench latency` runs this script with the `capture` beside it.
 """
@@ -258,6 +263,53 @@ def measure(browser, base, path, seconds, server_pid):
     }
 
 
+def viewers_round(browser, base, n, seconds, server_pid):
+    """Server CPU % while `n` WebRTC viewers watch, and the frames each showed per second."""
+    pages = []
+    for _ in range(n):
+        page = browser.new_page()
+        page.goto(base + "state")
+        page.evaluate("document.body.innerHTML = ''")
+        page.evaluate(PAGE_JS)
+        page.evaluate(PATHS["webrtc"], base)
+        pages.append(page)
+    deadline = time.time() + 20
+    while time.time() < deadline and min(p.evaluate("window.__lat.shown") for p in pages) < 10:
+        time.sleep(0.2)
+    for p in pages:
+        p.evaluate("window.__lat.shown = 0")
+    s0, t0 = cpu_seconds(server_pid), time.monotonic()
+    time.sleep(seconds)
+    shown = [p.evaluate("window.__lat.shown") for p in pages]
+    s1, t1 = cpu_seconds(server_pid), time.monotonic()
+    errors = sorted({e for p in pages for e in p.evaluate("window.__lat.errors")})
+    for p in pages:
+        p.evaluate("window.__whep && fetch(window.__whep, { method: 'DELETE' })")
+        p.close()
+    wall = t1 - t0
+    return {"server_cpu": 100 * (s1 - s0) / wall, "fps": [round(x / wall, 1) for x in shown], "errors": errors}
+
+
+def viewers_report(browser, base, a, server_pid):
+    """`--viewers N`: one viewer against N, interleaved rounds."""
+    rounds = []
+    for r in range(a.rounds):
+        counts = [1, a.viewers] if r % 2 == 0 else [a.viewers, 1]
+        got = {n: viewers_round(browser, base, n, a.seconds, server_pid) for n in counts}
+        rounds.append(got)
+    one = [r[1]["server_cpu"] for r in rounds]
+    many = [r[a.viewers]["server_cpu"] for r in rounds]
+    return {
+        "size": a.size, "fps": a.fps, "seconds": a.seconds, "rounds": a.rounds, "viewers": a.viewers,
+        "server_cpu_percent_one": [round(x, 1) for x in one],
+        "server_cpu_percent_many": [round(x, 1) for x in many],
+        "ratio_per_round": [round(m / o, 3) if o > 0 else None for o, m in zip(one, many)],
+        "ratio_median": round(statistics.median(m / o for o, m in zip(one, many) if o > 0), 3),
+        "shown_fps_per_viewer_many": [r[a.viewers]["fps"] for r in rounds],
+        "errors": sorted({e for r in rounds for g in r.values() for e in g["errors"]}),
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--capture", required=True, help="the built `capture` tool")
@@ -266,6 +318,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--paths", default="mjpeg,mp4,webrtc")
+    ap.add_argument("--viewers", type=int, default=0, help="WebRTC viewers to compare with one")
     a = ap.parse_args()
     paths = [p for p in a.paths.split(",") if p]
     for p in paths:
@@ -278,6 +331,10 @@ def main():
     try:
         with sync_playwright() as pw:
             browser = launch(pw, "--autoplay-policy=no-user-gesture-required")
+            if a.viewers > 1:
+                print(json.dumps(viewers_report(browser, base, a, server.pid), indent=2))
+                browser.close()
+                return
             for r in range(a.rounds):
                 order = paths[r % len(paths):] + paths[:r % len(paths)]
                 for p in order:

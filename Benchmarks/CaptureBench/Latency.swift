@@ -14,7 +14,7 @@ func latencyBench(_ a: Arguments) {
     let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("latency_bench.py").path
     var args = [script, "--capture", capture]
-    for key in ["size", "fps", "seconds", "rounds", "paths"] {
+    for key in ["size", "fps", "seconds", "rounds", "paths", "viewers"] {
         if let v = a.values[key] { args += ["--\(key)", v] }
     }
     let p = Process()

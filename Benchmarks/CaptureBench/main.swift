@@ -16,7 +16,7 @@
 //   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--audio] [--json]
 //                        (needs ffmpeg; see Record.swift)
 //   capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]   (what session cycles leave; Cycles.swift)
-//   capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc]
+//   capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc] [--viewers N]
 //                         (Chromium through each serving path; JSON; see Latency.swift)
 //   capture-bench metadata [--size WxH] [--types qr,face,...] [--input PICTURE.jpg] [--seconds S] [--rounds N] [--json]
 //                          (the metadata output against zxing-cpp and OpenCV called directly; Metadata.swift)
@@ -780,7 +780,7 @@ default:
                capture-bench metadata [--size WxH] [--types qr,face,...] [--input PICTURE.jpg] [--seconds S] [--rounds N] [--json]
                capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--audio] [--json]
                capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]
-               capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc]
+               capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc] [--viewers N]
         """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))
 }

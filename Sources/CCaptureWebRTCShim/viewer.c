@@ -20,6 +20,36 @@ static GstCaps *offer_caps(const GstSDPMessage *sdp, const char *kind, int pt) {
     return NULL;
 }
 
+/// Whether an SDP line is a candidate with an mDNS host name ("<uuid>.local") for its address
+/// (the fifth field: foundation, component, transport, priority, address, port, "typ", type).
+static gboolean is_mdns_candidate(const char *line) {
+    if (!g_str_has_prefix(line, "a=candidate:")) return FALSE;
+    gchar **fields = g_strsplit(line, " ", 6);
+    gboolean mdns = g_strv_length(fields) > 5 && g_str_has_suffix(fields[4], ".local");
+    g_strfreev(fields);
+    return mdns;
+}
+
+/// The offer without the browser's mDNS host candidates. GStreamer 1.22's ICE agent (webrtcnice)
+/// resolves each with a GTask begun on its own thread without making that thread's main context
+/// the thread default, so the result is dispatched on GLib's global default main context, which
+/// nothing in this process runs: the task, holding a reference on the agent, never ends, and the
+/// agent outlives its webrtcbin with its thread and UDP sockets (GStreamer 1.24 delivers it on
+/// the agent's thread). Nothing is lost: the browser offers, so it controls ICE and runs the
+/// checks, and webrtcbin learns its address from them (a peer-reflexive candidate); libnice could
+/// not resolve such a name here anyway without an mDNS resolver (nss-mdns) on the machine.
+static gchar *without_mdns_candidates(const char *offer) {
+    gchar **lines = g_strsplit(offer, "\n", -1);
+    GString *kept = g_string_sized_new(strlen(offer));
+    for (gchar **line = lines; *line; line++) {
+        if (is_mdns_candidate(*line)) continue;
+        g_string_append(kept, *line);
+        if (line[1]) g_string_append_c(kept, '\n');
+    }
+    g_strfreev(lines);
+    return g_string_free(kept, FALSE);
+}
+
 /// The payloader's caps carry the profile the viewers agreed on (not the one it read from the
 /// SPS), so that webrtcbin finds them equal to its codec preferences.
 static GstPadProbeReturn on_payloader_caps(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
@@ -235,6 +265,25 @@ static void on_connection_state(GObject *object, GParamSpec *spec, gpointer data
     if (state == GST_WEBRTC_PEER_CONNECTION_STATE_CONNECTED) v->pipeline->key_frame(v->pipeline->ctx);
 }
 
+/// Turns off the ICE agent's UPnP: libnice would otherwise ask the LAN's router to forward ports
+/// to this machine for every viewer, from a thread of its own, and hold ICE gathering (and so the
+/// answer) until its 200 ms timeout when no router answers.
+static void no_upnp(GstElement *webrtc) {
+    GObject *ice = NULL;
+    g_object_get(webrtc, "ice-agent", &ice, NULL);
+    if (!ice) return;
+    // The libnice agent of GstWebRTCNice (webrtcbin's only ICE implementation in 1.22).
+    if (g_object_class_find_property(G_OBJECT_GET_CLASS(ice), "agent")) {
+        GObject *agent = NULL;
+        g_object_get(ice, "agent", &agent, NULL);
+        if (agent && g_object_class_find_property(G_OBJECT_GET_CLASS(agent), "upnp")) {
+            g_object_set(agent, "upnp", FALSE, NULL);
+        }
+        if (agent) g_object_unref(agent);
+    }
+    g_object_unref(ice);
+}
+
 /// Emits `signal` with `argument` and waits for webrtcbin's reply; FALSE with `*error` when it
 /// reports one. `*reply` (when asked for) is a copy the caller frees.
 static gboolean call(GstElement *webrtc, const char *signal, gpointer argument, GstStructure **reply, char **error) {
@@ -261,7 +310,10 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
     *answer = NULL;
     *error = NULL;
     GstSDPMessage *sdp = NULL;
-    if (gst_sdp_message_new_from_text(offer, &sdp) != GST_SDP_OK || !sdp) {
+    gchar *kept = without_mdns_candidates(offer);
+    GstSDPResult parsed = gst_sdp_message_new_from_text(kept, &sdp);
+    g_free(kept);
+    if (parsed != GST_SDP_OK || !sdp) {
         *error = g_strdup("the offer is not SDP");
         return NULL;
     }
@@ -285,6 +337,7 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
     if (ok) {
         gst_util_set_object_arg(G_OBJECT(v->webrtc), "bundle-policy", "max-bundle");
         if (stun) g_object_set(v->webrtc, "stun-server", stun, NULL);
+        no_upnp(v->webrtc);
         gst_bin_add(GST_BIN(p->pipeline), v->webrtc);
         ok = branch_add(p, v, &v->video, video_caps, TRUE, video_pt, queue_packets, error) &&
              (!audio_caps || branch_add(p, v, &v->audio, audio_caps, FALSE, audio_pt, queue_packets, error));
@@ -328,7 +381,7 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
             if (gathering == GST_WEBRTC_ICE_GATHERING_STATE_COMPLETE || g_get_monotonic_time() > deadline) break;
             g_usleep(5000);
         }
-            GstWebRTCSessionDescription *described = NULL;
+        GstWebRTCSessionDescription *described = NULL;
         g_object_get(v->webrtc, "local-description", &described, NULL);
         if (described) {
             *answer = gst_sdp_message_as_text(described->sdp);

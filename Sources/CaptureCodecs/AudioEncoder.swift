@@ -7,9 +7,9 @@ import Foundation
 /// microphone's sample formats, interleaved or planar), converts them into the encoder's frame
 /// as they come, and sends each full frame. Used by its stage's thread alone.
 final class AudioEncoder {
-    private let context: UnsafeMutablePointer<AVCodecContext>
-    private let frame: UnsafeMutablePointer<AVFrame>
-    private let packet: UnsafeMutablePointer<AVPacket>
+    private let handles: EncoderHandles
+    private var context: UnsafeMutablePointer<AVCodecContext> { handles.context }
+    private var frame: UnsafeMutablePointer<AVFrame> { handles.frame }
     /// The microphone's format it was opened for.
     let input: AudioFormat
     let format: AudioStreamFormat
@@ -53,14 +53,11 @@ final class AudioEncoder {
         let name = String(cString: codec.pointee.name)
         // (Made before this encoder's objects, which a throw here would leak.)
         let silence = makesSilence ? try Self.silence(settings, input: input) : Data()
-        let (c, f, p) = (avcodec_alloc_context3(codec), av_frame_alloc(), av_packet_alloc())
-        guard let enc = c, let frm = f, let pkt = p else {
-            Self.free(c, f, p)
+        guard let handles = EncoderHandles(codec: codec) else {
             throw AudioStageError(code: .encoderFailed, message: "out of memory for the audio encoder")
         }
-        context = enc
-        frame = frm
-        packet = pkt
+        let (enc, frm) = (handles.context, handles.frame)
+        self.handles = handles
         self.input = input
         self.sampleFormat = sampleFormat
         // Opus here is one stream of one or two channels.
@@ -76,7 +73,6 @@ final class AudioEncoder {
         enc.pointee.flags |= AV_CODEC_FLAG_GLOBAL_HEADER
         let r = avcodec_open2(enc, codec, nil)
         guard r >= 0 else {
-            Self.free(enc, frm, pkt)
             throw AudioStageError(code: .encoderFailed, message: "the \(name) encoder refused \(input): \(ffMessage(r))")
         }
         // PCM takes any number of samples a frame: 20 ms.
@@ -86,7 +82,6 @@ final class AudioEncoder {
         frm.pointee.sample_rate = enc.pointee.sample_rate
         frm.pointee.nb_samples = enc.pointee.frame_size
         guard av_channel_layout_copy(&frm.pointee.ch_layout, &enc.pointee.ch_layout) >= 0, av_frame_get_buffer(frm, 0) >= 0 else {
-            Self.free(enc, frm, pkt)
             throw AudioStageError(code: .encoderFailed, message: "out of memory for an audio frame")
         }
         let extra = enc.pointee.extradata.map { Data(bytes: $0, count: Int(enc.pointee.extradata_size)) } ?? Data()
@@ -103,17 +98,6 @@ final class AudioEncoder {
         var last = Data()
         try e.appendSilence(e.frameSize * 4) { bytes, _, _ in last = Data(bytes) }
         return last
-    }
-
-    deinit { Self.free(context, frame, packet) }
-
-    private static func free(
-        _ context: UnsafeMutablePointer<AVCodecContext>?, _ frame: UnsafeMutablePointer<AVFrame>?, _ packet: UnsafeMutablePointer<AVPacket>?
-    ) {
-        var c = context, f = frame, p = packet
-        avcodec_free_context(&c)
-        av_frame_free(&f)
-        av_packet_free(&p)
     }
 
     /// A packet the encoder made: its bytes (valid for the call), where it lies and how long it is, in samples.
@@ -216,16 +200,14 @@ final class AudioEncoder {
     }
 
     private func drain(_ emit: Emit) throws(AudioStageError) {
-        while true {
-            let r = avcodec_receive_packet(context, packet)
-            if r == -EAGAIN || r == averrorEOF { return }
-            guard r >= 0 else {
-                throw AudioStageError(code: .encoderFailed, message: "the \(format.encoderName) encoder failed: \(ffMessage(r))")
-            }
+        let frameSize = frameSize
+        let r = handles.receivePackets { packet in
             let p = packet.pointee
             let duration = p.duration > 0 ? Int(p.duration) : frameSize
             emit(UnsafeRawBufferPointer(start: p.data, count: Int(p.size)), p.pts, duration)
-            av_packet_unref(packet)
+        }
+        guard r >= 0 else {
+            throw AudioStageError(code: .encoderFailed, message: "the \(format.encoderName) encoder failed: \(ffMessage(r))")
         }
     }
 }

@@ -8,9 +8,9 @@ import Foundation
 /// (or converted) into its one reused picture, drained packet by packet. No B-frames, so units
 /// come out in capture order; a forced I frame is an IDR. Used by the stage's thread alone.
 final class H264Encoder {
-    private let context: UnsafeMutablePointer<AVCodecContext>
-    private var picture: UnsafeMutablePointer<AVFrame>
-    private var packet: UnsafeMutablePointer<AVPacket>
+    private let handles: EncoderHandles
+    private var context: UnsafeMutablePointer<AVCodecContext> { handles.context }
+    private var picture: UnsafeMutablePointer<AVFrame> { handles.frame }
     let dimensions: VideoDimensions
     /// Of the encoder's pictures: `.yuv420` for I420 cameras, `.nv12` for every other format.
     let pixelFormat: PixelFormat
@@ -29,14 +29,11 @@ final class H264Encoder {
             throw H264StageError(
                 code: .unsupportedCodec, message: "this FFmpeg has no \(name) encoder: install Debian's libavcodec, or record .mjpeg")
         }
-        let (c, f, p) = (avcodec_alloc_context3(codec), av_frame_alloc(), av_packet_alloc())
-        guard let enc = c, let pic = f, let pkt = p else {
-            Self.free(c, f, p)
+        guard let handles = EncoderHandles(codec: codec) else {
             throw H264StageError(code: .encoderFailed, message: "out of memory for the encoder")
         }
-        context = enc
-        picture = pic
-        packet = pkt
+        let (enc, pic) = (handles.context, handles.frame)
+        self.handles = handles
         self.name = name
         self.dimensions = dimensions
         pixelFormat = source == .yuv420 ? .yuv420 : .nv12
@@ -74,7 +71,6 @@ final class H264Encoder {
         }
         let r = avcodec_open2(enc, codec, &opts)
         guard r >= 0 else {
-            Self.free(enc, pic, pkt)
             if !software {
                 throw H264StageError(
                     code: .unsupportedCodec,
@@ -91,19 +87,6 @@ final class H264Encoder {
         pic.pointee.format = enc.pointee.pix_fmt.rawValue
         pic.pointee.width = enc.pointee.width
         pic.pointee.height = enc.pointee.height
-    }
-
-    deinit { Self.free(context, picture, packet) }
-
-    /// Frees what an encoder allocated (any of them may be nil: an allocation that failed).
-    private static func free(
-        _ context: UnsafeMutablePointer<AVCodecContext>?, _ picture: UnsafeMutablePointer<AVFrame>?,
-        _ packet: UnsafeMutablePointer<AVPacket>?
-    ) {
-        var c = context, f = picture, p = packet
-        avcodec_free_context(&c)
-        av_frame_free(&f)
-        av_packet_free(&p)
     }
 
     /// The picture's planes in one buffer of ours, the chroma right after the luma (as the
@@ -195,14 +178,11 @@ final class H264Encoder {
         picture.pointee.pict_type = key ? AV_PICTURE_TYPE_I : AV_PICTURE_TYPE_NONE
         let r = avcodec_send_frame(context, picture)
         guard r >= 0 else { throw H264StageError(code: .encoderFailed, message: "\(name) failed on a frame: \(ffMessage(r))") }
-        while true {
-            let g = avcodec_receive_packet(context, packet)
-            if g == -EAGAIN || g == averrorEOF { return }
-            guard g >= 0 else { throw H264StageError(code: .encoderFailed, message: "\(name) failed: \(ffMessage(g))") }
+        let g = handles.receivePackets { packet in
             body(
                 UnsafeRawBufferPointer(start: packet.pointee.data, count: Int(packet.pointee.size)),
                 packet.pointee.flags & AV_PKT_FLAG_KEY != 0, packet.pointee.pts)
-            av_packet_unref(packet)
         }
+        guard g >= 0 else { throw H264StageError(code: .encoderFailed, message: "\(name) failed: \(ffMessage(g))") }
     }
 }

@@ -153,20 +153,18 @@ import Testing
         var face: SampleBuffer? = slot.handOut()
         slot.release()  // the consumer's hold: the face holds the slot now
         let kept = face
-        face = nil
-        slot.settleHandOut()
+        face = nil  // the library's reference, once the callback returned
         // The app kept the face: it keeps its bytes, and the slot stays out.
         #expect(jpeg([4]) == nil, "a slot whose face the app kept was taken again")
         #expect(kept?.jpegData == Data([1, 2, 3]) && kept?.sequenceNumber == 1)
         _ = consume kept
         let again = try #require(jpeg([5, 6]), "the slot did not come back once the app let go")
         #expect(again === slot && again.jpegData == Data([5, 6]))
-        // A face seen through a weak reference only is let go when the hand-out settles.
+        // A face seen through a weak reference only ends with the library's reference.
         face = again.handOut()
         again.release()
         weak let seen = face
         face = nil
-        again.settleHandOut()
         #expect(seen == nil, "a weakly seen face outlived its hand-out")
         #expect(jpeg([7])?.jpegData == Data([7]))
     }

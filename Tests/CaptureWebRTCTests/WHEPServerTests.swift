@@ -98,6 +98,46 @@ extension WebRTCSuites {
             #expect(try Self.request(s.base + location, ["-X", "DELETE"]).status == 404)
         }
 
+        /// 50 browser viewers that connect through WHEP (ICE and DTLS up, a frame decoded) and
+        /// end with their DELETE give back every UDP socket and thread they took. Chromium's offers
+        /// carry mDNS candidates, which GStreamer 1.22 would resolve in a way that keeps each ICE
+        /// agent alive (see viewer.c). One browser page serves every cycle.
+        @Test func fiftyConnectedViewersComeAndGoThroughWHEP() async throws {
+            let s = try Served("whep cycles")
+            defer { s.stop() }
+            let browser = try BrowserCycles()
+            var firstFrames: [Double] = []
+            var offeredMDNS = false
+            func cycle() async throws {
+                let offer = try await browser.offer()
+                offeredMDNS = offeredMDNS || offer.contains(".local ")
+                let r = try Self.post(s, offer)
+                #expect(r.status == 201, "\(r.status): \(r.body)")
+                let location = try #require(Self.location(r.headers), "no Location in \(r.headers)")
+                let (state, firstFrame) = try await browser.connect(answer: r.body)
+                #expect(state == "connected" && firstFrame != nil, "the browser's connection: \(state), first frame \(firstFrame ?? -1) ms")
+                if let firstFrame { firstFrames.append(firstFrame) }
+                let connected = await eventually(timeout: 5) { s.publisher.viewers.first?.state == .connected }
+                #expect(connected, "the server's side: \(s.publisher.viewers)")
+                #expect(try Self.request(s.base + location, ["-X", "DELETE"]).status == 200)
+                try await browser.close()
+            }
+            // One cycle first: GStreamer loads its plugins and starts its shared threads once.
+            try await cycle()
+            // (Its webrtcbin's threads wind down: the baseline is taken once they did.)
+            _ = await eventually(timeout: 10) { !Resources.gstreamerThreadNames.contains { $0.hasPrefix("webrtcbin") } }
+            let before = Resources.now
+            let t0 = ContinuousClock.now
+            for _ in 0..<50 { try await cycle() }
+            let elapsed = ContinuousClock.now - t0
+            let back = await eventually(timeout: 10) { Resources.now.isBack(to: before) }
+            let p = percentiles(firstFrames)
+            print("whep 50 connected cycles in \(elapsed): before \(before), after \(Resources.now); first frame p50 \(p?.p50 ?? -1) ms")
+            #expect(back, "before: \(before); after 50 connected cycles: \(Resources.now) (\(Resources.gstreamerThreadNames))")
+            #expect(s.publisher.viewerCount == 0)
+            #expect(offeredMDNS, "Chromium offered no mDNS candidate: the case this test is for did not come up")
+        }
+
         /// A browser that asks for audio from a server without a microphone (the web app always
         /// does): the answer's audio never sends, and the viewer gets the video all the same.
         @Test func aViewerAskingForAudioGetsVideoFromAServerWithoutAMicrophone() async throws {

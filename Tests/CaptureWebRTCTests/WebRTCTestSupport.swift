@@ -32,11 +32,12 @@ final class WebRTCRig {
     }
 }
 
-/// Debian's chromium driven by Tests/browser/whep_peer.py: its offers come out on one JSON line,
-/// the answers go in on one, and its report comes out last. Thread-safe.
-final class BrowserPeer: @unchecked Sendable {
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("browser/whep_peer.py")
+/// A browser driver of Tests/browser as a child process that reads one JSON object per line on
+/// its stdin and writes one per line on its stdout. Thread-safe.
+final class JSONLineProcess: @unchecked Sendable {
+    static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("browser")
+    private let name: String
     private let process = Process()
     private let input = Pipe()
     private let output = Pipe()
@@ -46,10 +47,11 @@ final class BrowserPeer: @unchecked Sendable {
     private var partial = Data()
     private var errorText = Data()
 
-    init(viewers: Int = 1, window: Double = 3, audio: Bool = true) throws {
+    /// Runs `python3 Tests/browser/SCRIPT ARGUMENTS...`.
+    init(_ script: String, _ arguments: [String]) throws {
+        name = script
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments =
-            ["python3", Self.script.path, "--viewers", "\(viewers)", "--window", "\(window)"] + (audio ? [] : ["--no-audio"])
+        process.arguments = ["python3", Self.folder.appendingPathComponent(script).path] + arguments
         process.standardInput = input
         process.standardOutput = output
         process.standardError = errors
@@ -86,41 +88,88 @@ final class BrowserPeer: @unchecked Sendable {
 
     var stderr: String { lock.withLock { String(decoding: errorText, as: UTF8.self) } }
 
-    /// The next JSON line with `key`, waiting at most `timeout` seconds.
-    func line(with key: String, timeout: Double) async throws -> [String: Any] {
+    func send(_ object: [String: Any]) throws {
+        let body = try JSONSerialization.data(withJSONObject: object)
+        try input.fileHandleForWriting.write(contentsOf: body + Data("\n".utf8))
+    }
+
+    /// The next line with `key` (the unread lines before it are dropped), waiting at most
+    /// `timeout` seconds.
+    func next(with key: String, timeout: Double) async throws -> [String: Any] {
         let end = Date().addingTimeInterval(timeout)
         while Date() < end {
             let found: [String: Any]? = lock.withLock {
-                for l in lines {
+                while !lines.isEmpty {
+                    let l = lines.removeFirst()
                     if let o = try? JSONSerialization.jsonObject(with: Data(l.utf8)) as? [String: Any], o[key] != nil { return o }
                 }
                 return nil
             }
             if let found { return found }
             if !process.isRunning, lock.withLock({ lines.isEmpty }) { break }
-            try await Task.sleep(for: .milliseconds(20))
+            try await Task.sleep(for: .milliseconds(5))
         }
-        throw TestFailure("whep_peer.py gave no \(key) line in \(timeout) s: \(stderr.suffix(2000))")
+        throw TestFailure("\(name) gave no \(key) line in \(timeout) s: \(stderr.suffix(2000))")
+    }
+}
+
+/// Debian's chromium driven by Tests/browser/whep_peer.py: its offers come out on one JSON line,
+/// the answers go in on one, and its report comes out last. Thread-safe.
+final class BrowserPeer: Sendable {
+    private let driver: JSONLineProcess
+
+    init(viewers: Int = 1, window: Double = 3, audio: Bool = true) throws {
+        driver = try JSONLineProcess(
+            "whep_peer.py", ["--viewers", "\(viewers)", "--window", "\(window)"] + (audio ? [] : ["--no-audio"]))
     }
 
     func offers() async throws -> [String] {
-        try #require(try await line(with: "offers", timeout: 30)["offers"] as? [String])
+        try #require(try await driver.next(with: "offers", timeout: 30)["offers"] as? [String])
     }
 
     /// Answers pages (nil leaves a page unanswered for now); `measure` starts the measurement.
     func send(answers: [String?] = [], measure: Bool = true) throws {
-        let body = try JSONSerialization.data(
-            withJSONObject: ["answers": answers.map { $0 ?? NSNull() as Any }, "measure": measure] as [String: Any])
-        try input.fileHandleForWriting.write(contentsOf: body + Data("\n".utf8))
+        try driver.send(["answers": answers.map { $0 ?? NSNull() as Any }, "measure": measure])
     }
 
     func report(timeout: Double = 30) async throws -> [[String: Any]] {
-        try #require(try await line(with: "viewers", timeout: timeout)["viewers"] as? [[String: Any]])
+        try #require(try await driver.next(with: "viewers", timeout: timeout)["viewers"] as? [[String: Any]])
+    }
+}
+
+/// One viewer in Debian's chromium that joins and leaves again and again, in one browser and one
+/// page (Tests/browser/whep_cycles.py): a cycle costs a peer connection, not a browser. Thread-safe.
+final class BrowserCycles: Sendable {
+    private let driver: JSONLineProcess
+
+    init(audio: Bool = true) throws {
+        driver = try JSONLineProcess("whep_cycles.py", audio ? [] : ["--no-audio"])
+    }
+
+    /// A new peer connection's offer (the previous one closed), after its ICE gathering.
+    func offer() async throws -> String {
+        try driver.send(["offer": true])
+        return try #require(try await driver.next(with: "offer", timeout: 30)["offer"] as? String)
+    }
+
+    /// Sets the answer and waits until the connection is up and a video frame was decoded (at
+    /// most 5 s): the connection's state then ("connected", or what it was at the timeout) and
+    /// the milliseconds to the first frame, if one came.
+    func connect(answer: String) async throws -> (state: String, firstFrameMs: Double?) {
+        try driver.send(["answer": answer])
+        let r = try await driver.next(with: "state", timeout: 30)
+        return (r["state"] as? String ?? "?", r["firstFrameMs"] as? Double)
+    }
+
+    /// Closes the peer connection.
+    func close() async throws {
+        try driver.send(["close": true])
+        _ = try await driver.next(with: "closed", timeout: 30)
     }
 }
 
 /// A compact offer as a browser makes it (recvonly H.264 and Opus, bundled, ICE and DTLS
-/// attributes), for tests that need no browser on the other side.
+/// attributes, an mDNS host candidate as Chromium's), for tests that need no browser on the other side.
 func syntheticOffer(
     videoPayloadType: Int = 102, profile: String = "42e01f", packetizationMode: Int = 1, audio: Bool = true, video: Bool = true
 ) -> String {
@@ -133,6 +182,7 @@ func syntheticOffer(
         "a=ice-options:trickle",
         "a=fingerprint:sha-256 EF:F5:F9:C3:E7:E5:4B:1E:F9:32:79:61:39:80:03:35:7B:9C:19:95:43:6F:9D:D6:E8:5A:72:39:68:80:26:26",
         "a=setup:actpass",
+        "a=candidate:1 1 udp 2113937151 5c1f3e0a-8d4b-4e7f-9a62-0b7d1c2e3f40.local 50000 typ host generation 0 network-cost 999",
     ]
     if video {
         let pt = videoPayloadType
@@ -196,6 +246,18 @@ struct Resources: CustomStringConvertible {
         return Resources(udpSockets: sockets.count, gstreamerThreads: named.filter { $0.contains(":") }.count, descriptors: fds.count)
     }
     var description: String { "\(udpSockets) UDP sockets, \(gstreamerThreads) GStreamer threads (\(descriptors) descriptors in all)" }
+
+    /// No more UDP sockets than `baseline`, and no more GStreamer threads than it and GLib's idle ones.
+    func isBack(to baseline: Resources) -> Bool {
+        udpSockets <= baseline.udpSockets && gstreamerThreads <= baseline.gstreamerThreads + Self.idlePoolThreads
+    }
+
+    /// The GStreamer threads' names now (for a failure's message).
+    static var gstreamerThreadNames: [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { $0.contains(":") }.sorted()
+    }
 }
 
 /// The WebRTC suites, one at a time: they count the process's GStreamer threads and sockets.

@@ -84,7 +84,7 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
     private var passThroughBytes: [UInt8] = []
     // Made on the first still that turns its pixels.
     private var orienter: JPEGOrienter?
-    // The still handed out (its face), reused once the app let go of it.
+    // The still's bytes, reused once the app let go of the face it was handed.
     private let stills = JPEGSampleRing(count: 1)
 
     public override init() {
@@ -339,8 +339,8 @@ public class CaptureStillImageOutput: CaptureOutput, @unchecked Sendable {
                 case .failure(let e): r.completion(nil, e)
                 }
             }
+            // Unless a completion kept it, the face ends here and the ring's slot is free again.
             face = nil
-            made?.settleHandOut()
         }
     }
 

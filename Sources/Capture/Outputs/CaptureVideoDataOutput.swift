@@ -280,13 +280,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
                 return (item, st.delegate)
             }
             handed = nil
-            // The delegate and the sequences have had the last frame: unless one of them kept it,
-            // its buffer goes back now.
-            if forStreams != nil {
-                let owner = forStreams?.faceOwner
-                forStreams = nil
-                owner?.settleHandOut()
-            }
+            // The delegate and the sequences have had the last frame: unless one of them kept its
+            // sample, the sample ends now and gives its buffer back.
+            forStreams = nil
             guard let (item, delegate) = next else {
                 again?.poke()
                 return
@@ -315,8 +311,9 @@ public final class CaptureVideoDataOutput: CaptureOutput, @unchecked Sendable {
         }
     }
 
-    /// What the app gets for `sample`: the face of its frame lease (or of the converted frame's),
-    /// or of its JPEG slot; `drain` settles the hand-out. Under `conversion`.
+    /// What the app gets for `sample`: a face of its frame lease (or of the converted frame's),
+    /// or of its JPEG slot, which gives its hold back when its last holder lets go. Under
+    /// `conversion`.
     private func handOut(_ sample: SampleBuffer, connection: CaptureConnection) throws(CaptureError) -> SampleBuffer {
         let converted = try converted(sample)
         let made: SampleBuffer

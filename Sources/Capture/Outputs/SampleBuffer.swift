@@ -13,18 +13,16 @@ import Synchronization
 /// on that holder's thread. Release samples promptly; a caller that keeps every buffer sees drops
 /// with reason `.outOfBuffers`. Immutable for its holders; safe to pass between threads.
 ///
-/// Video sample buffers are reused: a sample the delegate did not keep beyond its callback is
-/// given back at once and may be handed out again for a later frame. Keep a strong reference for
-/// as long as you use a sample. A sample seen through a `weak` reference is never reused for
-/// another frame (a video frame's weak reference becomes nil once the callback returns).
+/// Each frame is handed out as a sample of its own (a small object, as AVFoundation makes a
+/// `CMSampleBuffer` per frame), which holds the frame until you let go of it: the library learns
+/// that you did from the sample's end, never by asking the runtime, so a sample you keep is
+/// never rewritten, and one you keep only through a `weak` reference ends when the callback
+/// returns. The driver buffers under the samples are reused.
 public final class SampleBuffer: @unchecked Sendable {
     enum Kind {
         case video(ImageBuffer, ActiveFormat)
         case audio(AudioPCMBuffer)
         case jpeg(Data, VideoDimensions)
-        /// A face between two hand-outs (nobody outside the library can reach it: see
-        /// `settleHandOut`).
-        case empty
     }
     /// What a sample is to the library, fixed when it is made. Leases and JPEG slots are reused
     /// from explicit hand-back (their count of holds); an app only ever sees their face.
@@ -33,7 +31,8 @@ public final class SampleBuffer: @unchecked Sendable {
         case lease
         /// A `JPEGSampleRing`'s bytes; the ring reuses it once its last hold goes.
         case jpegSlot
-        /// What an app is handed for a lease or a slot: holds it once while it shows its frame.
+        /// What an app is handed for a lease or a slot, one per hand-out: holds it once until the
+        /// face ends.
         case face
         /// Holds nothing (audio, a JPEG of its own).
         case plain
@@ -44,17 +43,15 @@ public final class SampleBuffer: @unchecked Sendable {
         var sequence: UInt64
         /// The driver buffer of a frame lease; nil once given back (or for other samples).
         var lease: FrameBuffer?
-        /// A face's lease or slot, held once; nil once the face ended (or for other samples).
-        var viewed: SampleBuffer?
-        /// A lease's or slot's face, kept for its next hand-out (nil for other samples).
-        var face: SampleBuffer?
-        /// Hand-outs of that face not settled yet (`handOut`, `settleHandOut`).
-        var handOuts = 0
     }
-    // Written only while the writer holds the sole hold (refill, release) or, for a face, under
-    // its lease's or slot's lock (`handOut`, `settleHandOut`); the lock makes that hand-over
-    // between threads explicit.
-    private let contents: Locked<Contents>
+    // Written only while the writer holds the sole hold (refill, release); the lock makes that
+    // hand-over between threads explicit. A face has none of its own (`contents`).
+    private let ownContents: Locked<Contents>?
+    /// A face's lease or slot, held once by the face until it ends; nil for other samples.
+    private let viewed: SampleBuffer?
+    /// What this sample shows: a face shows its lease's or slot's, which cannot change while the
+    /// face holds it (they are refilled only once unheld), so a face costs one object, no lock.
+    private var contents: Locked<Contents> { (viewed ?? self).ownContents! }
     /// Holds on a lease or a JPEG slot (see `hold`); unused by other samples.
     private let holds = Atomic<Int>(0)
     private let role: Role
@@ -65,10 +62,11 @@ public final class SampleBuffer: @unchecked Sendable {
     /// A frame lease for `frame` with one hold, the caller's (dropping the sample gives it back too).
     package init(frame: consuming FrameBuffer, format: ActiveFormat) {
         let image = frame.image, meta = frame.metadata
-        contents = Locked(
+        ownContents = Locked(
             Contents(
                 kind: .video(image, format), timestamp: meta.timestamp, sequence: UInt64(meta.sequence),
-                lease: consume frame, viewed: nil))
+                lease: consume frame))
+        viewed = nil
         holds.store(1, ordering: .relaxed)
         role = .lease
         mediaType = .video
@@ -76,35 +74,34 @@ public final class SampleBuffer: @unchecked Sendable {
 
     /// A JPEG of its own (`slot`: a `JPEGSampleRing`'s, with one hold, the ring's caller's).
     init(jpeg: Data, dimensions: VideoDimensions, metadata: FrameMetadata, slot: Bool = false) {
-        contents = Locked(
+        ownContents = Locked(
             Contents(
                 kind: .jpeg(jpeg, dimensions), timestamp: metadata.timestamp,
-                sequence: UInt64(metadata.sequence), lease: nil, viewed: nil))
+                sequence: UInt64(metadata.sequence), lease: nil))
+        viewed = nil
         if slot { holds.store(1, ordering: .relaxed) }
         role = slot ? .jpegSlot : .plain
         mediaType = .video
     }
 
-    /// An ended face (`handOut` makes it show a frame).
-    private init(face: Void) {
-        contents = Locked(Contents(kind: .empty, timestamp: CaptureTime(nanoseconds: 0), sequence: 0, lease: nil, viewed: nil))
+    /// A face showing `viewed`'s frame; the caller gave it a hold of its own for the face.
+    private init(faceOf viewed: SampleBuffer) {
+        ownContents = nil
+        self.viewed = viewed
         role = .face
         mediaType = .video
     }
 
     init(audio: AudioPCMBuffer, timestamp: CaptureTime, firstFrame: UInt64) {
-        contents = Locked(Contents(kind: .audio(audio), timestamp: timestamp, sequence: firstFrame, lease: nil, viewed: nil))
+        ownContents = Locked(Contents(kind: .audio(audio), timestamp: timestamp, sequence: firstFrame, lease: nil))
+        viewed = nil
         role = .plain
         mediaType = .audio
     }
 
     deinit {
-        // A face the app kept, let go: its hold goes back (the buffer too, if it was the last).
-        // Its bytes go first, so that a slot's storage is its ring's alone again.
-        let viewed = contents.withLock { c in
-            c.kind = .empty
-            return c.viewed.take()
-        }
+        // A face's last holder let go (the app, or the library after the callback): its hold goes
+        // back (the buffer too, if it was the last).
         viewed?.release()
     }
 
@@ -134,10 +131,10 @@ public final class SampleBuffer: @unchecked Sendable {
 
     /// A hold of the caller's own on the frame this sample shows, for a consumer inside the
     /// package that keeps the frame beyond its callback (a preview's newest frame): it keeps the
-    /// lease or slot, not the face, so the face is reused and nothing is allocated per frame. The
-    /// hold goes back when the `HeldFrame` ends.
+    /// lease or slot, not the face, so that nothing is allocated per frame. The hold goes back
+    /// when the `HeldFrame` ends.
     package func heldFrame() -> HeldFrame {
-        if role == .face, let owner = contents.withLock({ $0.viewed }) {
+        if let owner = viewed {
             owner.hold()
             return HeldFrame(sample: owner, holds: true)
         }
@@ -148,12 +145,8 @@ public final class SampleBuffer: @unchecked Sendable {
         return HeldFrame(sample: self, holds: false)
     }
 
-    /// Whether a `weak` or `unowned` reference to this sample exists (the runtime's counts
-    /// start at 1). Such a face is never reused for another frame.
-    private var hasWeakOrUnownedReferences: Bool { _getWeakRetainCount(self) > 1 || _getUnownedRetainCount(self) > 1 }
-
     /// Whether this is a frame lease whose buffer is still out (held).
-    var isFrameLease: Bool { contents.withLock { $0.lease != nil } }
+    var isFrameLease: Bool { role == .lease && contents.withLock { $0.lease != nil } }
 
     /// Whether this is a face (what an app is handed for a lease or slot).
     var isView: Bool { role == .face }
@@ -169,63 +162,21 @@ public final class SampleBuffer: @unchecked Sendable {
 
     // MARK: Faces
 
-    /// What an app is handed for this sample, counted as one hand-out until `settleHandOut()`:
-    /// a lease's or slot's face, showing its frame with a hold of its own (one face per lease or
-    /// slot, reused, so that handing a frame out allocates nothing once each was seen); other
-    /// samples are their own. The caller holds this sample meanwhile. Any thread.
+    /// What an app is handed for this sample: for a lease or a slot, a new face showing its frame
+    /// with a hold of its own, given back when the face ends (when its last holder, the app or the
+    /// library, lets go: explicit hand-back through `deinit`, no question to the runtime); other
+    /// samples are their own. One small allocation per hand-out, as a `CMSampleBuffer` is; the
+    /// lease, the slot and their buffers are reused. The caller holds this sample meanwhile.
+    /// Any thread.
     func handOut() -> SampleBuffer {
         guard isHeldByCount else { return self }
-        let (face, shows): (SampleBuffer, Bool) = contents.withLock { c in
-            c.handOuts += 1
-            let face = c.face ?? SampleBuffer(face: ())
-            c.face = face
-            // A first hand-out finds the face ended (see `settleHandOut`): it shows this frame now.
-            guard c.handOuts == 1 else { return (face, false) }
-            let (kind, timestamp, sequence) = (c.kind, c.timestamp, c.sequence)
-            face.contents.withLock { f in
-                f.kind = kind
-                f.timestamp = timestamp
-                f.sequence = sequence
-                f.viewed = self
-            }
-            return (face, true)
-        }
         // The face's hold (this sample is held by the caller, so it cannot go back meanwhile).
-        if shows { hold() }
-        return face
+        hold()
+        return SampleBuffer(faceOf: self)
     }
 
-    /// Ends one `handOut`; the caller let go of the face first. After the last one, the face is
-    /// the library's again unless somebody kept it: then its hold goes back now and it waits for
-    /// the next frame. A face kept strongly is the keeper's (its hold goes back when the keeper
-    /// lets go, `deinit`); one seen through a `weak` or `unowned` reference is let go now, so that
-    /// the reference turns nil rather than show another frame. Either way the lease or slot
-    /// makes a new face for its next hand-out. Any thread.
-    func settleHandOut() {
-        guard isHeldByCount else { return }
-        let (ended, kept): (Bool, SampleBuffer?) = contents.withLock { c in
-            c.handOuts -= 1
-            guard c.handOuts == 0, c.face != nil else { return (false, nil) }
-            // The one question asked of the runtime: an app gives no sign when it lets go of a
-            // sample, and a face must not be rewritten while the app sees it (nor be made anew
-            // per frame).
-            guard isKnownUniquelyReferenced(&c.face), !c.face!.hasWeakOrUnownedReferences else {
-                return (false, c.face.take())
-            }
-            let face = c.face!
-            let owner = face.contents.withLock { f in
-                f.kind = .empty
-                return f.viewed.take()
-            }
-            return (owner != nil, nil)
-        }
-        // Outside this sample's lock: its last release takes it (and queues the buffer back).
-        if ended { release() }
-        _ = consume kept
-    }
-
-    /// The lease or slot a face shows (nil for other samples, and for an ended face).
-    var faceOwner: SampleBuffer? { role == .face ? contents.withLock { $0.viewed } : nil }
+    /// The lease or slot a face shows (nil for other samples).
+    var faceOwner: SampleBuffer? { viewed }
 
     /// Reuses an unheld frame lease for a new frame, with one hold, the caller's. Only for its pool.
     func refill(with frame: consuming FrameBuffer, format: ActiveFormat) {
@@ -265,7 +216,7 @@ public final class SampleBuffer: @unchecked Sendable {
         switch kind {
         case .video(let image, _): return image.pixelFormat
         case .jpeg: return .jpeg
-        case .audio, .empty: return nil
+        case .audio: return nil
         }
     }
     /// Dimensions of a video sample; nil for audio.
@@ -273,7 +224,7 @@ public final class SampleBuffer: @unchecked Sendable {
         switch kind {
         case .video(let image, _): return VideoDimensions(width: image.width, height: image.height)
         case .jpeg(_, let d): return d
-        case .audio, .empty: return nil
+        case .audio: return nil
         }
     }
     /// Number of planes (1 for packed and single-buffer formats).
@@ -281,7 +232,7 @@ public final class SampleBuffer: @unchecked Sendable {
         switch kind {
         case .video(let image, _): return image.planeCount
         case .jpeg: return 1
-        case .audio, .empty: return 0
+        case .audio: return 0
         }
     }
     /// Bytes per row of a plane (0 for compressed formats).
@@ -309,8 +260,6 @@ public final class SampleBuffer: @unchecked Sendable {
             return try a.data.withUnsafeBytes(body)
         case .jpeg(let d, _):
             return try d.withUnsafeBytes(body)
-        case .empty:
-            return try body(UnsafeRawBufferPointer(start: nil, count: 0))
         }
     }
 
