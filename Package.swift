@@ -122,7 +122,7 @@ let package = Package(
         .target(name: "CaptureServer", dependencies: ["Capture", "CaptureSystem", "CMicroHTTPD", "CCaptureServerShim"]),
         // Fragmented MP4 over HTTP (`/stream.mp4`): the server's route for the shared H.264 stage's
         // units, boxes written here; a product of its own, so the server needs no FFmpeg.
-        .target(name: "CaptureServerMP4", dependencies: ["Capture", "CaptureServer", "CaptureCodecs"]),
+        .target(name: "CaptureServerMP4", dependencies: ["Capture", "CaptureServer", "CaptureCodecs", "CaptureSystem"]),
         // GStreamer 1.22 with webrtcbin (Debian: libgstreamer1.0-dev, libgstreamer-plugins-base1.0-dev,
         // libgstreamer-plugins-bad1.0-dev; at run time gstreamer1.0-plugins-base, -good, -bad and
         // gstreamer1.0-nice): CaptureWebRTC's alone. GStreamer's .pc files carry -pthread, which
@@ -217,7 +217,7 @@ let package = Package(
         .testTarget(
             name: "CaptureServerTests",
             dependencies: [
-                "CaptureServer", "CaptureServerMP4", "CaptureCodecs", "Capture", "CaptureTestSupport",
+                "CaptureServer", "CaptureServerMP4", "CaptureCodecs", "CaptureRecording", "Capture", "CaptureTestSupport",
                 // (`/metadata`: a metadata output served.)
                 "CaptureVisionServer", "CaptureVision",
             ]),

@@ -1,4 +1,4 @@
-import Synchronization
+import CaptureSystem
 
 /// What a stage hands to its consumers and reuses once the last holder let go (an H.264 unit,
 /// an audio packet).
@@ -39,34 +39,18 @@ final class ReusePool<Item: Reusable> {
 /// only once every holder let go (explicit holds, no copies), so the bytes are fixed while
 /// anyone holds them. Filled by the stage's thread; read and held on any.
 package class HeldBytes: Reusable, @unchecked Sendable {
-    private var storage: UnsafeMutableRawPointer?
-    private var capacity = 0
-    package private(set) var count = 0
-    private let holds = Atomic<Int>(0)
+    private let buffer = HeldBuffer()
 
     required init() {}
-    deinit { storage?.deallocate() }
 
+    package var count: Int { buffer.count }
     /// The bytes, valid inside `body`.
-    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try body(UnsafeRawBufferPointer(start: storage, count: count))
-    }
-
+    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try buffer.withUnsafeBytes(body) }
     /// Keeps it past the call it came in; each hold needs its `letGo()`. Any thread.
-    package func hold() { holds.wrappingAdd(1, ordering: .relaxed) }
+    package func hold() { buffer.hold() }
     /// Gives a hold back; the stage reuses it once none is left. Any thread.
-    package func letGo() { holds.wrappingSubtract(1, ordering: .releasing) }
-
-    var isFree: Bool { holds.load(ordering: .acquiring) <= 0 }
-
-    /// Copies `bytes` in (the storage grows only for more than ever before, doubling). Stage's thread, while free.
-    func store(_ bytes: UnsafeRawBufferPointer) {
-        if capacity < bytes.count {
-            storage?.deallocate()
-            capacity = max(bytes.count, capacity * 2)
-            storage = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 16)
-        }
-        if let base = bytes.baseAddress, bytes.count > 0 { storage!.copyMemory(from: base, byteCount: bytes.count) }
-        count = bytes.count
-    }
+    package func letGo() { buffer.letGo() }
+    var isFree: Bool { !buffer.isHeld }
+    /// Copies `bytes` in. Stage's thread, while free.
+    func store(_ bytes: UnsafeRawBufferPointer) { buffer.store(bytes) }
 }

@@ -1,5 +1,5 @@
 import Capture
-import Synchronization
+import CaptureSystem
 
 /// One frame as the server sends it: a whole multipart part (boundary, part headers, JPEG, CRLF)
 /// in one buffer the server owns, shared by every client that sends it. The camera's sample is
@@ -8,12 +8,8 @@ import Synchronization
 /// say so with `hold`/`letGo`: the server's newest frame, a stream client's part, a snapshot
 /// answer); read-only for its holders. Guarded by the server's lock (see `CaptureStreamServer`).
 final class ServedFrame: @unchecked Sendable {
-    /// Holders now (any thread may let go: a snapshot answer is freed on libmicrohttpd's thread).
-    private let holds = Atomic<Int>(0)
-    private(set) var base: UnsafeMutableRawPointer
-    private(set) var capacity: Int
-    /// Bytes of the whole part.
-    private(set) var count = 0
+    /// The part's bytes and their holders.
+    private let buffer: HeldBuffer
     /// Bytes before the JPEG (boundary and part headers).
     private(set) var headerCount = 0
     /// The server's own count of frames published (1, 2, ...): gaps are frames a client skipped.
@@ -22,24 +18,23 @@ final class ServedFrame: @unchecked Sendable {
     private(set) var timestamp = CaptureTime(nanoseconds: 0)
     private(set) var dimensions = VideoDimensions(width: 0, height: 0)
 
-    init(capacity: Int) {
-        self.capacity = max(capacity, 4096)
-        base = .allocate(byteCount: self.capacity, alignment: 16)
-    }
-
-    deinit { base.deallocate() }
+    init(capacity: Int) { buffer = HeldBuffer(capacity: max(capacity, 4096)) }
 
     /// A holder keeps the frame: the pool does not refill it until every holder let go.
-    func hold() { holds.wrappingAdd(1, ordering: .relaxed) }
+    func hold() { buffer.hold() }
     /// A holder is done with the frame's bytes.
-    func letGo() { holds.wrappingSubtract(1, ordering: .releasing) }
+    func letGo() { buffer.letGo() }
     /// Whether anyone holds the frame (the pool's test before it refills it).
-    var isHeld: Bool { holds.load(ordering: .acquiring) > 0 }
+    var isHeld: Bool { buffer.isHeld }
+    /// Bytes of the whole part.
+    var count: Int { buffer.count }
 
     /// The whole part.
-    var part: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+    var part: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: buffer.base, count: buffer.count) }
     /// The JPEG alone (for snapshots).
-    var jpeg: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base + headerCount, count: count - headerCount - 2) }
+    var jpeg: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: buffer.base! + headerCount, count: buffer.count - headerCount - 2)
+    }
 
     /// Rewrites the frame. Only for the pool, while nobody holds it.
     func fill(
@@ -50,20 +45,15 @@ final class ServedFrame: @unchecked Sendable {
             "--\(MultipartStream.boundary)\r\nContent-Type: image/jpeg\r\nContent-Length: \(jpeg.count)\r\n"
             + "X-Timestamp: \(Self.seconds(timestamp))\r\nX-Sequence: \(sequence)\r\n\r\n"
         let needed = header.utf8.count + jpeg.count + 2
-        if needed > capacity {
-            base.deallocate()
-            capacity = needed + needed / 4
-            base = .allocate(byteCount: capacity, alignment: 16)
-        }
-        let target = base
+        let target = buffer.reserve(needed)
         headerCount = header.withUTF8 { h in
             target.copyMemory(from: h.baseAddress!, byteCount: h.count)
             return h.count
         }
-        if let src = jpeg.baseAddress { (base + headerCount).copyMemory(from: src, byteCount: jpeg.count) }
-        base.storeBytes(of: 0x0D, toByteOffset: headerCount + jpeg.count, as: UInt8.self)
-        base.storeBytes(of: 0x0A, toByteOffset: headerCount + jpeg.count + 1, as: UInt8.self)
-        count = needed
+        if let src = jpeg.baseAddress { (target + headerCount).copyMemory(from: src, byteCount: jpeg.count) }
+        target.storeBytes(of: 0x0D, toByteOffset: headerCount + jpeg.count, as: UInt8.self)
+        target.storeBytes(of: 0x0A, toByteOffset: headerCount + jpeg.count + 1, as: UInt8.self)
+        buffer.setCount(needed)
         self.serial = serial
         self.cameraSequence = sequence
         self.timestamp = timestamp

@@ -105,7 +105,7 @@ extension CaptureStreamServer {
             }
             let f = client.frame!
             let n = min(buffer.count, f.count - client.offset)
-            buffer.baseAddress!.copyMemory(from: f.base + client.offset, byteCount: n)
+            buffer.baseAddress!.copyMemory(from: f.part.baseAddress! + client.offset, byteCount: n)
             client.offset += n
             return n
         }

@@ -88,23 +88,29 @@ enum WebPlayer {
             const r = await fetch("stream.mp4", { signal: controller.signal });
             if (!r.ok) return false;
             const reader = r.body.getReader();
-            // The init segment's avcC names the codec: avc1.PPCCLL.
-            let head = new Uint8Array(0), codec = null;
-            while (!codec) {
+            // The init segment (ftyp, moov) names the codecs: avc1.PPCCLL from its avcC, and
+            // mp4a.40.2 (AAC-LC) when it has the microphone's track.
+            let head = new Uint8Array(0), initEnd = 0;
+            const u32 = (i) => ((head[i] << 24) | (head[i + 1] << 16) | (head[i + 2] << 8) | head[i + 3]) >>> 0;
+            const tag = (i) => String.fromCharCode(head[i], head[i + 1], head[i + 2], head[i + 3]);
+            while (!initEnd) {
               const { value, done } = await reader.read();
               if (done) return false;
               const joined = new Uint8Array(head.length + value.length);
               joined.set(head); joined.set(value, head.length);
               head = joined;
-              for (let i = 4; i + 8 < head.length; i++) {
-                if (head[i] === 0x61 && head[i + 1] === 0x76 && head[i + 2] === 0x63 && head[i + 3] === 0x43) {
-                  codec = "avc1." + [head[i + 5], head[i + 6], head[i + 7]].map((b) => b.toString(16).padStart(2, "0")).join("");
-                  break;
-                }
+              for (let i = 0; i + 8 <= head.length; i += u32(i)) {
+                if (u32(i) < 8) return false;
+                if (tag(i + 4) === "moov") { if (i + u32(i) <= head.length) initEnd = i + u32(i); break; }
               }
               if (head.length > 1 << 20) return false;
             }
-            const type = 'video/mp4; codecs="' + codec + '"';
+            const find = (name) => { for (let i = 4; i + 8 < initEnd; i++) if (tag(i) === name) return i; return -1; };
+            const avcC = find("avcC"), sound = find("mp4a") >= 0;
+            if (avcC < 0) return false;
+            const codecs = ["avc1." + [head[avcC + 5], head[avcC + 6], head[avcC + 7]].map((b) => b.toString(16).padStart(2, "0")).join("")];
+            if (sound) codecs.push("mp4a.40.2");
+            const type = 'video/mp4; codecs="' + codecs.join(", ") + '"';
             if (!MS.isTypeSupported(type)) { controller.abort(); return false; }
             const source = new MS();
             video.disableRemotePlayback = true;
@@ -148,7 +154,7 @@ enum WebPlayer {
             video.play().catch(() => {});
             if (!(await advances(5000))) { controller.abort(); video.removeAttribute("src"); return false; }
             stopPlayer = () => controller.abort();
-            return "no sound";
+            return sound ? "sound available" : "no sound";
           } catch (e) { controller.abort(); return false; }
         }
         async function playMJPEG() {

@@ -4,41 +4,68 @@ import CaptureServer
 import Foundation
 
 /// `/stream.mp4`: the session's H.264 (the one shared stage: a recording at the same settings
-/// shares its encoder) as fragmented MP4 over HTTP, playable by `<video src>`, MSE, ffplay and
-/// VLC. Each frame becomes one mdat for every client; each client gets the init segment, then
-/// from a key frame (asked of the stage when it joins) one moof + mdat per frame, with its own
-/// decode times from 0. A client that falls behind skips to the next key frame (counted); it
-/// never slows capture or the other clients, and what it holds is bounded by the shared ring.
-/// The encoder runs only while someone watches (it stops a few seconds after the last leaves).
+/// shares its encoder) and, when the session has a microphone, its AAC (the shared audio stage,
+/// likewise) as fragmented MP4 over HTTP, playable by `<video src>`, MSE, ffplay and VLC. Each
+/// frame becomes one mdat for every client, each audio packet is sent as the stage made it; each
+/// client gets the init segment, then from a key frame (asked of the stage when it joins) one
+/// moof + mdat per frame and per packet, with its own decode times from 0 (audio placed by its
+/// capture time on the video's time line). A client that falls behind skips to the next key frame
+/// (counted), its audio with it; it never slows capture or the other clients, and what it holds
+/// is bounded by the shared ring. The encoders run only while someone watches (they stop a few
+/// seconds after the last leaves).
 ///
-/// Thread-safe: `consume` runs on the stage's encoder thread, `respond` and the clients' reads on
-/// the server's daemon thread, the rest on any thread; everything shared is under `lock`.
+/// Thread-safe: `consume` runs on the H.264 stage's thread, `consumeAudio` on the audio stage's,
+/// `respond` and the clients' reads on the server's daemon thread, the rest on any thread;
+/// everything shared is under `lock`.
 final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable {
     static let path = "/stream.mp4"
     let routes = [ServerRoute(path, methods: ["GET", "HEAD"])]
     let settings: H264Settings
-    /// Fragments kept for clients: about two seconds at 30 fps.
-    static let ringSize = 64
+    /// The audio stage's settings: AAC as a recording takes it (64 kb/s per channel, the
+    /// microphone's rate and channels), so that both share one encode.
+    static let audioSettings = AudioEncoderSettings(codec: .aac)
+    /// Entries kept for clients: about two seconds of frames at 30 fps and of AAC at 48 kHz.
+    static let ringSize = 160
     /// Frames a client may be behind before it skips to a key frame.
     static let maxLag = 30
+    /// Frames the first init segment waits for the microphone's first packet; without one by
+    /// then the stream goes without audio (until its encoder changes).
+    static let audioWait = 45
 
     let lock = NSLock()
     private var port: FrameConsumerPort?
+    private let audioFeed = MP4AudioFeed()
+    /// The microphone's port (nil: the stream is video only, as asked).
+    private var audioPort: FrameConsumerPort?
     private let control = DispatchQueue(label: "swift-capture.server.mp4")
     // Guarded by `lock`.
     private var session: CaptureSession?
     private var maxClients = 20
-    private var ring = [MP4Fragment?](repeating: nil, count: ringSize)
+    private var ring = [MP4Entry](repeating: MP4Entry(), count: ringSize)
     private var pool = MP4FragmentPool(limit: ringSize + 32)
-    /// The newest fragment's serial (0: none yet).
+    /// The newest entry's serial (0: none yet).
     private(set) var newestSerial: UInt64 = 0
-    /// The init segment of the encoder now, and what it was made of.
+    /// Frames published.
+    private var frames: UInt64 = 0
+    private var audioPackets = 0
+    /// The init segment of the encoders now, and what it was made of.
     private(set) var initSegment: [UInt8]?
     private(set) var generation = 0
     private var parameterSets = Data()
+    private var videoSets: (sps: [UInt8], pps: [UInt8])?
     private var dimensions = VideoDimensions(width: 0, height: 0)
     private(set) var codec = ""
     private var failure: H264StageError?
+    /// The init segment's audio (nil: video only), and the audio stage's format now.
+    private(set) var audioFormat: AudioStreamFormat?
+    private var stageAudioFormat: AudioStreamFormat?
+    /// The session had a microphone when the encoders started: the init segment waits for its format.
+    private var audioExpected = false
+    private var audioFailure: AudioStageError?
+    /// The stage's packets are not what the stream can carry.
+    private var audioRefused = false
+    /// Frames that came while the init segment waited for the microphone.
+    private var framesWaitingForAudio = 0
     private var clients: [Int: MP4Client] = [:]
     private var nextClientID = 1
     private var refused = 0
@@ -47,11 +74,13 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
     private var toWake: [RouteWaker] = []
     private var idleCheck = 0
 
-    init(settings: H264Settings) {
+    init(settings: H264Settings, audio: Bool) {
         self.settings = settings
         waiting.reserveCapacity(64)
         toWake.reserveCapacity(64)
         port = FrameConsumerPort(encodedFor: self, keepsEveryFrame: false)
+        if audio { audioPort = FrameConsumerPort(audioEncodedFor: audioFeed) }
+        audioFeed.routes = self
     }
 
     // MARK: Server (start/stop thread)
@@ -61,10 +90,13 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
         guard server.session.addFrameConsumer(port) else {
             throw CaptureServerError(.startFailed, "the session takes no more outputs: /stream.mp4 cannot be served")
         }
+        if let audioPort { server.session.addFrameConsumer(audioPort) }
         lock.withLock {
             session = server.session
             maxClients = server.configuration.maxClients
             failure = nil
+            audioFailure = nil
+            audioRefused = false
         }
     }
 
@@ -72,15 +104,21 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
         guard let port else { return }
         port.encodedProduct = nil
         server.session.removeFrameConsumer(port)
+        if let audioPort {
+            audioPort.encodedProduct = nil
+            server.session.removeFrameConsumer(audioPort)
+        }
         lock.withLock {
             for i in ring.indices {
-                ring[i]?.letGo()
-                ring[i] = nil
+                ring[i].letGo()
+                ring[i] = MP4Entry()
             }
             waiting.removeAll(keepingCapacity: true)
             session = nil
             initSegment = nil
             parameterSets = Data()
+            videoSets = nil
+            stageAudioFormat = nil
         }
     }
 
@@ -88,14 +126,18 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
         lock.withLock {
             var stats: [String: Any] = [:]
             for c in clients.values {
-                stats[String(c.id)] = ["fragments": c.sent, "skipped": c.skipped, "bytes": c.bytes]
+                stats[String(c.id)] = [
+                    "fragments": c.sent, "audio_packets": c.audioSent, "silence_packets": c.silenceSent, "skipped": c.skipped,
+                    "bytes": c.bytes,
+                ]
             }
             return (
                 "mp4",
                 [
                     "path": Self.path, "codec": codec, "encoding": port?.encodedProduct != nil, "clients": clients.count,
-                    "clients_stat": stats, "clients_refused": refused, "fragments": newestSerial,
-                    "error": failure?.message ?? NSNull(),
+                    "clients_stat": stats, "clients_refused": refused, "fragments": frames,
+                    "audio": audioFormat.map(MP4Boxes.audioCodec) ?? NSNull(), "audio_packets": audioPackets,
+                    "audio_error": audioFailure?.message ?? NSNull(), "error": failure?.message ?? NSNull(),
                 ]
             )
         }
@@ -133,10 +175,15 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
         responder.answer(RouteResponse(status: 200, headers: headers, body: .stream(client)))
     }
 
-    /// Turns the encoder on for the clients (off the daemon's thread: it changes the session's routes).
+    /// Turns the encoders on for the clients (off the daemon's thread: it changes the session's
+    /// routes); the microphone's only when the session has one.
     private func watch() {
         control.async { [self] in
             guard let port, port.encodedProduct == nil else { return }
+            let session = lock.withLock { self.session }
+            let microphone = audioPort != nil && (session?.inputs.contains { $0.mediaTypes.contains(.audio) } ?? false)
+            lock.withLock { audioExpected = microphone }
+            if microphone { audioPort?.encodedProduct = Self.audioSettings.product }
             port.encodedProduct = settings.product
             port.requestKeyFrame()
         }
@@ -153,7 +200,10 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
         guard let check else { return }
         control.asyncAfter(deadline: .now() + 3) { [self] in
             let idle = lock.withLock { clients.isEmpty && idleCheck == check }
-            if idle { port?.encodedProduct = nil }
+            if idle {
+                port?.encodedProduct = nil
+                audioPort?.encodedProduct = nil
+            }
         }
     }
 
@@ -163,17 +213,15 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
         lock.withLock {
             guard session != nil else { return }
             if unit.parameterSets != parameterSets || unit.dimensions != dimensions { newEncoder(unit) }
+            if initSegment == nil {
+                framesWaitingForAudio += 1
+                makeInitSegment()
+            }
             guard initSegment != nil else { return }
-            newestSerial += 1
-            let f = pool.take(unit, serial: newestSerial, generation: generation)
-            let slot = Int(newestSerial % UInt64(Self.ringSize))
-            ring[slot]?.letGo()
-            f.hold()
-            ring[slot] = f
-            swap(&waiting, &toWake)
+            frames += 1
+            publish(MP4Entry(video: pool.take(unit)))
         }
-        for w in toWake { w.wake() }
-        toWake.removeAll(keepingCapacity: true)
+        wakeClients()
     }
 
     /// A new encoder (the first, or after a format change): a new init segment; clients of the
@@ -181,13 +229,74 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
     private func newEncoder(_ unit: H264AccessUnit) {
         parameterSets = unit.parameterSets
         dimensions = unit.dimensions
+        videoSets = MP4Boxes.parameterSets(Array(unit.parameterSets))
+        initSegment = nil
+        framesWaitingForAudio = 0
+        makeInitSegment()
+    }
+
+    /// The init segment, once the video's parameter sets are known and the microphone's format
+    /// (when one is expected and has not failed or kept silent too long). Under `lock`.
+    private func makeInitSegment() {
+        guard initSegment == nil, let sets = videoSets else { return }
+        let usable = audioFailure == nil && !audioRefused
+        let audio = usable ? stageAudioFormat : nil
+        if audio == nil, audioExpected, usable, framesWaitingForAudio < Self.audioWait { return }
         generation += 1
-        if let sets = MP4Boxes.parameterSets(Array(unit.parameterSets)) {
-            initSegment = MP4Boxes.initSegment(sps: sets.sps, pps: sets.pps, width: unit.dimensions.width, height: unit.dimensions.height)
-            codec = MP4Boxes.codec(sps: sets.sps)
-        } else {
-            initSegment = nil
+        audioFormat = audio
+        initSegment = MP4Boxes.initSegment(
+            sps: sets.sps, pps: sets.pps, width: dimensions.width, height: dimensions.height, audio: audio)
+        codec = MP4Boxes.codec(sps: sets.sps)
+        // Clients start at a key frame: one now (the stage's first went by while this waited).
+        port?.requestKeyFrame()
+    }
+
+    /// Puts `entry` (with its ring's hold) into the ring. Under `lock`.
+    private func publish(_ entry: MP4Entry) {
+        newestSerial += 1
+        var e = entry
+        e.serial = newestSerial
+        e.generation = generation
+        e.frames = frames
+        let slot = Int(newestSerial % UInt64(Self.ringSize))
+        ring[slot].letGo()
+        e.hold()
+        ring[slot] = e
+        swap(&waiting, &toWake)
+    }
+
+    private func wakeClients() {
+        for w in toWake { w.wake() }
+        toWake.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: Audio (the audio stage's thread: return quickly)
+
+    /// A packet of the microphone's AAC: into the ring when the init segment has this audio.
+    func consumeAudio(_ packet: AudioPacket) {
+        lock.withLock {
+            guard session != nil, let format = packet.format else { return }
+            guard MP4Boxes.carries(format) else {
+                // (Not AAC, or a rate an mp4a entry cannot say): the stream goes without audio.
+                audioRefused = true
+                makeInitSegment()
+                return
+            }
+            if !(stageAudioFormat.map { $0.isCompatible(with: format) } ?? false) {
+                stageAudioFormat = format
+                // Another format than the init segment's: a new one (clients start again).
+                if let old = audioFormat, !old.isCompatible(with: format) { initSegment = nil }
+                makeInitSegment()
+            }
+            guard initSegment != nil, let current = audioFormat, current.isCompatible(with: format) else { return }
+            audioPackets += 1
+            publish(MP4Entry(audio: packet))
         }
+        wakeClients()
+    }
+
+    func audioStageFailed(_ error: AudioStageError) {
+        lock.withLock { audioFailure = error }
     }
 
     func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) {}
@@ -197,14 +306,13 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
             failure = error
             swap(&waiting, &toWake)
         }
-        for w in toWake { w.wake() }
-        toWake.removeAll(keepingCapacity: true)
+        wakeClients()
     }
 
     // MARK: Clients (daemon thread, under `lock`)
 
-    /// What `client` sends next: the init segment, or the next fragment it should send (after a
-    /// key frame when it starts or fell behind); nil to wait, after noting its waker.
+    /// What `client` sends next: the init segment, or the next entry it should send (from a key
+    /// frame when it starts or fell behind; held for it); nil to wait, after noting its waker.
     func nextLocked(for client: MP4Client, waker: RouteWaker) -> MP4Client.Next {
         if failure != nil || session == nil { return .end }
         if client.generation == 0 {
@@ -213,34 +321,40 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
                 return .wait
             }
             client.generation = generation
+            client.audio = audioFormat
             return .initSegment(initSegment)
         }
         if client.generation != generation { return .end }
-        if newestSerial >= client.next, newestSerial - client.next >= UInt64(Self.maxLag) {
-            // Behind: skip to the next key frame.
-            client.needsKey = true
-            port?.requestKeyFrame()
-        }
-        if newestSerial >= client.next + UInt64(Self.ringSize) {
+        let ringSize = UInt64(Self.ringSize)
+        if newestSerial >= client.next + ringSize {
             // Past the ring: what it missed is gone (counted at once).
-            let gone = newestSerial - UInt64(Self.ringSize) + 1 - client.next
-            client.skip(Int(gone))
+            client.skip(Int(newestSerial - ringSize + 1 - client.next))
             client.needsKey = true
+        }
+        if client.next <= newestSerial {
+            let e = ring[Int(client.next % ringSize)]
+            if e.serial == client.next, frames - e.frames >= UInt64(Self.maxLag) {
+                // Behind: skip to the next key frame, its audio with it.
+                client.needsKey = true
+                port?.requestKeyFrame()
+            }
         }
         while client.next <= newestSerial {
-            guard let f = ring[Int(client.next % UInt64(Self.ringSize))], f.serial == client.next, f.generation == generation else {
+            let e = ring[Int(client.next % ringSize)]
+            guard e.serial == client.next, e.generation == generation else {
                 // Gone from the ring already: the client is far behind.
                 client.skip()
                 client.needsKey = true
                 continue
             }
-            if client.needsKey && !f.isKey {
-                client.skip()
+            if client.needsKey && !e.isKey {
+                client.skip(counted: e.video != nil)
                 continue
             }
             client.needsKey = false
             client.next += 1
-            return .fragment(f)
+            e.hold()
+            return .entry(e)
         }
         waiting.append(waker)
         return .wait

@@ -1,6 +1,8 @@
-// The boxes of a fragmented MP4 (ISO/IEC 14496-12) with one H.264 track, written directly: the
-// init segment (ftyp, moov with avcC) once per encoder, one mdat per frame for every client, and
-// a small moof per client and frame (its own sequence number and decode time).
+// The boxes of a fragmented MP4 (ISO/IEC 14496-12) with an H.264 track and, with a microphone,
+// an AAC track, written directly: the init segment (ftyp, moov with avcC, and esds) once per
+// encoder, one mdat per frame for every client, and a small moof per client and sample (its own
+// sequence number and decode time).
+import CaptureCodecs
 import Foundation
 
 enum MP4Boxes {
@@ -51,8 +53,13 @@ enum MP4Boxes {
         String(format: "avc1.%02X%02X%02X", sps[1], sps[2], sps[3])
     }
 
-    /// ftyp and moov for a `width` x `height` H.264 track with these parameter sets.
-    static func initSegment(sps: [UInt8], pps: [UInt8], width: Int, height: Int) -> [UInt8] {
+    /// The track IDs: video, and audio when there is a microphone.
+    static let videoTrack: UInt32 = 1
+    static let audioTrack: UInt32 = 2
+
+    /// ftyp and moov for a `width` x `height` H.264 track with these parameter sets, and an AAC
+    /// track of `audio` (track 2) when given.
+    static func initSegment(sps: [UInt8], pps: [UInt8], width: Int, height: Int, audio: AudioStreamFormat? = nil) -> [UInt8] {
         var w = BoxWriter()
         w.box("ftyp") {
             $0.fourCC("iso6")
@@ -70,7 +77,7 @@ enum MP4Boxes {
                 $0.zeros(10)
                 $0.matrix()
                 $0.zeros(24)
-                $0.u32(2)  // next track ID
+                $0.u32(audio == nil ? 2 : 3)  // next track ID
             }
             w.box("trak") { w in
                 w.fullBox("tkhd", version: 0, flags: 3) {
@@ -89,63 +96,39 @@ enum MP4Boxes {
                     $0.u32(UInt32(height) << 16)
                 }
                 w.box("mdia") { w in
-                    w.fullBox("mdhd", version: 0, flags: 0) {
-                        $0.u32(0)
-                        $0.u32(0)
-                        $0.u32(UInt32(timescale))
-                        $0.u32(0)
-                        $0.u16(0x55C4)  // "und"
-                        $0.u16(0)
-                    }
-                    w.fullBox("hdlr", version: 0, flags: 0) {
-                        $0.u32(0)
-                        $0.fourCC("vide")
-                        $0.zeros(12)
-                        $0.bytes(Array("VideoHandler".utf8) + [0])
-                    }
+                    w.mediaHeader(timescale: UInt32(timescale), handler: "vide", name: "VideoHandler")
                     w.box("minf") { w in
                         w.fullBox("vmhd", version: 0, flags: 1) { $0.zeros(8) }
-                        w.box("dinf") { w in
-                            w.fullBox("dref", version: 0, flags: 0) { w in
-                                w.u32(1)
-                                w.fullBox("url ", version: 0, flags: 1) { _ in }
-                            }
-                        }
-                        w.box("stbl") { w in
-                            w.fullBox("stsd", version: 0, flags: 0) { w in
-                                w.u32(1)
-                                w.box("avc1") { w in
-                                    w.zeros(6)
-                                    w.u16(1)  // data reference index
-                                    w.zeros(16)
-                                    w.u16(UInt16(width))
-                                    w.u16(UInt16(height))
-                                    w.u32(0x0048_0000)  // 72 dpi
-                                    w.u32(0x0048_0000)
-                                    w.u32(0)
-                                    w.u16(1)  // frame count
-                                    w.zeros(32)  // compressor name
-                                    w.u16(0x0018)  // depth
-                                    w.u16(0xFFFF)
-                                    w.box("avcC") { avcC(&$0, sps: sps, pps: pps) }
-                                }
-                            }
-                            for empty in ["stts", "stsc", "stco"] { w.fullBox(empty, version: 0, flags: 0) { $0.u32(0) } }
-                            w.fullBox("stsz", version: 0, flags: 0) {
-                                $0.u32(0)
-                                $0.u32(0)
+                        w.samples { w in
+                            w.box("avc1") { w in
+                                w.zeros(6)
+                                w.u16(1)  // data reference index
+                                w.zeros(16)
+                                w.u16(UInt16(width))
+                                w.u16(UInt16(height))
+                                w.u32(0x0048_0000)  // 72 dpi
+                                w.u32(0x0048_0000)
+                                w.u32(0)
+                                w.u16(1)  // frame count
+                                w.zeros(32)  // compressor name
+                                w.u16(0x0018)  // depth
+                                w.u16(0xFFFF)
+                                w.box("avcC") { avcC(&$0, sps: sps, pps: pps) }
                             }
                         }
                     }
                 }
             }
+            if let audio { audioTrak(&w, audio) }
             w.box("mvex") { w in
-                w.fullBox("trex", version: 0, flags: 0) {
-                    $0.u32(1)  // track ID
-                    $0.u32(1)  // sample description
-                    $0.u32(0)
-                    $0.u32(0)
-                    $0.u32(0)
+                for track in audio == nil ? [videoTrack] : [videoTrack, audioTrack] {
+                    w.fullBox("trex", version: 0, flags: 0) {
+                        $0.u32(track)
+                        $0.u32(1)  // sample description
+                        $0.u32(0)
+                        $0.u32(0)
+                        $0.u32(0)
+                    }
                 }
             }
         }
@@ -168,9 +151,12 @@ enum MP4Boxes {
     static let moofSize = 100
     static let mdatHeaderSize = 8
 
-    /// A moof for one sample of `size` bytes, into `out` (at least `moofSize` bytes).
+    /// A moof for one sample of `size` bytes of `track`, into `out` (at least `moofSize` bytes);
+    /// `decodeTime` and `duration` in the track's timescale (90 kHz for video, the sample rate
+    /// for audio). Audio samples are all key samples.
     static func writeMoof(
-        into out: UnsafeMutableRawBufferPointer, sequence: UInt32, decodeTime: UInt64, duration: UInt32, size: UInt32, isKey: Bool
+        into out: UnsafeMutableRawBufferPointer, track: UInt32 = videoTrack, sequence: UInt32, decodeTime: UInt64, duration: UInt32,
+        size: UInt32, isKey: Bool
     ) {
         var p = 0
         func u32(_ v: UInt32) {
@@ -184,7 +170,7 @@ enum MP4Boxes {
         u32(16); tag("mfhd"); u32(0); u32(sequence)
         u32(76); tag("traf")
         // default-base-is-moof: data offsets count from this moof.
-        u32(16); tag("tfhd"); u32(0x02_0000); u32(1)
+        u32(16); tag("tfhd"); u32(0x02_0000); u32(track)
         u32(20); tag("tfdt"); u32(0x0100_0000)
         u32(UInt32(decodeTime >> 32)); u32(UInt32(truncatingIfNeeded: decodeTime))
         // data offset, sample duration, size and flags present.
@@ -223,6 +209,46 @@ struct BoxWriter {
         box(type) { w in
             w.u32(UInt32(version) << 24 | flags)
             body(&w)
+        }
+    }
+
+    /// A track's mdhd (its timescale) and hdlr (its kind of media).
+    mutating func mediaHeader(timescale: UInt32, handler: String, name: String) {
+        fullBox("mdhd", version: 0, flags: 0) {
+            $0.u32(0)
+            $0.u32(0)
+            $0.u32(timescale)
+            $0.u32(0)
+            $0.u16(0x55C4)  // "und"
+            $0.u16(0)
+        }
+        fullBox("hdlr", version: 0, flags: 0) {
+            $0.u32(0)
+            $0.fourCC(handler)
+            $0.zeros(12)
+            $0.bytes(Array(name.utf8) + [0])
+        }
+    }
+
+    /// A track's dinf (its samples in this file) and stbl with one sample entry (`entry`) and
+    /// no samples (they come in fragments).
+    mutating func samples(_ entry: (inout BoxWriter) -> Void) {
+        box("dinf") { w in
+            w.fullBox("dref", version: 0, flags: 0) { w in
+                w.u32(1)
+                w.fullBox("url ", version: 0, flags: 1) { _ in }
+            }
+        }
+        box("stbl") { w in
+            w.fullBox("stsd", version: 0, flags: 0) { w in
+                w.u32(1)
+                entry(&w)
+            }
+            for empty in ["stts", "stsc", "stco"] { w.fullBox(empty, version: 0, flags: 0) { $0.u32(0) } }
+            w.fullBox("stsz", version: 0, flags: 0) {
+                $0.u32(0)
+                $0.u32(0)
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 import Capture
 import CaptureCodecs
-import Synchronization
+import CaptureSystem
 
 /// One frame as every `/stream.mp4` client sends it after its own moof: an mdat box with the
 /// access unit's NAL units, each after its 4-byte length (the parameter sets and access unit
@@ -8,47 +8,30 @@ import Synchronization
 /// buffer that is reused once nobody holds it (the ring, a client sending it). Read-only for its
 /// holders; written by the pool only while nobody holds it. Guarded by the routes' lock.
 final class MP4Fragment: @unchecked Sendable {
-    private let holds = Atomic<Int>(0)
-    private(set) var base: UnsafeMutableRawPointer
-    private(set) var capacity: Int
-    /// Bytes of the mdat box (header included).
-    private(set) var count = 0
-    /// The fragments' own count (1, 2, ...), across encoder changes.
-    private(set) var serial: UInt64 = 0
+    /// The mdat's bytes and their holders.
+    private let buffer: HeldBuffer
     private(set) var time = CaptureTime(nanoseconds: 0)
     private(set) var isKey = false
     /// The frame's nominal duration in `MP4Boxes.timescale` ticks.
     private(set) var duration: UInt32 = 3000
-    /// The init segment it belongs to (`FragmentedMP4Routes.generation`).
-    private(set) var generation = 0
 
-    init(capacity: Int) {
-        self.capacity = max(capacity, 4096)
-        base = .allocate(byteCount: self.capacity, alignment: 16)
-    }
+    init(capacity: Int) { buffer = HeldBuffer(capacity: max(capacity, 4096)) }
 
-    deinit { base.deallocate() }
-
-    func hold() { holds.wrappingAdd(1, ordering: .relaxed) }
-    func letGo() { holds.wrappingSubtract(1, ordering: .releasing) }
-    var isHeld: Bool { holds.load(ordering: .acquiring) > 0 }
-
-    /// The mdat box.
-    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+    func hold() { buffer.hold() }
+    func letGo() { buffer.letGo() }
+    var isHeld: Bool { buffer.isHeld }
+    /// The mdat box, valid inside `body`.
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try buffer.withUnsafeBytes(body) }
     /// The sample's size (the mdat's payload).
-    var sampleSize: Int { count - MP4Boxes.mdatHeaderSize }
+    var sampleSize: Int { buffer.count - MP4Boxes.mdatHeaderSize }
 
     /// Rewrites the fragment from `unit`. Only while nobody holds it.
-    func fill(_ unit: H264AccessUnit, serial: UInt64, generation: Int) {
+    func fill(_ unit: H264AccessUnit) {
         unit.withUnsafeBytes { annexB in
             var needed = MP4Boxes.mdatHeaderSize
             MP4Boxes.forEachNAL(annexB) { nal in if Self.keeps(nal) { needed += 4 + nal.count } }
-            if needed > capacity {
-                base.deallocate()
-                capacity = needed + needed / 4
-                base = .allocate(byteCount: capacity, alignment: 16)
-            }
-            let out = UnsafeMutableRawBufferPointer(start: base, count: capacity)
+            let base = buffer.reserve(needed)
+            let out = UnsafeMutableRawBufferPointer(start: base, count: needed)
             out.storeBytes(of: UInt32(needed).bigEndian, toByteOffset: 0, as: UInt32.self)
             out.storeBytes(of: UInt32(0x6D64_6174).bigEndian, toByteOffset: 4, as: UInt32.self)  // "mdat"
             var p = MP4Boxes.mdatHeaderSize
@@ -58,10 +41,8 @@ final class MP4Fragment: @unchecked Sendable {
                 if let src = nal.baseAddress { (base + p + 4).copyMemory(from: src, byteCount: nal.count) }
                 p += 4 + nal.count
             }
-            count = needed
+            buffer.setCount(needed)
         }
-        self.serial = serial
-        self.generation = generation
         time = unit.presentationTimeStamp
         isKey = unit.isKeyFrame
         let i = unit.frameInterval
@@ -84,14 +65,14 @@ struct MP4FragmentPool {
 
     init(limit: Int) { self.limit = limit }
 
-    mutating func take(_ unit: H264AccessUnit, serial: UInt64, generation: Int) -> MP4Fragment {
+    mutating func take(_ unit: H264AccessUnit) -> MP4Fragment {
         var chosen = fragments.first { !$0.isHeld }
         if chosen == nil {
             let f = MP4Fragment(capacity: unit.count + 1024)
             if fragments.count < limit { fragments.append(f) }
             chosen = f
         }
-        chosen!.fill(unit, serial: serial, generation: generation)
+        chosen!.fill(unit)
         return chosen!
     }
 }

@@ -19,7 +19,7 @@ extension Command {
                                  [--allow-host NAME[,NAME...]] [--audio NAME|ID|virtual] [--time-code] [--metadata qr,ean13,face,...]
                    (MJPEG at /stream and /?action=stream, WebRTC by WHEP at /whep and fragmented MP4 at /stream.mp4
                    (H.264, one encode for both), /snapshot, /state, the camera web app at /;
-                   --audio: the microphone's sound with WebRTC (Opus);
+                   --audio: the microphone's sound with WebRTC (Opus) and in /stream.mp4 (AAC);
                    an unplugged camera is served as offline and taken back when it returns;
                    answers to localhost names, IP literals and this machine's name, --allow-host for others;
                    --time-code: the virtual camera shows each frame's capture time, for measuring latency;

@@ -41,7 +41,10 @@ import Testing
         let fields = String(decoding: probe.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",")
         #expect(fields.count == 4 && fields[0] == "h264" && fields[1] == "320" && fields[2] == "240", "\(fields)")
         #expect(fields.last.flatMap { Int($0) } == fragments.count, "ffprobe read \(fields), the stream had \(fragments.count) fragments")
-        let decode = try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-i", file.path, "-f", "null", "-"])
+        // (Frames keep their own times: under load two frames a millisecond apart would share
+        // a tick of ffmpeg's default 1/fps time base and be reported as out of order.)
+        let decode = try runProcess(
+            "/usr/bin/ffmpeg", ["-v", "error", "-i", file.path, "-fps_mode:v", "passthrough", "-enc_time_base:v", "-1", "-f", "null", "-"])
         #expect(decode.status == 0 && decode.stderr.isEmpty, "\(decode.stderr)")
     }
 
@@ -162,6 +165,10 @@ final class MP4Reader: @unchecked Sendable {
         var decodeTime: UInt64
         var isKey: Bool
         var size: Int
+        /// 1: video, 2: audio.
+        var track: UInt32
+        /// The sample's duration (in its track's timescale).
+        var duration: UInt32
     }
 
     let client: RawClient
@@ -169,6 +176,8 @@ final class MP4Reader: @unchecked Sendable {
     let headers: [String: String]
     private(set) var received: [UInt8] = []
     private(set) var sawInit = false
+    /// Every fragment read, in order.
+    private(set) var history: [Fragment] = []
 
     init(port: Int) throws {
         client = try RawClient(port: port)
@@ -188,8 +197,9 @@ final class MP4Reader: @unchecked Sendable {
         return (String(decoding: header[4...7], as: UTF8.self), header + rest)
     }
 
-    /// The next `count` fragments (moof + mdat), after the init segment if it is still to come.
-    func fragments(_ count: Int) throws -> [Fragment] {
+    /// The next `count` fragments (moof + mdat) of `track` (nil: of any), after the init segment
+    /// if it is still to come (every fragment read goes to `history`).
+    func fragments(_ count: Int, track: UInt32? = nil) throws -> [Fragment] {
         var out: [Fragment] = []
         while out.count < count {
             let b = try box()
@@ -201,10 +211,12 @@ final class MP4Reader: @unchecked Sendable {
                 let mdat = try box()
                 guard mdat.type == "mdat" else { throw TestFailure("\(mdat.type) after a moof") }
                 let u32 = { (at: Int) in b.bytes[at..<at + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } }
-                out.append(
+                let f =
                     Fragment(
                         sequence: u32(20), decodeTime: UInt64(u32(60)) << 32 | UInt64(u32(64)), isKey: u32(96) == 0x0200_0000,
-                        size: mdat.bytes.count - 8))
+                        size: mdat.bytes.count - 8, track: u32(44), duration: u32(88))
+                history.append(f)
+                if track == nil || f.track == track { out.append(f) }
             default: throw TestFailure("an unexpected box \(b.type)")
             }
         }

@@ -12,10 +12,12 @@ final class ServedCamera: @unchecked Sendable {
     let still = CaptureStillImageOutput()
     let server: CaptureStreamServer
     let album: URL
+    /// The session's virtual microphone (a 1 kHz tone), when asked for.
+    let microphone: VirtualMicrophone?
     var port: Int { server.port }
 
     init(
-        width: Int = 320, height: Int = 240, fps: Double = 15, position: DevicePosition = .back,
+        width: Int = 320, height: Int = 240, fps: Double = 15, position: DevicePosition = .back, microphone: Bool = false,
         configure: (inout CaptureStreamServer.Configuration) -> Void = { _ in },
         prepare: (CaptureStreamServer) throws -> Void = { _ in }
     ) throws {
@@ -26,6 +28,14 @@ final class ServedCamera: @unchecked Sendable {
         album = FileManager.default.temporaryDirectory.appendingPathComponent("served-album-\(UUID().uuidString)")
         let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
         session.addInput(try CaptureDeviceInput(device: device))
+        if microphone {
+            let mic = VirtualMicrophone(name: "Served mic \(UUID().uuidString.prefix(8))")
+            VirtualMicrophone.install(mic)
+            self.microphone = mic
+            session.addInput(try CaptureDeviceInput(device: try #require(CaptureDevice.device(withUniqueID: mic.uniqueID))))
+        } else {
+            self.microphone = nil
+        }
         session.addOutput(still)
         var config = CaptureStreamServer.Configuration(
             port: 0, quality: 80, connectionTimeout: 3,
@@ -41,6 +51,7 @@ final class ServedCamera: @unchecked Sendable {
         server.stop()
         session.stopRunning()
         VirtualCamera.uninstall(camera)
+        if let microphone { VirtualMicrophone.uninstall(microphone) }
         try? FileManager.default.removeItem(at: album)
     }
 

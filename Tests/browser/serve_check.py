@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The camera web app in a real browser: `capture serve` on the virtual camera, Debian's chromium
 driven headless by Playwright: the web app's picture, shutter, sliders and toggle (its requests
-carry the header the server asks of state changes), then another site's form and script refused,
+carry the header the server asks of state changes), WebRTC and fragmented MP4 (with the virtual
+microphone's sound, `--audio virtual`), then another site's form and script refused,
 a rebound DNS name refused, and a page of the allowed origin reading /state with credentials.
 Prints one "PASS  ..." or "FAIL  ..." line per check; exits non-zero if any check failed or could
 not run.
@@ -177,6 +178,7 @@ def main():
             figures = page.text_content("#figures")
             check("the page shows fps, drops and clients", "fps" in figures and "drops" in figures and "clients" in figures, figures)
             video_checks(page, url)
+            sound_checks(page, tool, env)
             cross_site_checks(page, tool, env, url, home)
             browser.close()
     finally:
@@ -218,6 +220,35 @@ def video_checks(page, url):
         check(f"its video's time advances and its frames decode ({path}: totalVideoFrames grows)",
               later[2] > first[2] + 0.5 and later[3] > first[3] + 10, f"{first} -> {later}")
     check("it plays with no error in the console and no failed request", not failures, "; ".join(failures))
+
+
+def sound_checks(page, tool, env):
+    """`capture serve --audio virtual`: asked for `?path=mp4`, the page plays /stream.mp4 with the
+    microphone's AAC through Media Source Extensions (codecs avc1 and mp4a.40.2), says it has
+    sound, and once the Sound button unmutes it, Chromium decodes the audio as it plays."""
+    server, url = start_serve(tool, env, ["--size", "640x480", "--audio", "virtual"])
+    try:
+        if not check("capture serve --audio virtual prints its URL", url is not None):
+            return
+        page.goto(url + "?path=mp4")
+        try:
+            page.wait_for_function("document.body.dataset.path === 'mp4' && document.getElementById('video').currentTime > 0.5",
+                                   timeout=30000)
+        except Exception:
+            pass  # what it found is reported below
+        page.click("#sound")
+        audio = """() => { const v = document.getElementById('video');
+            return [document.getElementById('path').textContent, v.muted, v.currentTime, v.webkitAudioDecodedByteCount,
+                    v.audioTracks ? v.audioTracks.length : -1]; }"""
+        first = page.evaluate(audio)
+        time.sleep(1.5)
+        later = page.evaluate(audio)
+        check("with a microphone, the page plays /stream.mp4 with sound, says so, and Sound unmutes it",
+              first[0].startswith("fragmented MP4") and "sound available" in first[0] and not first[1], f"{first}")
+        check("its audio decodes as it plays (webkitAudioDecodedByteCount grows, time advances)",
+              later[3] > first[3] > 0 and later[2] > first[2] + 0.5, f"{first} -> {later}")
+    finally:
+        stop_serve(server)
 
 
 def cross_site_checks(page, tool, env, url, home):
