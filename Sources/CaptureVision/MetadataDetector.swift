@@ -8,7 +8,8 @@ import Synchronization
 /// offers frames: when the detector is idle it takes a hold on the newest one and wakes the
 /// thread; while it is busy, frames pass it by (counted as skipped), so a slow detector costs
 /// nobody else a frame. The thread copies the luma out, lets the buffer go at once, and then runs
-/// the readers on its copy.
+/// the readers on its copy. It runs at nice 10 (`.utility`): on a busy machine capture and the
+/// encoders take the cores first and the detector skips more frames, not they.
 ///
 /// `consume` runs on capture threads; everything else on the detection thread.
 final class MetadataDetector: FrameConsumer, @unchecked Sendable {
