@@ -200,7 +200,10 @@ let package = Package(
                 "CaptureImaging", "CaptureBackend", "CaptureSystem", "CapturePortal",
                 "CV4L2Shim", "CJPEGShim", "CTurboJPEG", "CaptureTestSupport", "CaptureBenchSupport",
             ]),
-        .testTarget(name: "CapturePreviewTests", dependencies: ["CapturePreview", "Capture", "CaptureTestSupport"]),
+        // (The metadata outlines' window test needs CaptureVision's output and its preview conversion.)
+        .testTarget(
+            name: "CapturePreviewTests",
+            dependencies: ["CapturePreview", "Capture", "CaptureTestSupport", "CaptureVision", "CaptureVisionPreview"]),
         .testTarget(
             name: "CaptureRecordingTests",
             dependencies: [

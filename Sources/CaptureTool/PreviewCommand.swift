@@ -4,6 +4,7 @@ import Capture
 import CapturePreview
 import CaptureSystem
 import CaptureVision
+import CaptureVisionPreview
 import Foundation
 
 extension Command {
@@ -57,11 +58,11 @@ func previewCommand(_ args: Arguments) throws {
     window.rootLayer.addSublayer(preview)
     // Codes and faces outlined over the picture, in a layer of their own above it.
     let metadata = CaptureMetadataOutput()
-    var overlay: MetadataOverlay?
+    var overlay: MetadataOutlines?
     if let list = args.values["metadata"] {
         session.addOutput(metadata)
         try metadata.setMetadataObjectTypes(metadataTypes(list, option: "metadata", available: metadata.availableMetadataObjectTypes))
-        let o = MetadataOverlay(preview: preview)
+        let o = MetadataOutlines(preview: preview)
         window.rootLayer.addSublayer(o.layer)
         metadata.setMetadataObjectsDelegate(o, queue: .main)
         overlay = o

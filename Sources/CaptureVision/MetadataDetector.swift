@@ -8,7 +8,8 @@ import Synchronization
 /// offers frames: when the detector is idle it takes a hold on the newest one and wakes the
 /// thread; while it is busy, frames pass it by (counted as skipped), so a slow detector costs
 /// nobody else a frame. The thread copies the luma out, lets the buffer go at once, and then runs
-/// the readers on its copy.
+/// the readers on its copy. It runs at nice 10 (`.utility`): on a busy machine capture and the
+/// encoders take the cores first and the detector skips more frames, not they.
 ///
 /// `consume` runs on capture threads; everything else on the detection thread.
 final class MetadataDetector: FrameConsumer, @unchecked Sendable {
@@ -85,6 +86,10 @@ final class MetadataDetector: FrameConsumer, @unchecked Sendable {
 
     /// Copies the frame's luma, lets the frame go, detects, and hands the objects to the output.
     private func process(_ frame: consuming HeldFrame, _ connection: CaptureConnection, luma: LumaPlane, engine: inout DetectionEngine) {
+        let settings = output?.detectionSettings
+        // Readers made for new settings (a cascade loaded: tens of ms, once) are not a frame's cost;
+        // a failure here fails the frame below.
+        if let settings { try? engine.prepare(for: settings) }
         let start = Self.threadCPU()
         let time = frame.sample.presentationTimeStamp, sequence = frame.sample.sequenceNumber
         var loaded = true
@@ -92,9 +97,9 @@ final class MetadataDetector: FrameConsumer, @unchecked Sendable {
         // The driver buffer goes back before detection starts.
         _ = consume frame
         var objects: [MetadataObject] = []
-        if loaded, let output {
+        if loaded, let settings {
             do {
-                objects = try engine.detect(luma, settings: output.detectionSettings, time: time, sequence: sequence)
+                objects = try engine.detect(luma, settings: settings, time: time, sequence: sequence)
                 framesDetected.add(1, ordering: .relaxed)
             } catch {
                 framesFailed.add(1, ordering: .relaxed)
@@ -129,18 +134,22 @@ struct DetectionEngine {
     private var faces: FaceDetector?
     private var tracker = FaceTracker()
 
+    /// Makes the readers `settings` asks for, unless they are made already.
+    mutating func prepare(for settings: DetectionSettings) throws(CaptureError) {
+        guard settings.types != types else { return }
+        let codes = settings.types.subtracting([.face])
+        barcodes = codes.isEmpty ? nil : try BarcodeReader(types: codes)
+        faces = settings.types.contains(.face) ? try FaceDetector() : nil
+        types = settings.types
+        tracker.reset()
+    }
+
     /// Runs the readers the settings ask for on `luma` (within the rect of interest) and makes
     /// the objects, in normalized coordinates of the whole frame.
     mutating func detect(
         _ luma: LumaPlane, settings: DetectionSettings, time: CaptureTime, sequence: UInt64
     ) throws(CaptureError) -> [MetadataObject] {
-        if settings.types != types {
-            types = settings.types
-            let codes = types.subtracting([.face])
-            barcodes = codes.isEmpty ? nil : try BarcodeReader(types: codes)
-            faces = types.contains(.face) ? try FaceDetector() : nil
-            tracker.reset()
-        }
+        try prepare(for: settings)
         guard let base = luma.bytes, barcodes != nil || faces != nil else { return [] }
         let w = luma.width, h = luma.height
         let r = settings.rectOfInterest.intersection(CGRect(x: 0, y: 0, width: 1, height: 1))

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 # Pictures for CaptureVisionTests, written as JPEG into the folder given, with labels.json saying
 # what each holds and where (picture pixels): EAN-13 and Code 128 barcodes made by python-barcode,
-# scikit-image's astronaut and its lfw_subset faces tiled into grids, and pictures with no face.
-# Needs (scripts/test installs them): python-barcode, scikit-image, Pillow.
+# scikit-image's astronaut (also beside a qrencode QR code in a 1280x720 frame) and its lfw_subset
+# faces tiled into grids, and pictures with no face.
+# Needs (scripts/test installs them): python-barcode, scikit-image, Pillow, qrencode.
+import io
 import json
+import subprocess
 import sys
 
 import barcode
@@ -34,6 +37,14 @@ for kind, data, module in (("ean13", "590123412345", 0.3), ("code128", "Capture-
 
 # Faces: the astronaut, with her face's box measured on the picture.
 save("astronaut", Image.fromarray(skd.astronaut()), faces=[[165, 45, 120, 135]])
+
+# A 1280x720 frame with a face and a code side by side: the astronaut (face box as above) at
+# (96, 104) and a qrencode QR code (modules of 8 pixels) at (760, 192).
+frame = Image.new("L", (1280, 720), 128)
+frame.paste(Image.fromarray(skd.astronaut()).convert("L"), (96, 104))
+qr = Image.open(io.BytesIO(subprocess.run(["qrencode", "-s", "8", "-m", "2", "-o", "-", "beside capture"], check=True, capture_output=True).stdout))
+frame.paste(qr.convert("RGBA").convert("L"), (760, 192))
+save("astronaut_qr", frame, text="beside capture", faces=[[96 + 165, 104 + 45, 120, 135]])
 
 
 def grid(images, name, faces):

@@ -1,0 +1,116 @@
+import Capture
+import CaptureTestSupport
+import CaptureVision
+import Foundation
+import Testing
+
+/// The session: a 1280x720 30 fps camera showing a face and a QR code, with a video data
+/// output, a JPEG stream (a frame consumer port at a JPEG quality, as `CaptureStreamServer`'s) and
+/// a metadata output looking for QR codes and faces. Detection is slower than the camera here, so
+/// the metadata output skips frames; the other two must still get every frame the camera
+/// delivered. Compared by sequence number with what the camera made, never with the clock: a busy
+/// machine may make the camera late, which is no loss of theirs.
+@Suite(.serialized) struct BesideCaptureTests {
+    /// The JPEG stream's end of the seam: the sequence numbers of the JPEGs and the drops reported.
+    final class JPEGStream: FrameConsumer, @unchecked Sendable {
+        private let lock = NSLock()
+        private var _sequences: [UInt64] = []
+        private var _drops: [DroppedFrames] = []
+        private var _notJPEG = 0
+        var sequences: [UInt64] { lock.withLock { _sequences } }
+        var drops: [DroppedFrames] { lock.withLock { _drops } }
+        var notJPEG: Int { lock.withLock { _notJPEG } }
+
+        func consume(_ sample: SampleBuffer, from connection: CaptureConnection) {
+            let jpeg = sample.pixelFormat == .jpeg || sample.pixelFormat == .mjpeg
+            lock.withLock {
+                _sequences.append(sample.sequenceNumber)
+                if !jpeg { _notJPEG += 1 }
+            }
+        }
+
+        func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) { lock.withLock { _drops.append(drop) } }
+    }
+
+    @Test func theVideoOutputAndTheJPEGStreamLoseNoFrameToDetection() throws {
+        let camera = VirtualCamera(
+            name: "Vision beside \(UUID().uuidString.prefix(6))", formats: [.init(.nv12, width: 1280, height: 720, frameRates: [30])])
+        camera.picture = try VisionPictures.picture("astronaut_qr")
+        VirtualCamera.install(camera)
+        defer { VirtualCamera.uninstall(camera) }
+        let device = try #require(CaptureDevice.device(withUniqueID: camera.uniqueID))
+
+        let frames = FrameCollector()
+        let video = CaptureVideoDataOutput()
+        video.alwaysDiscardsLateVideoFrames = false
+        video.setSampleBufferDelegate(frames, queue: frames.queue)
+        let stream = JPEGStream()
+        let port = FrameConsumerPort(stream, jpegQuality: 80)
+        let metadata = CaptureMetadataOutput()
+        let session = CaptureSession()
+        session.beginConfiguration()
+        session.addInput(try CaptureDeviceInput(device: device))
+        session.addOutput(video)
+        session.addFrameConsumer(port)
+        session.addOutput(metadata)
+        if case .rejected(let e) = session.commitConfiguration() { throw e }
+        try metadata.setMetadataObjectTypes([.qr, .face])
+        let found = MetadataFound()
+        metadata.setMetadataObjectsDelegate(found, queue: found.queue)
+        try session.start()
+        // From the first detection with the face and the code on (every stage started: the JPEG
+        // stage's thread is made on the first frame, the detector's cascade loaded on its first),
+        // three seconds of the camera's frames (90 sequence numbers), however long they take.
+        #expect(waitUntil(timeout: 60) { found.sawFaceAndCode }, "no detection with the face and the code")
+        let from = UInt64(camera.framesProduced)
+        let before = metadata.statistics
+        let enough = waitUntil(timeout: 60) { camera.framesProduced >= from + 90 }
+        session.stopRunning()
+        frames.queue.sync {}
+        #expect(enough, "the camera made \(camera.framesProduced - from) frames")
+
+        let made = camera.statistics
+        let sequences = frames.sequences.filter { $0 >= from }
+        let first = try #require(sequences.first), last = try #require(sequences.last)
+        // The camera lost nothing either (a buffer held too long by anyone would show here).
+        #expect(made.framesDroppedForLackOfBuffers == 0 && made.framesDroppedByInjection == 0, "\(made)")
+        // The video data output: every sequence number, in order, no drop reported.
+        #expect(first == from && sequences == Array(first...last), "video: frames missing between \(from) and \(last)")
+        // (A drop without a sequence number cannot be placed: it counts.)
+        let since = { (d: DroppedFrames) in d.sequenceNumber.map { $0 + UInt64(d.count) > from } ?? true }
+        #expect(frames.drops.filter(since).isEmpty, "video drops: \(frames.drops)")
+        // The JPEG stream: the same frames, each as a JPEG, no drop reported.
+        let jpegs = stream.sequences.filter { $0 >= from }
+        #expect(jpegs == sequences, "JPEG: \(jpegs.count) frames, video \(sequences.count)")
+        #expect(stream.drops.filter(since).isEmpty, "JPEG drops: \(stream.drops)")
+        #expect(stream.notJPEG == 0)
+        // Together they had what the camera queued, up to the frames still in its buffers at the stop.
+        #expect(UInt64(frames.sequences.count) + 4 >= made.framesQueued, "video \(frames.sequences.count) of \(made.framesQueued) queued")
+
+        // Meanwhile the metadata output skipped frames for itself, each counted (once its last
+        // frame is done).
+        _ = waitUntil(timeout: 10) {
+            let s = metadata.statistics
+            return s.framesOffered == s.framesDetected + s.framesFailed + s.framesSkipped
+        }
+        let s = metadata.statistics
+        #expect(s.framesSkipped > before.framesSkipped, "the detector kept up with 720p faces: this test shows nothing")
+        #expect(s.framesDetected > before.framesDetected)
+        #expect(s.framesOffered == s.framesDetected + s.framesFailed + s.framesSkipped, "\(s)")
+        #expect(s.framesOffered <= frames.sequences.count)
+    }
+}
+
+/// Whether a detection had both a face and the QR code.
+private final class MetadataFound: CaptureMetadataOutputObjectsDelegate, @unchecked Sendable {
+    let queue = DispatchQueue(label: "beside-capture.metadata")
+    private let lock = NSLock()
+    private var both = false
+    var sawFaceAndCode: Bool { lock.withLock { both } }
+
+    func metadataOutput(_ output: CaptureMetadataOutput, didOutput objects: [MetadataObject], from connection: CaptureConnection) {
+        let code = objects.contains { ($0 as? MetadataMachineReadableCodeObject)?.stringValue == "beside capture" }
+        let face = objects.contains { $0.type == .face }
+        if code && face { lock.withLock { both = true } }
+    }
+}
