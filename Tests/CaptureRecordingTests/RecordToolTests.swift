@@ -47,7 +47,9 @@ import Testing
             "record", "--device", "virtual", "--size", "320x240", "--pre-record", "1.5", "--seconds", "3", "--json",
             url.path,
         ])
-        Thread.sleep(forTimeInterval: 3)
+        // Ready (its handlers set, it says so), then 2 s for the 1.5 s it keeps to fill.
+        #expect(waitUntil(timeout: 60) { p.stderr.contains("send SIGUSR1") }, "\(p.stderr)")
+        Thread.sleep(forTimeInterval: 2)
         #expect(p.process.isRunning && !FileManager.default.fileExists(atPath: url.path), "no file before the trigger")
         let trigger = Date()
         p.signal(SIGUSR1)
@@ -64,7 +66,7 @@ import Testing
 
         let quiet = folder.file("never.mp4")
         let q = try RunningProcess(["record", "--device", "virtual", "--size", "320x240", "--pre-record", "1", quiet.path])
-        Thread.sleep(forTimeInterval: 1.5)
+        #expect(waitUntil(timeout: 60) { q.stderr.contains("send SIGUSR1") }, "\(q.stderr)")
         #expect(q.terminate(timeout: 60) == 0, "\(q.stderr)")
         #expect(!FileManager.default.fileExists(atPath: quiet.path))
     }

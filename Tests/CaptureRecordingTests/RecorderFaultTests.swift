@@ -142,6 +142,8 @@ import Testing
         let fifo = folder.file("f.mp4")
         guard mkfifo(fifo.path, 0o600) == 0 else { throw TestFailure("mkfifo failed: \(errno)") }
         let p = try RunningProcess(["record", "--device", "virtual", "--size", "320x240", "--seconds", "60", fifo.path])
+        #expect(p.waitUntilHandles(sig), "the tool never took \(sig): \(p.stderr)")
+        // (Its recording meanwhile waits for the FIFO's reader.)
         Thread.sleep(forTimeInterval: 1.5)
         #expect(p.process.isRunning, "\(p.stderr)")
         let sent = Date()

@@ -117,6 +117,23 @@ public final class RunningProcess: @unchecked Sendable {
         return sink.lock.withLock { ProcessResult(status: status, stdout: sink.out, stderr: String(decoding: sink.err, as: UTF8.self)) }
     }
 
+    /// Waits up to `timeout` s until the program catches, ignores or blocks `sig` (its
+    /// `/proc/PID/status` says so), so that sending it tests the program's handling, not the
+    /// default action on a program still starting (a loaded machine starts it late). False: it
+    /// did not, or it ended.
+    public func waitUntilHandles(_ sig: Int32, timeout: Double = 60) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        let bit = UInt64(1) << UInt64(sig - 1)
+        while Date() < deadline, process.isRunning {
+            let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+            for line in status.split(separator: "\n") where line.hasPrefix("SigCgt:") || line.hasPrefix("SigIgn:") || line.hasPrefix("SigBlk:") {
+                if let mask = UInt64(line.split(separator: "\t").last ?? "", radix: 16), mask & bit != 0 { return true }
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        return false
+    }
+
     /// Waits up to `timeout` s until standard output satisfies `condition` (false: it did not,
     /// or the program ended without it).
     public func waitFor(timeout: Double = 20, _ condition: (String) -> Bool) -> Bool {

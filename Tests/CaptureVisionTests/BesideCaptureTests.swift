@@ -7,9 +7,10 @@ import Testing
 /// The session: a 1280x720 30 fps camera showing a face and a QR code, with a video data
 /// output, a JPEG stream (a frame consumer port at a JPEG quality, as `CaptureStreamServer`'s) and
 /// a metadata output looking for QR codes and faces. Detection is slower than the camera here, so
-/// the metadata output skips frames; the other two must still get every frame the camera
-/// delivered. Compared by sequence number with what the camera made, never with the clock: a busy
-/// machine may make the camera late, which is no loss of theirs.
+/// the metadata output skips frames; the video data output must still get every frame the camera
+/// delivered, and the JPEG stream every frame it did not report late (see below). Compared by
+/// sequence number with what the camera made, never with the clock: a busy machine may make the
+/// camera late, which is no loss of theirs.
 @Suite(.serialized) struct BesideCaptureTests {
     /// The JPEG stream's end of the seam: the sequence numbers of the JPEGs and the drops reported.
     final class JPEGStream: FrameConsumer, @unchecked Sendable {
@@ -79,10 +80,24 @@ import Testing
         // (A drop without a sequence number cannot be placed: it counts.)
         let since = { (d: DroppedFrames) in d.sequenceNumber.map { $0 + UInt64(d.count) > from } ?? true }
         #expect(frames.drops.filter(since).isEmpty, "video drops: \(frames.drops)")
-        // The JPEG stream: the same frames, each as a JPEG, no drop reported.
-        let jpegs = stream.sequences.filter { $0 >= from }
-        #expect(jpegs == sequences, "JPEG: \(jpegs.count) frames, video \(sequences.count)")
-        #expect(stream.drops.filter(since).isEmpty, "JPEG drops: \(stream.drops)")
+        // The JPEG stream: the same frames, each as a JPEG or reported once as late. Its one encoder
+        // keeps the newest frame (as the server's), so a machine too busy to encode 720p at 30 fps
+        // loses some to lateness with or without detection (seen here at load 6-17 with no
+        // metadata types at all); what detection could take from it, a camera buffer or the
+        // capture thread's time, shows as `.outOfBuffers` or a gap in the video output above.
+        let jpegs = stream.sequences.filter { $0 >= from && $0 <= last }
+        let jpegDrops = stream.drops.filter(since)
+        #expect(jpegDrops.allSatisfy { $0.reason == .frameWasLate }, "JPEG drops: \(jpegDrops)")
+        var accounted = Set(jpegs)
+        for d in jpegDrops {
+            guard let s0 = d.sequenceNumber else { continue }
+            for q in s0..<s0 + UInt64(d.count) where q >= from && q <= last {
+                #expect(accounted.insert(q).inserted, "JPEG frame \(q) both delivered and reported lost, or lost twice")
+            }
+        }
+        #expect(accounted == Set(sequences), "JPEG: \(jpegs.count) frames and \(jpegDrops) for \(sequences.count) frames")
+        #expect(zip(jpegs, jpegs.dropFirst()).allSatisfy { $1 > $0 }, "JPEGs out of order")
+        print("beside detection at 1280x720: \(sequences.count) frames, \(jpegs.count) JPEGs, \(jpegDrops.map(\.count).reduce(0, +)) late")
         #expect(stream.notJPEG == 0)
         // Together they had what the camera queued, up to the frames still in its buffers at the stop.
         #expect(UInt64(frames.sequences.count) + 4 >= made.framesQueued, "video \(frames.sequences.count) of \(made.framesQueued) queued")
