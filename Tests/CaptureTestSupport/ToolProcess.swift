@@ -126,7 +126,8 @@ public final class RunningProcess: @unchecked Sendable {
         let bit = UInt64(1) << UInt64(sig - 1)
         while Date() < deadline, process.isRunning {
             let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
-            for line in status.split(separator: "\n") where line.hasPrefix("SigCgt:") || line.hasPrefix("SigIgn:") || line.hasPrefix("SigBlk:") {
+            for line in status.split(separator: "\n")
+            where line.hasPrefix("SigCgt:") || line.hasPrefix("SigIgn:") || line.hasPrefix("SigBlk:") {
                 if let mask = UInt64(line.split(separator: "\t").last ?? "", radix: 16), mask & bit != 0 { return true }
             }
             Thread.sleep(forTimeInterval: 0.02)
