@@ -63,7 +63,7 @@ enum WebPlayer {
             await pc.setRemoteDescription({ type: "answer", sdp: await r.text() });
             video.srcObject = stream;
             video.play().catch(() => {});
-            if (!(await advances(5000))) { stop(); video.srcObject = null; return false; }
+            if (!(await advances(patience))) { stop(); video.srcObject = null; return false; }
             stopPlayer = stop;
             addEventListener("pagehide", stop);
             // (The answer has an audio track even without a microphone: /state says whether one sends.)
@@ -152,7 +152,7 @@ enum WebPlayer {
             })();
             feed();
             video.play().catch(() => {});
-            if (!(await advances(5000))) { controller.abort(); video.removeAttribute("src"); return false; }
+            if (!(await advances(patience))) { controller.abort(); video.removeAttribute("src"); return false; }
             stopPlayer = () => controller.abort();
             return sound ? "sound available" : "no sound";
           } catch (e) { controller.abort(); return false; }
@@ -163,6 +163,10 @@ enum WebPlayer {
         }
         // The paths the server has besides /stream, and what each route says of itself (from /state).
         let served = [], routes = {};
+        // How long a path may take to show its first frames: 5 s each when the page chooses (the
+        // next path is better than a wait); 20 s for the path the address asks for, since no
+        // other is wanted (a loaded machine starts it late).
+        let patience = 5000;
         function restart() {
           stopPlayer();
           stopPlayer = () => {};
@@ -179,6 +183,7 @@ enum WebPlayer {
           } catch (e) {}
           const asked = new URLSearchParams(location.search).get("path");
           const order = players[asked] ? [asked] : ["webrtc", "mp4", "mjpeg"];
+          patience = players[asked] ? 20000 : 5000;
           for (const path of order) {
             showPath(path, "connecting…");
             const note = await players[path]();
