@@ -11,6 +11,8 @@ let package = Package(
         // The HTTP camera server (libmicrohttpd); its own product so that `Capture` never needs it.
         .library(name: "CaptureServer", targets: ["CaptureServer"]),
         .executable(name: "capture", targets: ["CaptureTool"]),
+        // Every command of `capture`, which hands it the ones that need the products' libraries.
+        .executable(name: "capture-full", targets: ["CaptureFullTool"]),
         .executable(name: "capture-bench", targets: ["CaptureBench"]),
         .executable(name: "still-camera", targets: ["StillCamera"]),
         .executable(name: "camera-check", targets: ["CameraCheck"]),
@@ -25,6 +27,9 @@ let package = Package(
         // Live H.264 and Opus to browsers over WebRTC (GStreamer's webrtcbin); its own product, so
         // that `Capture` and the other products never need GStreamer.
         .library(name: "CaptureWebRTC", targets: ["CaptureWebRTC"]),
+        // An RTSP server (gst-rtsp-server) for NVRs, Home Assistant, VLC and ffmpeg: the shared
+        // H.264 encode to every client; its own product, so the others never need gst-rtsp-server.
+        .library(name: "CaptureRTSP", targets: ["CaptureRTSP"]),
         // Metadata output: QR codes, barcodes (zxing-cpp) and faces (OpenCV); its own product, so
         // that `Capture` never needs either library.
         .library(name: "CaptureVision", targets: ["CaptureVision"]),
@@ -72,7 +77,7 @@ let package = Package(
         .target(name: "CaptureBackend", dependencies: ["CaptureSystem"], path: "Sources/CaptureBackend"),
         // Backends: V4L2 cameras, ALSA microphones. Each C shim holds only what Swift cannot
         // import: ioctl request codes and packed structs (V4L2), a variadic callback (ALSA).
-        .target(name: "CV4L2Shim", dependencies: ["CLibV4L2"], cSettings: [.unsafeFlags(["-O3"])]),
+        .target(name: "CV4L2Shim", dependencies: ["CLibV4L2"]),
         .target(
             name: "CaptureV4L2", dependencies: ["CaptureBackend", "CaptureSystem", "CV4L2Shim"],
             path: "Sources/CaptureV4L2"),
@@ -83,7 +88,7 @@ let package = Package(
         // Imaging: images to JPEG, pixel-format conversion, JPEG markers, EXIF (no object model).
         // Its C kernels: the libjpeg encoder (libjpeg reports errors by longjmp, which Swift cannot
         // catch) and colour conversion rows.
-        .target(name: "CJPEGShim", dependencies: ["CTurboJPEG", "CLibJPEG"], cSettings: [.unsafeFlags(["-O3"])]),
+        .target(name: "CJPEGShim", dependencies: ["CTurboJPEG", "CLibJPEG"]),
         .target(
             name: "CaptureImaging", dependencies: ["CaptureBackend", "CaptureSystem", "CTurboJPEG", "CJPEGShim"],
             path: "Sources/CaptureImaging"),
@@ -124,32 +129,62 @@ let package = Package(
         // units, boxes written here; a product of its own, so the server needs no FFmpeg.
         .target(name: "CaptureServerMP4", dependencies: ["Capture", "CaptureServer", "CaptureCodecs", "CaptureSystem"]),
         // GStreamer 1.22 with webrtcbin (Debian: libgstreamer1.0-dev, libgstreamer-plugins-base1.0-dev,
-        // libgstreamer-plugins-bad1.0-dev; at run time gstreamer1.0-plugins-base, -good, -bad and
-        // gstreamer1.0-nice): CaptureWebRTC's alone. GStreamer's .pc files carry -pthread, which
-        // SwiftPM refuses with a warning on every build: pkg-config gives GLib's paths, and the
-        // shim adds GStreamer's own (the same on every Debian architecture).
+        // libgstreamer-plugins-bad1.0-dev, libglib2.0-dev; at run time gstreamer1.0-plugins-base, -good,
+        // -bad and gstreamer1.0-nice): CaptureWebRTC's alone. Every GStreamer .pc
+        // file carries -pthread (through gmodule), which SwiftPM refuses with a warning on every build:
+        // pkg-config gives GLib's paths, and the shim finds GStreamer's headers through include/gst, a
+        // link to /usr/include/gstreamer-1.0/gst (the same on every Debian architecture).
         .systemLibrary(
             name: "CGStreamer", path: "Sources/CSystem/gstreamer", pkgConfig: "glib-2.0",
-            providers: [.apt(["libgstreamer1.0-dev", "libgstreamer-plugins-base1.0-dev", "libgstreamer-plugins-bad1.0-dev"])]),
+            providers: [
+                .apt(["libgstreamer1.0-dev", "libgstreamer-plugins-base1.0-dev", "libgstreamer-plugins-bad1.0-dev", "libglib2.0-dev"])
+            ]),
         // What Swift cannot call well in GStreamer (variadic GObject calls, promises, pad probes,
         // graph changes while buffers flow): the WebRTC graph behind opaque handles.
         .target(
-            name: "CCaptureWebRTCShim", dependencies: ["CGStreamer"], cSettings: [.unsafeFlags(["-I/usr/include/gstreamer-1.0"])],
+            name: "CCaptureWebRTCShim", dependencies: ["CGStreamer"],
+            cSettings: [.headerSearchPath("../CSystem/gstreamer/include")],
             // (A C target does not import the module, so its `link` lines are said again here.)
-            linkerSettings: ["gstwebrtc-1.0", "gstsdp-1.0", "gstapp-1.0", "gstbase-1.0", "gstreamer-1.0", "gobject-2.0", "glib-2.0"].map {
-                .linkedLibrary($0)
-            }),
+            linkerSettings: [
+                "gstwebrtc-1.0", "gstsdp-1.0", "gstrtp-1.0", "gstapp-1.0", "gstbase-1.0", "gstreamer-1.0", "gobject-2.0", "glib-2.0",
+            ].map { .linkedLibrary($0) }),
         // WebRTC: the shared H.264 stage's units and the microphone as Opus to browsers, one
         // webrtcbin per viewer (a WHEP answerer's engine); a product of its own, so the core needs no GStreamer.
         .target(name: "CaptureWebRTC", dependencies: ["Capture", "CaptureCodecs", "CaptureServer", "CaptureSystem", "CCaptureWebRTCShim"]),
-        // Detection (Debian: libzxing-dev, libopencv-objdetect-dev, opencv-data for the cascades):
-        // C++ libraries, reached through one shim with a C interface.
+        // gst-rtsp-server 1.22 (Debian: libgstrtspserver-1.0-dev, libgstreamer1.0-dev,
+        // libgstreamer-plugins-base1.0-dev, libglib2.0-dev): CaptureRTSP's alone, without
+        // webrtcbin's packages. Its headers come through include/gst, a link to
+        // /usr/include/gstreamer-1.0/gst, as CGStreamer's (gstreamer-rtsp-server-1.0.pc carries -pthread
+        // too, so pkg-config gives GLib's paths).
+        .systemLibrary(
+            name: "CGStreamerRTSP", path: "Sources/CSystem/gstreamer-rtsp", pkgConfig: "glib-2.0",
+            providers: [
+                .apt(["libgstrtspserver-1.0-dev", "libgstreamer1.0-dev", "libgstreamer-plugins-base1.0-dev", "libglib2.0-dev"])
+            ]),
+        // The server, its main loop and its shared media behind one opaque handle.
+        .target(
+            name: "CCaptureRTSPShim", dependencies: ["CGStreamerRTSP"],
+            cSettings: [.headerSearchPath("../CSystem/gstreamer-rtsp/include")],
+            linkerSettings: [
+                "gstrtspserver-1.0", "gstapp-1.0", "gstbase-1.0", "gstreamer-1.0", "gobject-2.0", "glib-2.0",
+            ].map { .linkedLibrary($0) }),
+        // RTSP: the shared H.264 stage's units to every RTSP client through one shared media.
+        .target(name: "CaptureRTSP", dependencies: ["Capture", "CaptureCodecs", "CaptureSystem", "CCaptureRTSPShim"]),
+        // Detection (Debian: libzxing-dev, libopencv-core-dev, libopencv-imgproc-dev,
+        // libopencv-objdetect-dev, opencv-data for the cascades): C++ libraries, reached through one
+        // shim with a C interface. OpenCV's one .pc file (opencv4, in libopencv-dev) links all of its
+        // ~55 modules, so COpenCV has none: its module map names the three the shim calls, and the
+        // shim finds their headers through include/opencv2, a link to /usr/include/opencv4/opencv2.
         .systemLibrary(
             name: "CZXing", path: "Sources/CSystem/zxing", pkgConfig: "zxing", providers: [.apt(["libzxing-dev"])]),
         .systemLibrary(
-            name: "COpenCV", path: "Sources/CSystem/opencv", pkgConfig: "opencv4",
-            providers: [.apt(["libopencv-objdetect-dev", "opencv-data"])]),
-        .target(name: "CVisionShim", dependencies: ["CZXing", "COpenCV"], cxxSettings: [.unsafeFlags(["-O2"])]),
+            name: "COpenCV", path: "Sources/CSystem/opencv",
+            providers: [.apt(["libopencv-core-dev", "libopencv-imgproc-dev", "libopencv-objdetect-dev", "opencv-data"])]),
+        .target(
+            name: "CVisionShim", dependencies: ["CZXing", "COpenCV"],
+            cxxSettings: [.headerSearchPath("../CSystem/opencv/include")],
+            // (A C++ target does not import the module, so its `link` lines are said again here.)
+            linkerSettings: ["opencv_objdetect", "opencv_imgproc", "opencv_core"].map { .linkedLibrary($0) }),
         // The metadata output (`CaptureMetadataOutput`): detection beside capture, through the
         // frame consumer seam; a product of its own, so the core needs neither library.
         .target(name: "CaptureVision", dependencies: ["Capture", "CaptureBackend", "CaptureImaging", "CaptureSystem", "CVisionShim"]),
@@ -157,13 +192,20 @@ let package = Package(
         .target(name: "CaptureVisionPreview", dependencies: ["CaptureVision", "CapturePreview", "Capture"]),
         // Detections as server-sent events on the HTTP server (`/metadata`; both products, neither library).
         .target(name: "CaptureVisionServer", dependencies: ["CaptureVision", "CaptureServer", "Capture", "CaptureBackend"]),
+        // The `capture` tool's command line (options, help, errors, choosing a device), the commands
+        // the core library runs (devices, snap, stream, audio) and the others' usage: both programs'.
+        .target(name: "CaptureToolCore", dependencies: ["Capture", "CaptureSystem"], path: "Sources/CaptureToolCore"),
+        // `capture`: the core alone, so it starts at once; it hands the commands that need the
+        // products' libraries to capture-full (beside it, or in ../libexec/capture when installed).
+        .executableTarget(name: "CaptureTool", dependencies: ["CaptureToolCore"], path: "Sources/CaptureTool"),
+        // capture-full: every command, with the products (FFmpeg, SDL2, libmicrohttpd, GStreamer, OpenCV, zxing).
         .executableTarget(
-            name: "CaptureTool",
+            name: "CaptureFullTool",
             dependencies: [
-                "Capture", "CaptureCodecs", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureServerMP4", "CaptureSystem",
-                "CaptureWebRTC", "CaptureVision", "CaptureVisionPreview", "CaptureVisionServer",
+                "CaptureToolCore", "Capture", "CaptureCodecs", "CapturePreview", "CaptureRecording", "CaptureServer", "CaptureServerMP4",
+                "CaptureSystem", "CaptureWebRTC", "CaptureRTSP", "CaptureVision", "CaptureVisionPreview", "CaptureVisionServer",
             ],
-            path: "Sources/CaptureTool"),
+            path: "Sources/CaptureFullTool"),
         .executableTarget(
             name: "StillCamera", dependencies: ["Capture", "CapturePreview", "CaptureVision", "CaptureVisionPreview"],
             path: "Examples/StillCamera"),
@@ -226,7 +268,9 @@ let package = Package(
             ]),
         .testTarget(
             name: "CaptureWebRTCTests",
-            dependencies: ["CaptureWebRTC", "CaptureServer", "CaptureRecording", "Capture", "CaptureTestSupport"]),
+            dependencies: ["CaptureWebRTC", "CaptureServer", "CaptureServerMP4", "CaptureRecording", "Capture", "CaptureTestSupport"]),
+        .testTarget(
+            name: "CaptureRTSPTests", dependencies: ["CaptureRTSP", "CaptureServer", "CaptureServerMP4", "Capture", "CaptureTestSupport"]),
         // Its pictures come from make-pictures.py (python-barcode, scikit-image), run by the tests.
         .testTarget(
             name: "CaptureVisionTests",

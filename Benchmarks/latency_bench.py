@@ -15,13 +15,21 @@ per path p50/p95/max over every frame of every round, the median of the rounds' 
 per second, and the CPU (percent of one core) of the server and of the browser's processes over
 the measuring windows.
 
+`webrtc-no-delay` is WebRTC with the playout-delay extension taken out of the offer, so that the
+server does not send it: the same server and page beside `webrtc`. `webapp` is the web app itself
+(its WebRTC receivers set `jitterBufferTarget = 0`), read on its `<video>` once its live picture shows.
+
+With `--webapp-starts N` it opens the web app N times instead and reports, from the navigation,
+when its first picture showed (the JPEG) and when its live video replaced it (medians).
+
 With `--viewers N` it measures instead what N WebRTC viewers cost the server against one: each
 round measures the server's CPU with one viewer and with N (the order alternating by round), each
 viewer a page of its own showing the stream; it reports both, the median of the per-round ratios,
 and the frames each viewer showed per second.
 
     Benchmarks/latency_bench.py --capture .build/release/capture [--size 1280x720] [--fps 30]
-        [--seconds 8] [--rounds 3] [--paths mjpeg,mp4,webrtc] [--viewers N]
+        [--seconds 8] [--rounds 3] [--paths mjpeg,mp4,webrtc,webrtc-no-delay,webapp] [--viewers N]
+        [--webapp-starts N]
 
 `capture-bench latency` runs this script with the `capture` beside it.
 """
@@ -171,16 +179,37 @@ async (base) => {
     pc.addEventListener('icegatheringstatechange', () => { if (pc.iceGatheringState === 'complete') done(); });
     setTimeout(done, 2000);
   });
-  const r = await fetch(base + 'whep', { method: 'POST', headers: { 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp });
+  const r = await fetch(base + 'whep', { method: 'POST', headers: { 'Content-Type': 'application/sdp' }, body: pc.localDescription.sdp%s });
   if (r.status !== 201) { window.__lat.errors.push('WHEP answered ' + r.status + ': ' + await r.text()); return; }
   window.__whep = new URL(r.headers.get('Location'), base).href;
   await pc.setRemoteDescription({ type: 'answer', sdp: await r.text() });
   (%s)(video);
   window.__pc = pc;
 }
-""" % VIDEO_JS
+"""
 
-PATHS = {"mjpeg": MJPEG_JS, "mp4": MP4_JS, "webrtc": WEBRTC_JS}
+# `webrtc-no-delay`: the same offer without the playout-delay extension, so the server does not
+# ask the browser for no playout delay (the same server, for a side-by-side comparison).
+NO_DELAY = r".replace(/a=extmap:\d+ http:\/\/www\.webrtc\.org\/experiments\/rtp-hdrext\/playout-delay\r\n/g, '')"
+# `webapp`: the web app itself at `/` (its WebRTC, with jitterBufferTarget = 0), measured on its
+# <video> once its live picture shows.
+PATHS = {"mjpeg": MJPEG_JS, "mp4": MP4_JS, "webrtc": WEBRTC_JS % ("", VIDEO_JS),
+         "webrtc-no-delay": WEBRTC_JS % (NO_DELAY, VIDEO_JS), "webapp": None}
+
+# The web app's start: when its first picture shows (the <img> with a JPEG) and when its live
+# video replaces it (body.dataset.picture turns "video"), in ms since the navigation began.
+START_JS = r"""
+window.addEventListener('DOMContentLoaded', () => {
+  window.__start = {};
+  const tick = () => {
+    const live = document.getElementById('live');
+    if (!('jpeg' in window.__start) && live && !live.hidden && live.naturalWidth > 0) window.__start.jpeg = performance.now();
+    if (!('video' in window.__start) && document.body.dataset.picture === 'video') window.__start.video = performance.now();
+    if (!('video' in window.__start)) requestAnimationFrame(tick);
+  };
+  tick();
+});
+"""
 
 
 def cpu_seconds(pid):
@@ -232,10 +261,17 @@ def percentile(values, q):
 def measure(browser, base, path, seconds, server_pid):
     """One round of one path: the samples, frames shown per second, server and browser CPU %."""
     page = browser.new_page()
-    page.goto(base + "state")
-    page.evaluate("document.body.innerHTML = ''")
-    page.evaluate(PAGE_JS)
-    page.evaluate(PATHS[path], base)
+    if path == "webapp":
+        page.goto(base, wait_until="commit")
+        page.wait_for_function("document.body.dataset.picture === 'video' && document.body.dataset.path === 'webrtc'",
+                               timeout=30000)
+        page.evaluate(PAGE_JS)
+        page.evaluate("(%s)(document.getElementById('video'))" % VIDEO_JS)
+    else:
+        page.goto(base + "state")
+        page.evaluate("document.body.innerHTML = ''")
+        page.evaluate(PAGE_JS)
+        page.evaluate(PATHS[path], base)
     # Warm-up: connected and a few frames shown (a path that shows nothing in 10 s has failed).
     deadline = time.time() + 10
     while time.time() < deadline and page.evaluate("window.__lat.shown") < 10:
@@ -245,8 +281,10 @@ def measure(browser, base, path, seconds, server_pid):
     time.sleep(seconds)
     lat = page.evaluate("window.__lat")
     s1, b1, t1 = cpu_seconds(server_pid), browser_cpu(), time.monotonic()
-    if path == "webrtc":
+    if path.startswith("webrtc"):
         page.evaluate("window.__whep && fetch(window.__whep, { method: 'DELETE' })")
+    if path == "webapp":
+        page.evaluate("dispatchEvent(new Event('pagehide'))")
     page.close()
     wall = t1 - t0
     return {
@@ -302,6 +340,36 @@ def viewers_report(browser, base, a, server_pid):
     }
 
 
+def webapp_starts(browser, base, n):
+    """`--webapp-starts N`: the web app opened N times, each in a new page: ms from the navigation
+    to its first picture (the JPEG) and to its live video (WebRTC's first painted frame)."""
+    jpeg, video, errors = [], [], []
+    for _ in range(n):
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.add_init_script(START_JS)
+        page.goto(base, wait_until="commit")
+        try:
+            page.wait_for_function("window.__start && 'video' in window.__start", timeout=30000)
+        except Exception as e:  # noqa: BLE001 (reported, the next load goes on)
+            errors.append(str(e).splitlines()[0])
+        got = page.evaluate("window.__start || {}")
+        if "jpeg" in got:
+            jpeg.append(got["jpeg"])
+        if "video" in got:
+            video.append(got["video"])
+        # The page's own end (its DELETE of the WHEP resource), then the page.
+        page.evaluate("dispatchEvent(new Event('pagehide'))")
+        page.close()
+        time.sleep(0.5)
+
+    def summary(values):
+        return {"median_ms": round(statistics.median(values)), "min_ms": round(min(values)),
+                "max_ms": round(max(values)), "loads": len(values)} if values else None
+    return {"webapp_starts": n, "first_picture": summary(jpeg), "live_video": summary(video),
+            "first_picture_ms": [round(x) for x in jpeg], "live_video_ms": [round(x) for x in video],
+            "errors": errors}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--capture", required=True, help="the built `capture` tool")
@@ -311,11 +379,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--paths", default="mjpeg,mp4,webrtc")
     ap.add_argument("--viewers", type=int, default=0, help="WebRTC viewers to compare with one")
+    ap.add_argument("--webapp-starts", type=int, default=0, help="web app loads to time")
     a = ap.parse_args()
     paths = [p for p in a.paths.split(",") if p]
     for p in paths:
         if p not in PATHS:
-            sys.exit(f"unknown path {p}: use mjpeg, mp4 or webrtc")
+            sys.exit(f"unknown path {p}: use mjpeg, mp4, webrtc, webrtc-no-delay or webapp")
     from playwright.sync_api import sync_playwright
 
     server, base = start_server(a.capture, a.size, a.fps)
@@ -323,6 +392,10 @@ def main():
     try:
         with sync_playwright() as pw:
             browser = launch(pw, "--autoplay-policy=no-user-gesture-required")
+            if a.webapp_starts > 0:
+                print(json.dumps(webapp_starts(browser, base, a.webapp_starts), indent=2))
+                browser.close()
+                return
             if a.viewers > 1:
                 print(json.dumps(viewers_report(browser, base, a, server.pid), indent=2))
                 browser.close()
@@ -348,6 +421,7 @@ def main():
             entry.update({
                 "p50_ms": percentile(every, 0.5), "p95_ms": percentile(every, 0.95), "max_ms": max(every),
                 "round_p50_median_ms": statistics.median(percentile(r["samples"], 0.5) for r in rs if r["samples"]),
+                "round_p50_ms": [percentile(r["samples"], 0.5) if r["samples"] else None for r in rs],
             })
         errors = sorted({e for r in rs for e in r["errors"]})
         if errors:

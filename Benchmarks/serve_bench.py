@@ -7,6 +7,9 @@ Modes (each prints one JSON object on stdout):
                 device, the order alternating by round; each serves CLIENTS readers of /stream.
   fanout        (on the host, virtual camera): `capture serve` with 1 reader and with MANY
                 readers in alternating order; the ratio of server CPU seconds over the window.
+  tls           (on the host, virtual camera): `capture serve` over HTTP and over HTTPS
+                (--tls-cert/--tls-key, a self-signed certificate made here), CLIENTS readers of
+                /stream each, in alternating order; the ratio of server CPU per client-frame.
 
 CPU: the server process' user + system time from /proc/PID/stat (all its threads) over the
 measuring window. Client-frames: parts whose last byte a reader received inside the window.
@@ -23,13 +26,20 @@ import os
 import selectors
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
 TICK = os.sysconf("SC_CLK_TCK")
+
+# The tls mode's self-signed certificate is not checked (the server is ours, on loopback).
+INSECURE = ssl.create_default_context()
+INSECURE.check_hostname = False
+INSECURE.verify_mode = ssl.CERT_NONE
 
 
 def cpu_seconds(pid):
@@ -42,8 +52,11 @@ def cpu_seconds(pid):
 class Reader:
     """One client of /stream over HTTP/1.0, parsing parts as they arrive (non-blocking)."""
 
-    def __init__(self, port, path, stamp_header):
+    def __init__(self, port, path, stamp_header, tls=False):
         self.sock = socket.create_connection(("127.0.0.1", port))
+        if tls:
+            self.sock = INSECURE.wrap_socket(self.sock, server_hostname="127.0.0.1")
+        self.tls = tls
         self.sock.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".encode())
         self.sock.setblocking(False)
         self.buf = bytearray()
@@ -55,10 +68,17 @@ class Reader:
         self.closed = False
 
     def on_readable(self):
-        try:
-            data = self.sock.recv(262144)
-        except BlockingIOError:
-            return
+        # (TLS: the records decrypted are read until none is left, as the selector does not see them.)
+        while True:
+            try:
+                data = self.sock.recv(262144)
+            except (BlockingIOError, ssl.SSLWantReadError):
+                return
+            self.take(data)
+            if not self.tls or self.closed or not self.sock.pending():
+                return
+
+    def take(self, data):
         now = time.monotonic()
         if not data:
             self.closed = True
@@ -99,26 +119,26 @@ class Reader:
         self.sock.close()
 
 
-def frames_served(port):
+def frames_served(port, scheme="http"):
     """The server's count of frames taken from the camera (`capture serve` only), else None."""
     try:
-        return get_json(f"http://127.0.0.1:{port}/state")["result"].get("frames")
+        return get_json(f"{scheme}://127.0.0.1:{port}/state")["result"].get("frames")
     except Exception:
         return None
 
 
 def get_json(url, timeout=5):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
+    with urllib.request.urlopen(url, timeout=timeout, context=INSECURE if url.startswith("https") else None) as r:
         return json.loads(r.read())
 
 
-def wait_online(port, proc, timeout=60):
+def wait_online(port, proc, timeout=60, scheme="http"):
     end = time.time() + timeout
     while time.time() < end:
         if proc.poll() is not None:
             raise SystemExit(f"server exited with {proc.returncode}")
         try:
-            state = get_json(f"http://127.0.0.1:{port}/state", timeout=2)
+            state = get_json(f"{scheme}://127.0.0.1:{port}/state", timeout=2)
             src = state["result"]["source"]
             if src.get("online") and src.get("captured_fps", 0) > 0:
                 return state
@@ -128,12 +148,13 @@ def wait_online(port, proc, timeout=60):
     raise SystemExit(f"server on port {port} not online in {timeout} s")
 
 
-def serve_round(cmd, port, path, stamp_header, clients, warmup, seconds, quiet_clients=0):
+def serve_round(cmd, port, path, stamp_header, clients, warmup, seconds, quiet_clients=0, tls=False):
     """Starts a server, reads with `clients` readers; returns CPU, client-frames and delays."""
+    scheme = "https" if tls else "http"
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        state = wait_online(port, proc)
-        readers = [Reader(port, path, stamp_header) for _ in range(clients)]
+        state = wait_online(port, proc, scheme=scheme)
+        readers = [Reader(port, path, stamp_header, tls) for _ in range(clients)]
         # Connected but never reading (a stalled viewer); counted nowhere, costs the server nothing.
         idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(quiet_clients)]
         for s in idle:
@@ -149,14 +170,14 @@ def serve_round(cmd, port, path, stamp_header, clients, warmup, seconds, quiet_c
             now = time.monotonic()
             if cpu0 is None and now >= start:
                 cpu0, start = cpu_seconds(proc.pid), now
-                frames0 = frames_served(port)
+                frames0 = frames_served(port, scheme)
             if now >= stop:
                 cpu1, stop = cpu_seconds(proc.pid), now
-                frames1 = frames_served(port)
+                frames1 = frames_served(port, scheme)
                 break
             for key, _ in sel.select(timeout=min(0.05, max(stop - now, 0.001))):
                 key.data.on_readable()
-        fps_state = get_json(f"http://127.0.0.1:{port}/state")["result"]["source"].get("captured_fps")
+        fps_state = get_json(f"{scheme}://127.0.0.1:{port}/state")["result"]["source"].get("captured_fps")
         frames, delays, per_client = 0, [], []
         for r in readers:
             inside = [p for p in r.parts if start <= p[0] <= stop]
@@ -274,9 +295,47 @@ def fanout(a):
     }
 
 
+def tls(a):
+    folder = tempfile.mkdtemp(prefix="serve-tls-")
+    cert, key = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = [a.capture, "serve", "--device", "virtual", "--size", a.size, "--fps", str(a.fps or 30), "--quality", str(a.quality),
+            "--host", "127.0.0.1", "--port", "8084", "--max-clients", str(a.clients + 1)]
+    rounds = []
+    for i in range(a.rounds):
+        order = ["http", "https"] if i % 2 == 0 else ["https", "http"]
+        got = {}
+        for scheme in order:
+            cmd = base + (["--tls-cert", cert, "--tls-key", key] if scheme == "https" else [])
+            got[scheme] = serve_round(cmd, 8084, "/stream", b"x-timestamp", a.clients, a.warmup, a.seconds,
+                                      tls=scheme == "https")
+        plain, secure = got["http"], got["https"]
+        ratio = (secure["cpu_ms_per_client_frame"] / plain["cpu_ms_per_client_frame"]
+                 if plain["cpu_ms_per_client_frame"] and secure["cpu_ms_per_client_frame"] else None)
+        for r in (plain, secure):
+            r["fps_per_client"] = r["client_frames"] / a.clients / r["window_s"]
+        print(f"round {i + 1}: http {f(plain['cpu_ms_per_client_frame'], 3)} ms/client-frame, "
+              f"{f(plain['fps_per_client'], 1)} fps per client, delay p50 {f(plain['delay_ms_p50'], 1)} ms | https "
+              f"{f(secure['cpu_ms_per_client_frame'], 3)} ms/client-frame, {f(secure['fps_per_client'], 1)} fps per client, "
+              f"delay p50 {f(secure['delay_ms_p50'], 1)} ms | ratio {f(ratio, 3)}", file=sys.stderr, flush=True)
+        rounds.append({"http": plain, "https": secure, "cpu_ratio": ratio})
+    return {
+        "mode": "tls", "size": a.size, "fps": a.fps or 30, "quality": a.quality, "clients": a.clients, "seconds": a.seconds,
+        "rounds": rounds, "cpu_ratio_median": median([r["cpu_ratio"] for r in rounds]),
+        "http_cpu_ms_median": median([r["http"]["cpu_ms_per_client_frame"] for r in rounds]),
+        "https_cpu_ms_median": median([r["https"]["cpu_ms_per_client_frame"] for r in rounds]),
+        "http_delay_p50_median": median([r["http"]["delay_ms_p50"] for r in rounds]),
+        "https_delay_p50_median": median([r["https"]["delay_ms_p50"] for r in rounds]),
+        "http_fps_per_client_median": median([r["http"]["fps_per_client"] for r in rounds]),
+        "https_fps_per_client_median": median([r["https"]["fps_per_client"] for r in rounds]),
+    }
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", choices=["vs-ustreamer", "fanout"])
+    p.add_argument("mode", choices=["vs-ustreamer", "fanout", "tls"])
     p.add_argument("--capture", required=True, help="the capture tool (a release build)")
     p.add_argument("--device", default="/dev/video0")
     p.add_argument("--size", default="640x360")
@@ -288,7 +347,7 @@ def main():
     p.add_argument("--warmup", type=float, default=3)
     p.add_argument("--seconds", type=float, default=10)
     a = p.parse_args()
-    result = vs_ustreamer(a) if a.mode == "vs-ustreamer" else fanout(a)
+    result = {"vs-ustreamer": vs_ustreamer, "fanout": fanout, "tls": tls}[a.mode](a)
     print(json.dumps(result, indent=1))
 
 

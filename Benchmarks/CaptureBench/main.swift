@@ -16,10 +16,11 @@
 //   capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--audio] [--json]
 //                        (needs ffmpeg; see Record.swift)
 //   capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]   (what session cycles leave; Cycles.swift)
-//   capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc] [--viewers N]
+//   capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc,webrtc-no-delay] [--viewers N] [--webapp-starts N]
 //                         (Chromium through each serving path; JSON; see Latency.swift)
 //   capture-bench metadata [--size WxH] [--types qr,face,...] [--input PICTURE.jpg] [--seconds S] [--rounds N] [--json]
 //                          (the metadata output against zxing-cpp and OpenCV called directly; Metadata.swift)
+//   capture-bench startup [--runs N]   (capture help, devices and snap started: time and peak memory; JSON; Startup.swift)
 import CaptureVirtual
 import CaptureImaging
 import CaptureV4L2
@@ -767,6 +768,7 @@ case "record": recordBench(arguments)
 case "cycles": cyclesBench(arguments)
 case "latency": latencyBench(arguments)
 case "metadata": metadataBench(arguments)
+case "startup": startupBench(arguments)
 default:
     print(
         """
@@ -780,7 +782,8 @@ default:
                capture-bench metadata [--size WxH] [--types qr,face,...] [--input PICTURE.jpg] [--seconds S] [--rounds N] [--json]
                capture-bench record --session [--size WxH] [--format F] [--seconds S] [--preset P] [--outputs N] [--app-output] [--audio] [--json]
                capture-bench cycles [--warmup N] [--cycles N] [--size WxH] [--json]
-               capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc] [--viewers N]
+               capture-bench latency [--size WxH] [--fps N] [--seconds S] [--rounds N] [--paths mjpeg,mp4,webrtc,webrtc-no-delay] [--viewers N] [--webapp-starts N]
+               capture-bench startup [--runs N]
         """)
     exit(arguments.command.isEmpty ? 2 : (arguments.command == "help" ? 0 : 2))
 }

@@ -2,6 +2,7 @@
 // packetizers (one per payload type, made for the first viewer that needs it, freed after the last).
 #include "graph.h"
 #include <gst/sdp/sdp.h>
+#include <dlfcn.h>
 #include <gst/webrtc/webrtc.h>
 #include <string.h>
 
@@ -91,8 +92,8 @@ static GstPadProbeReturn on_tee_query(GstPad *pad, GstPadProbeInfo *info, gpoint
 
 /// The packetizer for `key`, made on first use. Under the pipeline's lock.
 static struct packetizer *packetizer(capture_webrtc_pipeline *p, gboolean video, int pt, const char *profile,
-                                     char **error) {
-    char *key = g_strdup_printf("%s %d %s", video ? "video" : "audio", pt, profile ? profile : "");
+                                     int playout_delay_id, char **error) {
+    char *key = g_strdup_printf("%s %d %s %d", video ? "video" : "audio", pt, profile ? profile : "", playout_delay_id);
     for (guint i = 0; i < p->packetizers->len; i++) {
         struct packetizer *z = g_ptr_array_index(p->packetizers, i);
         if (strcmp(z->key, key) == 0) {
@@ -121,6 +122,7 @@ static struct packetizer *packetizer(capture_webrtc_pipeline *p, gboolean video,
         g_object_set(pay, "config-interval", -1, NULL);
         gst_util_set_object_arg(G_OBJECT(pay), "aggregate-mode", "zero-latency");
         z->profile = g_strdup(profile);
+        if (playout_delay_id) playout_delay_add(pay, playout_delay_id);
         GstPad *out = gst_element_get_static_pad(pay, "src");
         gst_pad_add_probe(out, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, on_payloader_caps, z, NULL);
         gst_object_unref(out);
@@ -178,6 +180,13 @@ static GstPadProbeReturn count_out(GstPad *pad, GstPadProbeInfo *info, gpointer 
     if (buffer && gst_buffer_extract(buffer, 0, header, 2) == 2 && (header[1] & 0x80)) {
         atomic_fetch_add_explicit(&b->frames, 1, memory_order_relaxed);
     }
+    if (buffer && b->playout_delay_id) {
+        guint8 head[128];
+        gsize got = gst_buffer_extract(buffer, 0, head, sizeof head);
+        if (playout_delay_carried(head, got, b->playout_delay_id)) {
+            atomic_fetch_add_explicit(&b->delayed, 1, memory_order_relaxed);
+        }
+    }
     return GST_PAD_PROBE_OK;
 }
 
@@ -187,7 +196,8 @@ static gboolean branch_add(capture_webrtc_pipeline *p, capture_webrtc_viewer *v,
                            gboolean video, int pt, int queue_packets, char **error) {
     const gchar *profile = NULL;
     if (video) profile = gst_structure_get_string(gst_caps_get_structure(caps, 0), "profile-level-id");
-    b->packetizer = packetizer(p, video, pt, profile, error);
+    b->playout_delay_id = video ? v->playout_delay_id : 0;
+    b->packetizer = packetizer(p, video, pt, profile, b->playout_delay_id, error);
     if (!b->packetizer) return FALSE;
     b->queue = gst_element_factory_make("queue", NULL);
     if (!b->queue) {
@@ -284,6 +294,110 @@ static void no_upnp(GstElement *webrtc) {
     g_object_unref(ice);
 }
 
+// libnice's calls for the addresses it gathers on (its headers are not needed: the library is
+// in the process already, loaded by webrtcbin's ICE agent, and these two calls are stable ABI).
+// NiceAddress is a sockaddr union of at most a sockaddr_in6; the buffer below is larger.
+typedef gboolean (*nice_address_set_from_string_fn)(void *address, const gchar *text);
+typedef gboolean (*nice_agent_add_local_address_fn)(GObject *agent, const void *address);
+
+/// ICE gathers on `addresses` (comma-separated) only, not on every interface: a server on
+/// 127.0.0.1 offers loopback candidates and nothing on the network. FALSE with `*error` when the
+/// agent cannot be restricted (the viewer is refused rather than offered on every interface).
+static gboolean restrict_addresses(GstElement *webrtc, const char *addresses, char **error) {
+    static nice_address_set_from_string_fn set_from_string;
+    static nice_agent_add_local_address_fn add_local;
+    static gsize looked_up;
+    if (g_once_init_enter(&looked_up)) {
+        void *nice = dlopen("libnice.so.10", RTLD_NOW | RTLD_NOLOAD);
+        if (nice) {
+            set_from_string = (nice_address_set_from_string_fn)dlsym(nice, "nice_address_set_from_string");
+            add_local = (nice_agent_add_local_address_fn)dlsym(nice, "nice_agent_add_local_address");
+            dlclose(nice);
+        }
+        g_once_init_leave(&looked_up, 1);
+    }
+    GObject *ice = NULL, *agent = NULL;
+    g_object_get(webrtc, "ice-agent", &ice, NULL);
+    if (ice && g_object_class_find_property(G_OBJECT_GET_CLASS(ice), "agent")) g_object_get(ice, "agent", &agent, NULL);
+    gboolean ok = agent && set_from_string && add_local;
+    if (!ok) {
+        *error = g_strdup_printf("cannot keep ICE to %s: webrtcbin's ICE agent is not libnice 0.1 (gstreamer1.0-nice)",
+                                 addresses);
+    }
+    gchar **list = g_strsplit(addresses, ",", -1);
+    for (gchar **a = list; ok && *a; a++) {
+        union {
+            guint8 bytes[128];
+            gint64 align;
+        } address;
+        memset(&address, 0, sizeof address);
+        ok = set_from_string(&address, g_strstrip(*a)) && add_local(agent, &address);
+        if (!ok) *error = g_strdup_printf("ICE cannot gather on the address %s", *a);
+    }
+    g_strfreev(list);
+    if (agent) g_object_unref(agent);
+    if (ice) g_object_unref(ice);
+    return ok;
+}
+
+static GstPadProbeReturn count_received(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
+    (void)pad;
+    guint n = 1;
+    if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
+        n = gst_buffer_list_length(GST_PAD_PROBE_INFO_BUFFER_LIST(info));
+    }
+    atomic_fetch_add_explicit(&((capture_webrtc_viewer *)data)->received, n, memory_order_relaxed);
+    return GST_PAD_PROBE_OK;
+}
+
+/// Counts what the peer sends: a probe on the output of each of the viewer's ICE sources
+/// (nicesrc, inside webrtcbin's transport bins, made by the descriptions).
+static void watch_received(capture_webrtc_viewer *v) {
+    GstIterator *it = gst_bin_iterate_recurse(GST_BIN(v->webrtc));
+    GValue item = G_VALUE_INIT;
+    while (gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
+        GstElement *e = g_value_get_object(&item);
+        GstElementFactory *f = gst_element_get_factory(e);
+        if (f && g_strcmp0(GST_OBJECT_NAME(f), "nicesrc") == 0) {
+            GstPad *out = gst_element_get_static_pad(e, "src");
+            if (out) {
+                gst_pad_add_probe(out, GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST, count_received, v, NULL);
+                gst_object_unref(out);
+            }
+        }
+        g_value_reset(&item);
+    }
+    g_value_unset(&item);
+    gst_iterator_free(it);
+}
+
+static void on_dtls_state(GObject *object, GParamSpec *spec, gpointer data) {
+    (void)spec;
+    capture_webrtc_viewer *v = data;
+    GstWebRTCDTLSTransportState state = GST_WEBRTC_DTLS_TRANSPORT_STATE_NEW;
+    g_object_get(object, "state", &state, NULL);
+    if (state != GST_WEBRTC_DTLS_TRANSPORT_STATE_CLOSED && state != GST_WEBRTC_DTLS_TRANSPORT_STATE_FAILED) return;
+    g_mutex_lock(&v->lock);
+    if (!v->closed) v->state(v->ctx, GST_WEBRTC_PEER_CONNECTION_STATE_CLOSED);
+    g_mutex_unlock(&v->lock);
+}
+
+/// Watches the bundle's DTLS transport (the first transceiver's): the peer's close_notify
+/// closes it, which webrtcbin 1.22 does not carry into its connection state.
+static void watch_dtls(capture_webrtc_viewer *v) {
+    GstWebRTCRTPTransceiver *transceiver = NULL;
+    g_signal_emit_by_name(v->webrtc, "get-transceiver", 0, &transceiver);
+    if (!transceiver) return;
+    GObject *receiver = NULL;
+    g_object_get(transceiver, "receiver", &receiver, NULL);
+    if (receiver && g_object_class_find_property(G_OBJECT_GET_CLASS(receiver), "transport")) {
+        g_object_get(receiver, "transport", &v->dtls, NULL);
+    }
+    if (v->dtls) v->dtls_handler = g_signal_connect(v->dtls, "notify::state", G_CALLBACK(on_dtls_state), v);
+    if (receiver) g_object_unref(receiver);
+    gst_object_unref(transceiver);
+}
+
 /// Emits `signal` with `argument` and waits for webrtcbin's reply; FALSE with `*error` when it
 /// reports one. `*reply` (when asked for) is a copy the caller frees.
 static gboolean call(GstElement *webrtc, const char *signal, gpointer argument, GstStructure **reply, char **error) {
@@ -305,8 +419,9 @@ static gboolean call(GstElement *webrtc, const char *signal, gpointer argument, 
 }
 
 capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, const char *offer, int video_pt,
-                                                 int audio_pt, const char *stun, int queue_packets, int timeout_ms,
-                                                 void (*state)(void *, int), void *ctx, char **answer, char **error) {
+                                                 int audio_pt, const char *stun, const char *addresses, int queue_packets,
+                                                 int timeout_ms, void (*state)(void *, int), void *ctx, char **answer,
+                                                 char **error) {
     *answer = NULL;
     *error = NULL;
     GstSDPMessage *sdp = NULL;
@@ -318,6 +433,8 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
         return NULL;
     }
     GstCaps *video_caps = offer_caps(sdp, "video", video_pt);
+    int playout_delay_id = playout_delay_offered(sdp);
+    if (video_caps && playout_delay_id) playout_delay_prefer(video_caps, playout_delay_id);
     GstCaps *audio_caps = audio_pt >= 0 && p->opus_tee ? offer_caps(sdp, "audio", audio_pt) : NULL;
     if (!video_caps) {
         *error = g_strdup_printf("the offer has no video payload type %d", video_pt);
@@ -329,6 +446,7 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
     v->state = state;
     v->ctx = ctx;
     v->pipeline = p;
+    v->playout_delay_id = playout_delay_id;
     v->webrtc = gst_element_factory_make("webrtcbin", NULL);
     gboolean ok = v->webrtc != NULL;
     if (!ok) *error = g_strdup("GStreamer has no element webrtcbin");
@@ -338,6 +456,9 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
         gst_util_set_object_arg(G_OBJECT(v->webrtc), "bundle-policy", "max-bundle");
         if (stun) g_object_set(v->webrtc, "stun-server", stun, NULL);
         no_upnp(v->webrtc);
+        if (addresses) ok = restrict_addresses(v->webrtc, addresses, error);
+    }
+    if (ok) {
         gst_bin_add(GST_BIN(p->pipeline), v->webrtc);
         ok = branch_add(p, v, &v->video, video_caps, TRUE, video_pt, queue_packets, error) &&
              (!audio_caps || branch_add(p, v, &v->audio, audio_caps, FALSE, audio_pt, queue_packets, error));
@@ -373,6 +494,10 @@ capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *p, con
     if (ok) ok = call(v->webrtc, "set-local-description", local, NULL, error);
     if (local) gst_webrtc_session_description_free(local);
     if (ok) {
+        watch_received(v);
+        watch_dtls(v);
+    }
+    if (ok) {
         // The answer goes out once, with every candidate (WHEP has no trickle here).
         gint64 deadline = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
         GstWebRTCICEGatheringState gathering = GST_WEBRTC_ICE_GATHERING_STATE_NEW;
@@ -406,6 +531,11 @@ void capture_webrtc_viewer_free(capture_webrtc_pipeline *p, capture_webrtc_viewe
     g_mutex_lock(&p->lock);
     branch_stop(&v->video);
     branch_stop(&v->audio);
+    if (v->dtls) {
+        g_signal_handler_disconnect(v->dtls, v->dtls_handler);
+        g_object_unref(v->dtls);
+        v->dtls = NULL;
+    }
     if (v->webrtc) {
         if (v->state_handler) g_signal_handler_disconnect(v->webrtc, v->state_handler);
         // Stopped, and out of the pipeline, before its queues (their threads may wait in its pads
@@ -439,5 +569,7 @@ capture_webrtc_stats capture_webrtc_viewer_stats(capture_webrtc_viewer *v) {
     GstWebRTCPeerConnectionState state = GST_WEBRTC_PEER_CONNECTION_STATE_NEW;
     if (v->webrtc) g_object_get(v->webrtc, "connection-state", &state, NULL);
     s.connection_state = (int)state;
+    s.packets_received = atomic_load_explicit(&v->received, memory_order_relaxed);
+    s.video_packets_with_playout_delay = atomic_load_explicit(&v->video.delayed, memory_order_relaxed);
     return s;
 }

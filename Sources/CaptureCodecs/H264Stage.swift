@@ -12,22 +12,27 @@ import Synchronization
 /// and, while a consumer keeps every frame (a file), the ones after it copied (`DetachedFrames`,
 /// about a second of them), so the camera's buffers go back at once. Without such a consumer
 /// the newest frame wins. Frames the stage cannot keep are reported to its consumers as
-/// `.frameWasLate`, each once; a slow stage never stalls the camera or the session's other
-/// consumers, and a consumer stalls nothing either: it gets units by a call and holds what it
-/// keeps.
+/// `.frameWasLate`, each once, and the camera's losses come through it too: every report reaches
+/// the consumers after the units of the frames before it and before those of the frames after
+/// it, so that a file that counts its losses by sequence number counts each once (a report ahead
+/// of the frames still queued would fall before a recording's first frame, or past its end). A
+/// slow stage never stalls the camera or the session's other consumers, and a consumer stalls
+/// nothing either: it gets units by a call and holds what it keeps.
 final class H264Stage: EncodedStage, @unchecked Sendable {
     /// Frames that wait at most while a consumer keeps every frame (the copies' budget).
     static let backlog = 30
     private let outlet: EncodedStageOutlet
-    /// Guards the queue, `key`, `late` and `stopping`; the encoder thread waits on it.
+    /// Guards the queue, `key`, `pending` and `stopping`; the encoder thread waits on it.
     private let condition = NSCondition()
-    /// The frames waiting for the encoder, oldest first (a ring of `backlog + 1` places).
+    /// The frames waiting for the encoder, oldest first (a ring of `backlog + 1` places), each
+    /// with the losses to report before it.
     private let queue = (0...H264Stage.backlog).map { _ in FrameSlot() }
     private var head = 0
     private var count = 0
     private var key = false
-    /// Frames lost (replaced, or beyond the backlog), not yet reported.
-    private var late: (count: Int, first: UInt64)?
+    /// Losses since the newest frame queued (replaced, beyond the backlog, or the camera's),
+    /// in order: the next frame queued takes them, else they go out once the queue is empty.
+    private var pending = LossList()
     private var stopping = false
     /// The camera's buffers the stage holds (a frame waiting, or one the encoder reads).
     private var leases = 0
@@ -41,6 +46,7 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
 
     // The encoder thread's.
     private let working = FrameSlot()
+    private var reporting = LossList()
     private let encoder: H264FrameEncoder
     private var failure: H264StageError?
     /// The consumers that had a key frame from this stage (the encoder thread's).
@@ -74,7 +80,7 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
         let copy = copies.detach(sample)
         guard let copy else {
             condition.withLock {
-                noteLate(sample.sequenceNumber)
+                noteLate(sample)
                 updateProgress()
             }
             return
@@ -88,7 +94,7 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
         } else if count < H264Stage.backlog {
             replaced = put(consume held, isCopy: true, replacing: false)
         } else {
-            noteLate(sample.sequenceNumber)
+            noteLate(sample)
             updateProgress()
             replaced = consume held
         }
@@ -102,15 +108,19 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
         var replaced: HeldFrame?
         let slot: FrameSlot
         if replacing {
+            // The frame in its place keeps the losses before the one it replaces, then those
+            // since, then that one.
             slot = queue[(head + count - 1) % queue.count]
-            if let s = slot.frame?.sample.sequenceNumber { noteLate(s) }
+            if let s = slot.frame?.sample { slot.before.append(Self.late(s)) }
             if !slot.isCopy { leases -= 1 }
             replaced = slot.frame.take()
         } else {
             slot = queue[(head + count) % queue.count]
+            slot.before.removeAll()
             count += 1
             condition.signal()
         }
+        slot.before.take(from: &pending)
         slot.frame = consume frame
         slot.isCopy = isCopy
         if !isCopy {
@@ -121,57 +131,73 @@ final class H264Stage: EncodedStage, @unchecked Sendable {
         return replaced
     }
 
+    func submitDrop(_ drop: DroppedFrames) {
+        condition.withLock {
+            pending.append(drop)
+            updateProgress()
+            condition.signal()
+        }
+    }
+
     func shutdown() {
         condition.withLock {
             stopping = true
-            // What waits is not encoded: nobody may want it any more.
+            // What waits is not encoded (nobody may want it any more): reported lost, in order,
+            // before the losses after it.
+            var lost = LossList()
             while count > 0 {
                 let slot = queue[head]
-                if let s = slot.frame?.sample.sequenceNumber { noteLate(s) }
+                lost.take(from: &slot.before)
+                if let s = slot.frame?.sample { lost.append(Self.late(s)) }
                 if !slot.isCopy { leases -= 1 }
                 // (Its buffer goes back here, under the stage's lock: no one else waits for it now.)
                 _ = slot.frame.take()
                 head = (head + 1) % queue.count
                 count -= 1
             }
+            lost.take(from: &pending)
+            pending = lost
             condition.signal()
         }
         finished.wait()
     }
 
     // Under the lock.
-    private func noteLate(_ sequence: UInt64) {
-        late = (late.map { $0.count + 1 } ?? 1, late?.first ?? sequence)
+    private func noteLate(_ sample: SampleBuffer) { pending.append(Self.late(sample)) }
+    /// `sample`, lost late (at its capture time).
+    private static func late(_ sample: SampleBuffer) -> DroppedFrames {
+        DroppedFrames(reason: .frameWasLate, count: 1, sequenceNumber: sample.sequenceNumber, time: sample.presentationTimeStamp)
     }
     private func updateProgress() {
-        progress.waiting.store(count + (busy ? 1 : 0) + (late == nil ? 0 : 1), ordering: .releasing)
+        progress.waiting.store(count + (busy ? 1 : 0) + (pending.isEmpty ? 0 : 1), ordering: .releasing)
     }
 
     private func run() {
         defer { finished.signal() }
         while true {
             condition.lock()
-            while count == 0, late == nil, !stopping { condition.wait() }
+            while count == 0, pending.isEmpty, !stopping { condition.wait() }
             let stop = stopping && count == 0
+            // The losses before the next frame, or, with none waiting, those after the last.
+            reporting.removeAll()
             if count > 0 {
+                reporting.take(from: &queue[head].before)
                 working.frame = queue[head].frame.take()
                 working.isCopy = queue[head].isCopy
                 head = (head + 1) % queue.count
                 count -= 1
                 // Still waiting, for a consumer, while it is encoded and delivered.
                 busy = true
+            } else {
+                reporting.take(from: &pending)
             }
             let key = self.key
             self.key = false
-            let late = self.late
-            self.late = nil
-            // (Until its units and this report are delivered, the consumers wait for them.)
-            if late != nil { busy = true }
+            // (Until its units and these reports are delivered, the consumers wait for them.)
+            if !reporting.isEmpty { busy = true }
             updateProgress()
             condition.unlock()
-            if let late {
-                outlet.drop(DroppedFrames(reason: .frameWasLate, count: late.count, sequenceNumber: late.first))
-            }
+            for d in reporting.reports { outlet.drop(d) }
             if working.frame != nil { encode(key: key) }
             condition.withLock {
                 busy = false
@@ -270,4 +296,36 @@ private final class FrameSlot {
     var frame: HeldFrame?
     /// The frame is a copy of the stage's, not a camera buffer.
     var isCopy = false
+    /// Losses to report before the frame's units.
+    var before = LossList()
+}
+
+/// Loss reports in frame order, a run of one reason merged into one report (its first frame's
+/// number and time, the run's count). Grows only when reasons alternate: steady losses allocate
+/// nothing.
+struct LossList {
+    private var drops: [DroppedFrames] = {
+        var d: [DroppedFrames] = []; d.reserveCapacity(4); return d
+    }()
+
+    var isEmpty: Bool { drops.isEmpty }
+
+    mutating func append(_ drop: DroppedFrames) {
+        if let last = drops.indices.last, drops[last].reason == drop.reason {
+            drops[last].count += drop.count
+        } else {
+            drops.append(drop)
+        }
+    }
+
+    /// Appends `other`'s reports, in order, and empties it.
+    mutating func take(from other: inout LossList) {
+        for d in other.drops { append(d) }
+        other.removeAll()
+    }
+
+    mutating func removeAll() { drops.removeAll(keepingCapacity: true) }
+
+    /// The reports, in order.
+    var reports: [DroppedFrames] { drops }
 }

@@ -112,23 +112,11 @@ extension PreviewWindow {
         let pitch = sample.bytesPerRow(plane: 0)
         switch pf {
         case .nv16, .nv61:
-            // The 4:2:2 chroma plane (full height) read with twice its pitch: every other row.
-            sample.withUnsafeBytes(plane: 0) { all in
-                guard let yBase = all.baseAddress, all.count >= 2 * pitch * h else { return }
-                _ = SDL_UpdateNVTexture(
-                    tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                    (yBase + pitch * h).assumingMemoryBound(to: UInt8.self), Int32(2 * pitch))
-            }
+            // The 4:2:2 chroma plane (full height) read every other row, as 4:2:0.
+            twoPlanes(sample, tex, pitch: pitch, rowStep: 2)
         case .yuv422p:
-            let cPitch = pitch / 2
-            sample.withUnsafeBytes(plane: 0) { all in
-                guard let base = all.baseAddress, h >= 1, all.count >= pitch * h + 2 * cPitch * h else { return }
-                let u = base + pitch * h, v = u + cPitch * h
-                _ = SDL_UpdateYUVTexture(
-                    tex, nil, base.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                    u.assumingMemoryBound(to: UInt8.self), Int32(2 * cPitch),
-                    v.assumingMemoryBound(to: UInt8.self), Int32(2 * cPitch))
-            }
+            // Its chroma planes (full height) read every other row, as 4:2:0.
+            threePlanes(sample, tex, pitch: pitch, rowStep: 2)
         case .grey:
             let cPitch = (w + 1) / 2, ch = (h + 1) / 2
             if neutralChroma.count < cPitch * ch { neutralChroma = [UInt8](repeating: 128, count: cPitch * ch) }
@@ -141,57 +129,43 @@ extension PreviewWindow {
                 }
             }
         case .nv12, .nv21, .nv12m, .nv21m:
-            let uvPitch = sample.planeCount > 1 ? sample.bytesPerRow(plane: 1) : pitch
-            sample.withUnsafeBytes(plane: 0) { y in
-                guard let yBase = y.baseAddress else { return }
-                if sample.planeCount > 1 {
-                    sample.withUnsafeBytes(plane: 1) { uv in
-                        guard let uvBase = uv.baseAddress, y.count >= pitch * h, uv.count >= uvPitch * ((h + 1) / 2) else { return }
-                        _ = SDL_UpdateNVTexture(
-                            tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                            uvBase.assumingMemoryBound(to: UInt8.self), Int32(uvPitch))
-                    }
-                } else {
-                    guard y.count >= pitch * h + pitch * ((h + 1) / 2) else { return }
-                    _ = SDL_UpdateNVTexture(
-                        tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                        (yBase + pitch * h).assumingMemoryBound(to: UInt8.self), Int32(pitch))
-                }
-            }
+            twoPlanes(sample, tex, pitch: pitch, rowStep: 1)
         case .yuv420, .yvu420, .yuv420m:
-            let cPitch = sample.planeCount > 1 ? sample.bytesPerRow(plane: 1) : pitch / 2
-            let ch = (h + 1) / 2
-            if sample.planeCount > 2 {
-                sample.withUnsafeBytes(plane: 0) { y in
-                    sample.withUnsafeBytes(plane: 1) { u in
-                        sample.withUnsafeBytes(plane: 2) { v in
-                            guard let yb = y.baseAddress, let ub = u.baseAddress, let vb = v.baseAddress,
-                                y.count >= pitch * h, u.count >= cPitch * ch, v.count >= cPitch * ch
-                            else { return }
-                            _ = SDL_UpdateYUVTexture(
-                                tex, nil, yb.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                                ub.assumingMemoryBound(to: UInt8.self), Int32(cPitch),
-                                vb.assumingMemoryBound(to: UInt8.self), Int32(cPitch))
-                        }
-                    }
-                }
-            } else {
-                sample.withUnsafeBytes(plane: 0) { all in
-                    guard let base = all.baseAddress, all.count >= pitch * h + 2 * cPitch * ch else { return }
-                    let first = base + pitch * h, second = first + cPitch * ch
-                    // SDL's YV12 texture takes Y, then V, then U, as the frame holds them: the plane
-                    // pointers go in the order U, V.
-                    let (u, v) = pf == .yvu420 ? (second, first) : (first, second)
-                    _ = SDL_UpdateYUVTexture(
-                        tex, nil, base.assumingMemoryBound(to: UInt8.self), Int32(pitch),
-                        u.assumingMemoryBound(to: UInt8.self), Int32(cPitch),
-                        v.assumingMemoryBound(to: UInt8.self), Int32(cPitch))
-                }
-            }
+            // (The sample's planes are Y, Cb, Cr whatever the memory order, as SDL's take them.)
+            threePlanes(sample, tex, pitch: pitch, rowStep: 1)
         default:
             sample.withUnsafeBytes(plane: 0) { bytes in
                 guard let base = bytes.baseAddress, bytes.count >= pitch * (h - 1) + pitch else { return }
                 _ = SDL_UpdateTexture(tex, nil, base, Int32(pitch))
+            }
+        }
+    }
+
+    /// Uploads a frame's Y plane and interleaved chroma plane, the chroma read every `rowStep`th row.
+    private func twoPlanes(_ sample: SampleBuffer, _ tex: OpaquePointer, pitch: Int, rowStep: Int) {
+        let uvPitch = sample.bytesPerRow(plane: 1)
+        sample.withUnsafeBytes(plane: 0) { y in
+            sample.withUnsafeBytes(plane: 1) { uv in
+                guard let yBase = y.baseAddress, let uvBase = uv.baseAddress else { return }
+                _ = SDL_UpdateNVTexture(
+                    tex, nil, yBase.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                    uvBase.assumingMemoryBound(to: UInt8.self), Int32(rowStep * uvPitch))
+            }
+        }
+    }
+
+    /// Uploads a frame's Y, Cb and Cr planes, the chroma planes read every `rowStep`th row.
+    private func threePlanes(_ sample: SampleBuffer, _ tex: OpaquePointer, pitch: Int, rowStep: Int) {
+        let cPitch = sample.bytesPerRow(plane: 1), crPitch = sample.bytesPerRow(plane: 2)
+        sample.withUnsafeBytes(plane: 0) { y in
+            sample.withUnsafeBytes(plane: 1) { u in
+                sample.withUnsafeBytes(plane: 2) { v in
+                    guard let yb = y.baseAddress, let ub = u.baseAddress, let vb = v.baseAddress else { return }
+                    _ = SDL_UpdateYUVTexture(
+                        tex, nil, yb.assumingMemoryBound(to: UInt8.self), Int32(pitch),
+                        ub.assumingMemoryBound(to: UInt8.self), Int32(rowStep * cPitch),
+                        vb.assumingMemoryBound(to: UInt8.self), Int32(rowStep * crPitch))
+                }
             }
         }
     }

@@ -378,10 +378,17 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
     /// the stop is still to come. True when it did.
     @discardableResult
     func endStopIfDone(_ rec: Recording, _ stopAt: CaptureTime) -> Bool {
-        let stalled = Double(CaptureTime.now() - stopAt) / 1e9 >= Self.stopStall || session?.isRunning != true
-        // (Frames waiting may be from before the stop: their drain gets to the first after it.)
-        let videoDone = rec.videoPastStop || (stalled && framesWaiting == 0)
-        let audioDone = rec.audioPastStop || !rec.began || !rec.writer.hasAudio || stalled
+        let now = CaptureTime.now(), running = session?.isRunning == true
+        let stalled = Double(now - stopAt) / 1e9 >= Self.stopStall || !running
+        // (Frames waiting may be from before the stop: their drain gets to the first after it. A
+        // camera is stalled when nothing waits and no frame came for `stopStall`, not merely
+        // between two frames.)
+        let videoStalled = stalled && framesWaiting == 0 && (!running || Double(now - rec.lastVideo) / 1e9 >= Self.stopStall)
+        let videoDone = rec.videoPastStop || videoStalled
+        // The microphone is stalled when its packets stopped coming, not when the stop is old: a
+        // busy audio stage still bringing the packets from before the stop is waited for.
+        let audioStalled = !running || (stalled && Double(now - rec.lastAudio) / 1e9 >= Self.stopStall)
+        let audioDone = rec.audioPastStop || !rec.began || !rec.writer.hasAudio || audioStalled
         guard videoDone, audioDone else { return false }
         finish(error: nil)
         return true

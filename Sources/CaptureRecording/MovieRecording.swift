@@ -55,6 +55,9 @@ extension CaptureMovieFileOutput {
         var videoPastLimit = false
         /// When the last audio packet came (a stalled stage is not waited for).
         var lastAudio = CaptureTime.now()
+        /// When the last video entry (a unit, a frame, a loss) came: a camera between two frames
+        /// (slow on a loaded machine) is not a stalled one.
+        var lastVideo = CaptureTime.now()
         /// A unit was lost (or a pause ended): the video goes on from the next key frame.
         var awaitingKey = false
         init(

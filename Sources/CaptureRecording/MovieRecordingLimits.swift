@@ -88,7 +88,10 @@ extension CaptureMovieFileOutput {
             finish(error: Self.durationReached(max))
             return true
         }
-        if Duration.nanoseconds(at) >= max + .milliseconds(500), framesWaiting == 0 {
+        // (A camera stalled: nothing waits for the recorder and no frame came for half a second.)
+        if Duration.nanoseconds(at) >= max + .milliseconds(500), framesWaiting == 0,
+            Double(CaptureTime.now() - rec.lastVideo) / 1e9 >= Self.stopStall
+        {
             finish(error: Self.durationReached(max))
         }
         return true

@@ -52,6 +52,7 @@ extension CaptureMovieFileOutput {
             packet.letGo()
         }
         while let entry = feed.next() {
+            active?.lastVideo = .now()
             switch entry {
             case .unit(let u):
                 if let connection = port.connection(with: .video) { handle(.unit(u), connection: connection) }
@@ -193,15 +194,23 @@ extension CaptureMovieFileOutput {
     }
 
     /// The file has its first frame: tells the delegate the recording started, passes on the
-    /// pause notices held until then, and writes the audio that came before that frame. False
-    /// when that write failed (the recording is then finished with the error). Recording queue.
+    /// pause notices held until then, and writes the audio held until then (within the limit and
+    /// the stop). False when that write failed (the recording is then finished with the error).
+    /// Recording queue.
     func announceStart(_ rec: Recording) -> Bool {
         rec.delegate.fileOutput(self, didStartRecordingTo: rec.url, from: rec.connections)
         sendHeldNotices(rec)
         let early = rec.earlyAudio
         rec.earlyAudio = HeldAudio()
+        let stopAt = locked { $0.stopAt }
         for p in early.packets {
-            do { try rec.writer.writeAudio(p, at: p.presentationTimeStamp - rec.firstTime!) } catch {
+            let at = p.presentationTimeStamp - rec.firstTime!
+            // Past the duration limit or captured after a stop: left out, as later packets are
+            // (a slow encoder's first frame can come seconds after its capture, with the audio
+            // held meanwhile).
+            if let max = rec.maxDuration, Duration.nanoseconds(at) >= max { break }
+            if let stopAt, stopAt < p.presentationTimeStamp { break }
+            do { try rec.writer.writeAudio(p, at: at) } catch {
                 finish(error: error)
                 return false
             }

@@ -9,12 +9,15 @@ public struct CaptureServerError: Error, Sendable, Hashable, CustomStringConvert
         case badAddress
         /// The system refused the port (below 1024 needs privileges).
         case permissionDenied
-        /// A configuration value out of range (quality, client limit, credentials).
+        /// A configuration value out of range (quality, client limit, credentials, token).
         case invalidConfiguration
         /// `start()` on a server that runs already.
         case alreadyRunning
         /// libmicrohttpd could not start its daemon.
         case startFailed
+        /// The TLS certificate or key cannot be read, is not PEM, or the key is not the
+        /// certificate's.
+        case badCertificate
     }
     public var code: Code
     /// One line: what happened and what to do.

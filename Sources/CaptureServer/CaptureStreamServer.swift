@@ -58,6 +58,15 @@ public final class CaptureStreamServer: @unchecked Sendable {
         /// for another name is refused (403): a web page whose DNS name was rebound to this
         /// machine cannot read the camera.
         public var allowedHosts: [String] = []
+        /// The certificate and key to serve HTTPS with, on every route; nil serves plain HTTP.
+        /// A client speaking plain HTTP to an HTTPS server gets no answer.
+        public var tls: TLSIdentity?
+        /// The access token of token links: a request with `?token=TOKEN` (any route, e.g. an
+        /// `<img src>` or a player's URL) or `Authorization: Bearer TOKEN` is let in without the
+        /// Basic credentials. With `credentials` either one suffices; without them the token is
+        /// required. Compared over its full bytes; nil takes no token. Serve tokens over HTTPS
+        /// (`tls`): a URL travels in clear text over HTTP.
+        public var accessToken: String?
 
         public init(
             host: String = "127.0.0.1", port: Int = 8080, quality: Int = 80, credentials: Credentials? = nil,
@@ -80,7 +89,7 @@ public final class CaptureStreamServer: @unchecked Sendable {
                 && a.allowedOrigin == b.allowedOrigin && a.maxClients == b.maxClients
                 && a.connectionTimeout == b.connectionTimeout && a.snapshotTimeout == b.snapshotTimeout
                 && a.photoLibrary === b.photoLibrary && a.reattachesCamera == b.reattachesCamera
-                && a.allowedHosts == b.allowedHosts
+                && a.allowedHosts == b.allowedHosts && a.tls == b.tls && a.accessToken == b.accessToken
         }
 
         public func hash(into h: inout Hasher) {
@@ -115,6 +124,8 @@ public final class CaptureStreamServer: @unchecked Sendable {
     var daemon: OpaquePointer?
     private var boundPort = 0
     private var retainedSelf: Unmanaged<CaptureStreamServer>?
+    /// The certificate and key libmicrohttpd reads while it runs (`configuration.tls`).
+    private var tlsStrings: TLSStrings?
     var pool: ServedFramePool
     /// The newest frame, held for the clients that want it next.
     var newest: ServedFrame? {
@@ -183,6 +194,11 @@ public final class CaptureStreamServer: @unchecked Sendable {
                 throw CaptureServerError(.invalidConfiguration, "the user name must be non-empty and without ':'")
             }
         }
+        if let token = configuration.accessToken {
+            guard !token.isEmpty, token.utf8.count <= 4096, !token.utf8.contains(0) else {
+                throw CaptureServerError(.invalidConfiguration, "the access token must have 1 to 4096 bytes and no NUL")
+            }
+        }
         policy = RequestPolicy(configuration: configuration)
         let limits = Self.connectionLimits(configuration)
         connectionGuard = ConnectionGuard(headersDeadline: configuration.connectionTimeout, softLimit: limits.soft)
@@ -197,10 +213,10 @@ public final class CaptureStreamServer: @unchecked Sendable {
     /// The port listened on while running (the one chosen when the configuration asked for 0).
     public var port: Int { lock.withLock { boundPort } }
 
-    /// The URL of the web app, e.g. `http://127.0.0.1:8080/`.
+    /// The URL of the web app, e.g. `http://127.0.0.1:8080/` (`https` with `tls`).
     public var url: URL {
         let h = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        return URL(string: "http://\(h):\(port)/")!
+        return URL(string: "\(policy.scheme)://\(h):\(port)/")!
     }
 
     /// Whether the server runs.
@@ -236,12 +252,18 @@ public final class CaptureStreamServer: @unchecked Sendable {
             defer { lock.unlock() }
             guard daemon == nil else { throw CaptureServerError(.alreadyRunning, "the server runs already: stop() it first") }
             let socket = try ListeningSocket.bind(host: configuration.host, port: configuration.port)
+            // libmicrohttpd gets a copy: it closes that one when it stops, or when it fails to
+            // start (a bad TLS key, for one), so ours is closed here either way.
+            defer { socket.close() }
+            let handed = try socket.duplicate()
             var flags = MHD_USE_AUTO_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             if socket.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+            let tls = configuration.tls.map(TLSStrings.init)
+            if tls != nil { flags |= MHD_USE_TLS.rawValue }
             let limits = Self.connectionLimits(configuration)
             let guardContext = Unmanaged.passUnretained(connectionGuard).toOpaque()
             var options: [MHD_OptionItem] = [
-                MHD_OptionItem(option: MHD_OPTION.LISTEN_SOCKET, value: Int(socket.descriptor), ptr_value: nil),
+                MHD_OptionItem(option: MHD_OPTION.LISTEN_SOCKET, value: Int(handed), ptr_value: nil),
                 MHD_OptionItem(option: MHD_OPTION.CONNECTION_TIMEOUT, value: configuration.connectionTimeout, ptr_value: nil),
                 MHD_OptionItem(option: MHD_OPTION.CONNECTION_LIMIT, value: limits.total, ptr_value: nil),
                 MHD_OptionItem(option: MHD_OPTION.PER_IP_CONNECTION_LIMIT, value: limits.perAddress, ptr_value: nil),
@@ -251,20 +273,26 @@ public final class CaptureStreamServer: @unchecked Sendable {
                 // buffer); a bigger request is refused (431) and closed.
                 MHD_OptionItem(option: MHD_OPTION.CONNECTION_MEMORY_LIMIT, value: 48 * 1024, ptr_value: nil),
                 // Too many query arguments would exhaust that memory before an answer: counted first.
-                capture_server_uri_log_option(serverURILogged, nil),
-                MHD_OptionItem(option: MHD_OPTION.END, value: 0, ptr_value: nil),
+                capture_server_uri_log_option(serverURILogged, tls == nil ? nil : RequestLimits.overTLS),
             ]
+            options += (tls?.options ?? []) + [MHD_OptionItem(option: MHD_OPTION.END, value: 0, ptr_value: nil)]
             let d = options.withUnsafeMutableBufferPointer { o in
                 capture_server_start_daemon(flags, 0, serverAccessHandler, Unmanaged.passUnretained(self).toOpaque(), o.baseAddress)
             }
             guard let d else {
-                socket.close()
+                if tls != nil {
+                    throw CaptureServerError(
+                        .badCertificate,
+                        "libmicrohttpd could not start TLS with the certificate and key: give the key that belongs to the certificate, both PEM"
+                    )
+                }
                 throw CaptureServerError(
                     .startFailed,
                     "libmicrohttpd could not start on \(configuration.host):\(socket.port); check the system's thread and descriptor limits"
                 )
             }
             daemon = d
+            tlsStrings = tls
             boundPort = socket.port
             stopping = false
             offline = false
@@ -297,6 +325,17 @@ public final class CaptureStreamServer: @unchecked Sendable {
         return (total, perAddress, perAddress - max(48, perAddress / 3))
     }
 
+    /// Waits until every stream ended by `stop()` has sent its end (the multipart close
+    /// delimiter, the last chunk) on the daemon's thread, for at most `limit` seconds: stopping
+    /// the daemon before would cut the clients mid-chunk. A client that does not read is not
+    /// waited for beyond the limit.
+    private func drainStreams(limit: Double = 2) {
+        let deadline = CaptureTime.now().seconds + limit
+        while lock.withLock({ !clients.isEmpty || !routeStreams.isEmpty }), CaptureTime.now().seconds < deadline {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+    }
+
     /// Stops serving: ends every stream at a part boundary, answers waiting requests, closes every
     /// connection and the socket, and stops taking frames. Returns once the daemon's thread is
     /// gone, from any number of threads at once. Does nothing when not running.
@@ -319,11 +358,13 @@ public final class CaptureStreamServer: @unchecked Sendable {
         if let token { session.removeEventHandler(token) }
         // Answers made off the daemon's thread are queued before the daemon goes.
         pendingWork.wait()
+        drainStreams()
         let (d, me): (OpaquePointer?, Unmanaged<CaptureStreamServer>?) = lock.withLock {
             defer { daemon = nil; retainedSelf = nil; newest = nil }
             return (daemon, retainedSelf)
         }
         if let d { MHD_stop_daemon(d) }
+        lock.withLock { tlsStrings = nil }
         for r in lock.withLock({ addedRoutes }) { r.serverDidStop(self) }
         queue.sync {}
         me?.release()

@@ -4,8 +4,8 @@ import CaptureSystem
 import Foundation
 
 /// The listening socket, bound by us so that a port in use or a bad address is a typed error
-/// with its real errno (libmicrohttpd's start only says "failed"); libmicrohttpd takes it over and
-/// closes it when the daemon stops.
+/// with its real errno (libmicrohttpd's start only says "failed"); libmicrohttpd takes over a
+/// `duplicate()` of it and closes that.
 struct ListeningSocket {
     let descriptor: Int32
     let port: Int
@@ -68,7 +68,16 @@ struct ListeningSocket {
         return ListeningSocket(descriptor: fd, port: actualPort, isIPv6: family == AF_INET6)
     }
 
-    /// Closes the socket when libmicrohttpd did not take it over.
+    /// A second descriptor of the socket (close-on-exec), for libmicrohttpd to own.
+    func duplicate() throws(CaptureServerError) -> Int32 {
+        switch Syscall.run("fcntl", mock: nil, failure: Int32(-1), { fcntl(descriptor, F_DUPFD_CLOEXEC, Int32(0)) }) {
+        case .success(let d): return d
+        case .failure(let e):
+            throw CaptureServerError(.startFailed, "cannot hand the socket over (\(e)); check the process's descriptor limit")
+        }
+    }
+
+    /// Closes this descriptor of the socket.
     func close() { Self.closeDescriptor(descriptor) }
 
     private static func closeDescriptor(_ fd: Int32) {
@@ -109,5 +118,15 @@ enum HTTP {
 
     static func value(_ c: Connection, _ kind: MHD_ValueKind, _ key: String) -> String? {
         MHD_lookup_connection_value(c, kind, key).map { String(cString: $0) }
+    }
+
+    /// The bytes of value `key` (a query argument decoded) in full: a `%00` and what follows it
+    /// are kept (a C string would end at the NUL). Nil when the request has no such value.
+    static func bytes(_ c: Connection, _ kind: MHD_ValueKind, _ key: String) -> [UInt8]? {
+        var value: UnsafePointer<CChar>?
+        var size = 0
+        guard MHD_lookup_connection_value_n(c, kind, key, key.utf8.count, &value, &size) == yes else { return nil }
+        guard let value else { return [] }
+        return Array(UnsafeRawBufferPointer(start: value, count: size))
     }
 }

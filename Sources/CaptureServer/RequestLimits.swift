@@ -13,6 +13,8 @@ enum RequestLimits {
 
     /// The request context that marks a request already answered by `refuseLongQuery`.
     static var refused: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 1)! }
+    /// The URI callback's context on a server that speaks TLS.
+    static var overTLS: UnsafeMutableRawPointer { UnsafeMutableRawPointer(bitPattern: 1)! }
 
     /// Whether `uri`'s query has more than `queryArguments` arguments.
     static func hasTooManyArguments(_ uri: UnsafePointer<CChar>) -> Bool {
@@ -38,9 +40,14 @@ enum RequestLimits {
     /// out before the request reaches the server, and libmicrohttpd then has no room left for an
     /// answer, so the client would wait for the time-out. On the daemon's thread, before
     /// libmicrohttpd parses the arguments.
-    static func refuseLongQuery(_ connection: OpaquePointer) {
+    /// Over TLS plain bytes cannot be sent: the connection is only shut down.
+    static func refuseLongQuery(_ connection: OpaquePointer, overTLS: Bool) {
         let fd = capture_server_connection_fd(connection)
         guard fd >= 0 else { return }
+        if overTLS {
+            _ = Syscall.run("shutdown", mock: nil, failure: Int32(-1)) { shutdown(fd, Int32(SHUT_RDWR)) }
+            return
+        }
         let body = "more than \(queryArguments) query arguments: send fewer\n"
         let reply = Array(
             ("HTTP/1.1 414 URI Too Long\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\n"
@@ -58,6 +65,6 @@ func serverURILogged(
     _ cls: UnsafeMutableRawPointer?, _ uri: UnsafePointer<CChar>?, _ connection: OpaquePointer?
 ) -> UnsafeMutableRawPointer? {
     guard let uri, let connection, RequestLimits.hasTooManyArguments(uri) else { return nil }
-    RequestLimits.refuseLongQuery(connection)
+    RequestLimits.refuseLongQuery(connection, overTLS: cls == RequestLimits.overTLS)
     return RequestLimits.refused
 }

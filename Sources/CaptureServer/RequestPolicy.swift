@@ -2,8 +2,8 @@ import CaptureSystem
 import Foundation
 
 /// Who may ask what of the server: the host names it answers to (against DNS rebinding), the
-/// origins whose pages may change its state (against cross-site requests) and the credentials.
-/// Plain value, checked on the daemon's thread.
+/// origins whose pages may change its state (against cross-site requests), the credentials and
+/// the access token. Plain value, checked on the daemon's thread.
 struct RequestPolicy: Sendable {
     /// Host names answered besides localhost names and IP literals (lowercased); "*" allows any.
     let hosts: Set<String>
@@ -11,6 +11,14 @@ struct RequestPolicy: Sendable {
     let allowedOrigin: String?
     /// `user:password` as the client must send it, byte for byte; nil asks for none.
     let expectedAuthorization: [UInt8]?
+    /// The access token of token links (`?token=`) and `Authorization: Bearer`; nil takes none.
+    let expectedToken: [UInt8]?
+    /// The token as the web app's cookie carries it (`cookieName`): its bytes in hex.
+    let expectedCookie: [UInt8]?
+    /// The cookie a page opened with a valid `?token=` gets, so that its own requests pass.
+    static let cookieName = "capture-token"
+    /// The scheme pages of the server's own origin use: "https" when it serves TLS.
+    let scheme: String
 
     init(configuration c: CaptureStreamServer.Configuration) {
         var hosts = Set(c.allowedHosts.map { Self.normalized($0) })
@@ -23,6 +31,9 @@ struct RequestPolicy: Sendable {
         self.hosts = hosts
         allowedOrigin = c.allowedOrigin
         expectedAuthorization = c.credentials.map { Array("\($0.user):\($0.password)".utf8) }
+        expectedToken = c.accessToken.map { Array($0.utf8) }
+        expectedCookie = c.accessToken.map { Array($0.utf8.map { String(format: "%02x", $0) }.joined().utf8) }
+        scheme = c.tls == nil ? "http" : "https"
     }
 
     private static func normalized(_ name: String) -> String {
@@ -68,7 +79,7 @@ struct RequestPolicy: Sendable {
         if !preflighted, requestedWith?.isEmpty ?? true {
             return "a request that changes state needs the X-Requested-With header (the web app sends it)"
         }
-        let own = host.map { "http://" + $0.lowercased() }
+        let own = host.map { scheme + "://" + $0.lowercased() }
         if let origin, origin != "null" {
             return isAllowedOrigin(origin.lowercased(), own: own) ? nil : "requests from \(origin) may not change state here"
         }
@@ -104,14 +115,45 @@ struct RequestPolicy: Sendable {
         return allowed == "*" || allowed.lowercased() == origin.lowercased()
     }
 
-    /// Whether the `Authorization` header carries the expected Basic credentials: compared over
-    /// the full decoded bytes (a NUL and what follows it count), in time that depends only on
-    /// the lengths.
-    func authorizes(_ header: String?) -> Bool {
-        guard let expected = expectedAuthorization else { return true }
-        guard let header, header.count > 6, header.prefix(6).lowercased() == "basic " else { return false }
-        let encoded = header.dropFirst(6).trimmingCharacters(in: .whitespaces)
-        guard let given = Data(base64Encoded: encoded).map(Array.init) else { return false }
+    /// Whether a request may be answered: always when the server asks for neither credentials
+    /// nor a token; else when either one it asks for is given. `authorization` is the
+    /// `Authorization` header (Basic with the credentials, or Bearer with the token), `token`
+    /// the `token` query argument's decoded bytes, a NUL and what follows it included, `cookie`
+    /// the value of the `cookieName` cookie.
+    func authorizes(_ authorization: String?, token: [UInt8]?, cookie: [UInt8]? = nil) -> Bool {
+        if expectedAuthorization == nil, expectedToken == nil { return true }
+        if let expected = expectedToken, let expectedCookie {
+            if let token, Self.equalInConstantTime(token, expected) { return true }
+            if let cookie, Self.equalInConstantTime(cookie, expectedCookie) { return true }
+            if let given = Self.credential(authorization, scheme: "bearer "), Self.equalInConstantTime(Array(given.utf8), expected) {
+                return true
+            }
+        }
+        if let expected = expectedAuthorization, let encoded = Self.credential(authorization, scheme: "basic "),
+            let given = Data(base64Encoded: encoded).map(Array.init)
+        {
+            return Self.equalInConstantTime(given, expected)
+        }
+        return false
+    }
+
+    /// The `Set-Cookie` value for a page opened with a valid `?token=` (nil for any other):
+    /// only for this server's own pages (SameSite=Strict), out of scripts' reach (HttpOnly).
+    func tokenCookie(for token: [UInt8]?) -> String? {
+        guard let token, let expected = expectedToken, let expectedCookie, Self.equalInConstantTime(token, expected) else { return nil }
+        let secure = scheme == "https" ? "; Secure" : ""
+        return "\(Self.cookieName)=\(String(decoding: expectedCookie, as: UTF8.self)); Path=/; HttpOnly; SameSite=Strict\(secure)"
+    }
+
+    /// What follows `scheme` (lowercase, with its space) in an `Authorization` header, trimmed.
+    private static func credential(_ header: String?, scheme: String) -> String? {
+        guard let header, header.count > scheme.count, header.prefix(scheme.count).lowercased() == scheme else { return nil }
+        return header.dropFirst(scheme.count).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// Whether `given` is `expected`, compared over the full bytes of both (a NUL and what follows
+    /// it count) in time that depends only on the lengths.
+    static func equalInConstantTime(_ given: [UInt8], _ expected: [UInt8]) -> Bool {
         var diff = UInt8(given.count == expected.count ? 0 : 1)
         for i in 0..<max(given.count, expected.count) {
             diff |= (i < given.count ? given[i] : 0) ^ (i < expected.count ? expected[i] : 0xFF)

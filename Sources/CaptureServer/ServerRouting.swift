@@ -49,11 +49,20 @@ extension CaptureStreamServer {
             HTTP.addHeader(r, "Access-Control-Max-Age", "600")
             return HTTP.queue(c, 204, r)
         }
-        // Every route needs the credentials, when there are some.
-        if !policy.authorizes(HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Authorization")) {
+        // Every route needs the credentials or the token, when there are some.
+        let token = HTTP.bytes(c, MHD_ValueKind.GET_ARGUMENT_KIND, "token")
+        if !policy.authorizes(
+            HTTP.value(c, MHD_ValueKind.HEADER_KIND, "Authorization"), token: token,
+            cookie: HTTP.bytes(c, MHD_ValueKind.COOKIE_KIND, RequestPolicy.cookieName))
+        {
             let r = HTTP.response("authentication required\n")
             addCommonHeaders(r, type: "text/plain; charset=utf-8")
             defer { MHD_destroy_response(r) }
+            // Browsers ask for a password only when the server has one.
+            guard policy.expectedAuthorization != nil else {
+                HTTP.addHeader(r, "WWW-Authenticate", "Bearer realm=\"swift-capture\"")
+                return MHD_queue_response(c, 401, r)
+            }
             return MHD_queue_basic_auth_fail_response(c, "swift-capture", r)
         }
         if let added { return handleAdded(c, url: url, method: method, host: host, origin: origin, added, state: state) }
@@ -95,6 +104,8 @@ extension CaptureStreamServer {
         case .page:
             let r = HTTP.response(WebApp.page)
             addCommonHeaders(r, type: "text/html; charset=utf-8")
+            // The page's own requests carry no token: a cookie lets them in.
+            if let cookie = policy.tokenCookie(for: token) { HTTP.addHeader(r, "Set-Cookie", cookie) }
             return HTTP.queue(c, 200, r)
         case .icon:
             // Browsers ask for it whatever the page says; without it their console shows a 404.

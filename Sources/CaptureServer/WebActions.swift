@@ -120,13 +120,30 @@ extension CaptureStreamServer {
             return ["ok": true, "result": ["controls": [Any]()]]
         }
         let controls = (try? device.controls()) ?? []
-        let list: [[String: Any]] = controls.filter { !$0.isReadOnly }.map { c in
+        // What a page needs to draw each control as its type says (a menu by its items' names);
+        // string and compound controls have no value the web app can set.
+        let list: [[String: Any]] = controls.filter { !$0.isReadOnly && ![.string, .other].contains($0.kind) }.map { c in
             [
-                "id": Int(c.id.rawValue), "name": c.name, "minimum": c.minimum, "maximum": c.maximum, "step": Int(c.step),
-                "default": c.defaultValue, "value": (try? device.value(of: c.id)) ?? c.defaultValue,
+                "id": Int(c.id.rawValue), "name": c.name, "type": Self.typeName(c.kind), "minimum": c.minimum, "maximum": c.maximum,
+                "step": Int(c.step), "default": c.defaultValue, "value": (try? device.value(of: c.id)) ?? c.defaultValue,
+                "inactive": c.isInactive, "menu": c.menuItems.map { ["value": $0.value, "name": $0.name] as [String: Any] },
             ]
         }
         return ["ok": true, "result": ["camera": device.localizedName, "controls": list]]
+    }
+
+    /// A control kind's name in `/api/controls`.
+    static func typeName(_ kind: CaptureDevice.Control.Kind) -> String {
+        switch kind {
+        case .integer: "integer"
+        case .boolean: "boolean"
+        case .menu: "menu"
+        case .integerMenu: "integerMenu"
+        case .button: "button"
+        case .integer64: "integer64"
+        case .string: "string"
+        case .other: "other"
+        }
     }
 
     // MARK: State
@@ -156,6 +173,8 @@ extension CaptureStreamServer {
                 "ok": true,
                 "result": [
                     "instance_id": "",
+                    // The release the server was built from, as `capture --version` prints it.
+                    "version": captureVersion,
                     "encoder": ["type": "CPU", "quality": configuration.quality],
                     "source": [
                         "resolution": ["width": d?.width ?? 0, "height": d?.height ?? 0],

@@ -26,6 +26,14 @@ enum WebApp {
           #figures { margin-left: auto; font-variant-numeric: tabular-nums; }
           #controls { display: flex; flex-wrap: wrap; gap: 12px; padding: 0 8px 8px; background: #222; }
           #controls label { display: flex; gap: 6px; align-items: center; }
+          #controls label.inactive { opacity: 0.5; }
+          #controls output { min-width: 3em; font-variant-numeric: tabular-nums; }
+          .switch { appearance: none; width: 34px; height: 18px; border-radius: 9px; background: #555; position: relative;
+                    cursor: pointer; margin: 0; }
+          .switch::after { content: ""; position: absolute; top: 2px; left: 2px; width: 14px; height: 14px; border-radius: 50%;
+                           background: #ddd; transition: left 0.15s; }
+          .switch:checked { background: #2a7; }
+          .switch:checked::after { left: 18px; }
           #last { height: 64px; display: none; border: 1px solid #555; }
           #message { min-height: 1em; }
         </style>
@@ -61,7 +69,8 @@ enum WebApp {
         function say(text) { $("message").textContent = text; }
         // What the server asks of a request that changes state (a cross-site form cannot send it).
         const post = { method: "POST", headers: { "X-Requested-With": "swift-capture" } };
-        function reconnect() { live.src = "stream?t=" + Date.now(); }
+        // (Only while the <img> shows: once a video plays, its stream is closed on purpose.)
+        function reconnect() { if (document.body.dataset.picture === "jpeg") live.src = "stream?t=" + Date.now(); }
         $("gravity").addEventListener("change", (e) => {
           live.style.objectFit = e.target.value;
           $("video").style.objectFit = e.target.value;
@@ -100,25 +109,69 @@ enum WebApp {
             setTimeout(loadControls, 300);
           } catch (e) { say("toggle failed: " + e); }
         });
+        // Each control as its V4L2 type says: a switch for a boolean, a menu of the item names
+        // the driver gives for a menu, a slider with its value for an integer, a button for a button.
+        function control(c) {
+          const label = document.createElement("label");
+          label.dataset.id = c.id;
+          label.dataset.type = c.type;
+          label.classList.toggle("inactive", !!c.inactive);
+          label.append(c.name);
+          const set = async (value) => {
+            const r = await fetch("api/control?id=" + c.id + "&value=" + value, post);
+            const k = await r.json();
+            say(k.ok ? c.name + " " + (names[k.result.value] ?? k.result.value) : k.error);
+            // Setting an automatic mode makes others (in)active.
+            if (k.ok && (c.type === "boolean" || c.type === "menu")) setTimeout(loadControls, 100);
+            return k;
+          };
+          const names = {};
+          let input;
+          if (c.type === "boolean") {
+            input = document.createElement("input");
+            Object.assign(input, { type: "checkbox", role: "switch", checked: c.value !== 0 });
+            input.className = "switch";
+            input.addEventListener("change", () => set(input.checked ? 1 : 0));
+          } else if ((c.type === "menu" || c.type === "integerMenu") && c.menu.length > 0) {
+            input = document.createElement("select");
+            for (const item of c.menu) {
+              names[item.value] = item.name;
+              const o = document.createElement("option");
+              o.value = item.value;
+              o.textContent = item.name;
+              input.appendChild(o);
+            }
+            input.value = c.value;
+            input.addEventListener("change", () => set(input.value));
+          } else if (c.type === "button") {
+            input = document.createElement("button");
+            input.textContent = "Do";
+            input.addEventListener("click", () => set(1));
+          } else {
+            input = document.createElement("input");
+            Object.assign(input, { type: "range", min: c.minimum, max: c.maximum, step: Math.max(1, c.step), value: c.value });
+            const shown = document.createElement("output");
+            shown.textContent = c.value;
+            input.addEventListener("input", () => { shown.textContent = input.value; });
+            input.addEventListener("change", async () => {
+              const k = await set(input.value);
+              if (k.ok) { input.value = k.result.value; shown.textContent = k.result.value; }
+            });
+            label.append(input, shown);
+            input.dataset.id = c.id;
+            return label;
+          }
+          input.dataset.id = c.id;
+          label.appendChild(input);
+          return label;
+        }
         async function loadControls() {
           const box = $("controls");
           try {
             const j = await (await fetch("api/controls")).json();
             box.textContent = "";
             for (const c of j.result.controls) {
-              if (c.maximum <= c.minimum) continue;
-              const label = document.createElement("label");
-              label.textContent = c.name;
-              const input = document.createElement("input");
-              Object.assign(input, { type: "range", min: c.minimum, max: c.maximum, step: Math.max(1, c.step), value: c.value });
-              input.dataset.id = c.id;
-              input.addEventListener("change", async () => {
-                const r = await fetch("api/control?id=" + c.id + "&value=" + input.value, post);
-                const k = await r.json();
-                say(k.ok ? c.name + " " + k.result.value : k.error);
-              });
-              label.appendChild(input);
-              box.appendChild(label);
+              if (c.type !== "integer" || c.maximum > c.minimum) box.appendChild(control(c));
             }
           } catch (e) { box.textContent = "controls: " + e; }
         }

@@ -31,7 +31,7 @@ enum WebOverlay {
           const g = boxes.getContext("2d");
           g.setTransform(dpr, 0, 0, dpr, 0, 0);
           g.clearRect(0, 0, w, h);
-          const el = document.body.dataset.path === "mjpeg" ? live : video;
+          const el = document.body.dataset.picture === "jpeg" ? live : video;
           const r = pictureRect(el);
           if (!r || !shownObjects.length) return;
           // The picture element fills the view as the canvas does; mirrored, it is flipped about

@@ -1,7 +1,12 @@
 /// The web app's player: the best path the server offers, in order WebRTC (WHEP at `/whep`),
 /// fragmented MP4 (`/stream.mp4` through Media Source Extensions, or `<video src>` without them)
-/// and MJPEG (`/stream` in an `<img>`); `?path=webrtc|mp4|mjpeg` asks for one. It says which it
-/// plays (`#path`, `body.dataset.path`), unmutes on the Sound button, and shows the latency when
+/// and MJPEG (`/stream` in an `<img>`); `?path=webrtc|mp4|mjpeg` asks for one. Until a video path
+/// paints its first frame the page shows `/stream` in the `<img>` over the `<video>` (the server
+/// sends a new client its newest JPEG at once), then hides it and closes that connection
+/// (`body.dataset.picture` says which shows: `jpeg` or `video`). WebRTC receivers ask for the
+/// smallest jitter buffer (`jitterBufferTarget = 0` where the browser has it; what they read back
+/// is `body.dataset.jitterBufferTarget`). It says which path it plays (`#path`,
+/// `body.dataset.path`), unmutes on the Sound button, and shows the latency when
 /// the picture carries the virtual camera's time code (32 blocks of 16x16 pixels in the top rows:
 /// the capture time in ms since the Unix epoch modulo 2^32, most significant bit first).
 enum WebPlayer {
@@ -14,8 +19,33 @@ enum WebPlayer {
           document.body.dataset.path = path;
           $("path").textContent = names[path] + (note ? " · " + note : "");
           video.hidden = path === "mjpeg";
-          live.hidden = path !== "mjpeg";
+          live.hidden = path !== "mjpeg" && !previewing;
           $("sound").hidden = path === "mjpeg";
+        }
+        // The newest JPEG at once, while a video path connects: /stream in the <img> over the
+        // <video>. It goes (and so does its connection) when the video paints its first frame,
+        // which then is under it already: no black between the two.
+        let previewing = false;
+        function startPreview() {
+          if (previewing) return;
+          previewing = true;
+          document.body.dataset.picture = "jpeg";
+          live.hidden = false;
+          live.src = "stream?t=" + Date.now();
+          const painted = () => {
+            if (!previewing || !video.videoWidth) return;
+            previewing = false;
+            document.body.dataset.picture = "video";
+            live.hidden = true;
+            live.removeAttribute("src");
+          };
+          // A frame painted: requestVideoFrameCallback where the browser has it, else playing with a size.
+          if (video.requestVideoFrameCallback) {
+            const wait = () => video.requestVideoFrameCallback(() => { painted(); if (previewing) wait(); });
+            wait();
+          } else {
+            video.addEventListener("playing", painted, { once: true });
+          }
         }
         // Resolves true once the video's time advances (frames decode), false after `ms`.
         function advances(ms) {
@@ -44,6 +74,11 @@ enum WebPlayer {
           try {
             pc.addTransceiver("video", { direction: "recvonly" });
             pc.addTransceiver("audio", { direction: "recvonly" });
+            // The smallest jitter buffer the browser will keep (the server's playout-delay
+            // extension asks the same of the video).
+            const receivers = pc.getReceivers();
+            for (const receiver of receivers) if ("jitterBufferTarget" in receiver) receiver.jitterBufferTarget = 0;
+            document.body.dataset.jitterBufferTarget = receivers.map((r) => String(r.jitterBufferTarget ?? "none")).join(",");
             const stream = new MediaStream();
             pc.ontrack = (e) => stream.addTrack(e.track);
             await pc.setLocalDescription(await pc.createOffer());
@@ -158,7 +193,10 @@ enum WebPlayer {
           } catch (e) { controller.abort(); return false; }
         }
         async function playMJPEG() {
-          live.src = "stream?t=" + Date.now();
+          // The preview's stream, if it runs, is the picture now.
+          if (!previewing) live.src = "stream?t=" + Date.now();
+          previewing = false;
+          document.body.dataset.picture = "jpeg";
           return "no sound";
         }
         // The paths the server has besides /stream, and what each route says of itself (from /state).
@@ -176,6 +214,7 @@ enum WebPlayer {
           choosePath();
         }
         async function choosePath() {
+          startPreview();
           try {
             const state = (await (await fetch("state")).json()).result;
             served = state.paths || [];
@@ -185,6 +224,8 @@ enum WebPlayer {
           const order = players[asked] ? [asked] : ["webrtc", "mp4", "mjpeg"];
           patience = players[asked] ? 20000 : 5000;
           for (const path of order) {
+            // A path that failed may have ended the preview: the JPEG again while the next one connects.
+            if (!video.videoWidth) startPreview();
             showPath(path, "connecting…");
             const note = await players[path]();
             if (note) { showPath(path, note); return; }
@@ -201,7 +242,7 @@ enum WebPlayer {
         const codeCanvas = document.createElement("canvas");
         const latencies = [];
         function readTimeCode() {
-          const source = document.body.dataset.path === "mjpeg" ? live : video;
+          const source = document.body.dataset.picture === "jpeg" ? live : video;
           const w = source.videoWidth || source.naturalWidth;
           if (!w || w < 512) return;
           codeCanvas.width = 512; codeCanvas.height = 16;

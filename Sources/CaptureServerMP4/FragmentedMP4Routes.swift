@@ -67,6 +67,8 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
     /// Frames that came while the init segment waited for the microphone.
     private var framesWaitingForAudio = 0
     private var clients: [Int: MP4Client] = [:]
+    /// Clients ended because they stopped reading.
+    private var droppedClients = 0
     private var nextClientID = 1
     private var refused = 0
     /// Clients waiting for a fragment, woken by the next (reused: waking allocates nothing).
@@ -135,7 +137,7 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
                 "mp4",
                 [
                     "path": Self.path, "codec": codec, "encoding": port?.encodedProduct != nil, "clients": clients.count,
-                    "clients_stat": stats, "clients_refused": refused, "fragments": frames,
+                    "clients_stat": stats, "clients_refused": refused, "clients_dropped": droppedClients, "fragments": frames,
                     "audio": audioFormat.map(MP4Boxes.audioCodec) ?? NSNull(), "audio_packets": audioPackets,
                     "audio_error": audioFailure?.message ?? NSNull(), "error": failure?.message ?? NSNull(),
                 ]
@@ -188,6 +190,9 @@ final class FragmentedMP4Routes: ServerRoutes, H264Consumer, @unchecked Sendable
             port.requestKeyFrame()
         }
     }
+
+    /// A client that stopped reading was ended (`/state`'s `clients_dropped`). Under `lock`.
+    func droppedLocked() { droppedClients += 1 }
 
     /// A client left: the encoder stops when nobody has watched for a few seconds.
     func clientEnded(_ client: MP4Client) {

@@ -56,10 +56,27 @@ final class MP4Client: RouteStream, @unchecked Sendable {
     private var pending: MP4Entry?
     private var isEnded = false
 
+    /// When it joined (capture clock, seconds): its average rate is `bytes` since then.
+    private let joined = CaptureTime.now().seconds
+
+    /// A client whose socket holds more than `unsentSeconds` of its stream (at its average rate)
+    /// that it has not taken, and more than `unsentFloor` bytes, has stopped reading: it is ended
+    /// between fragments. Measured in time, since a still picture's H.264 is a few KB a second
+    /// and a busy one megabytes; the floor lets a start-up's key frame and init segment be.
+    static let unsentSeconds = 3.0
+    static let unsentFloor = 16 * 1024
+
     init(id: Int, routes: FragmentedMP4Routes, startAfter serial: UInt64) {
         self.id = id
         self.routes = routes
         next = serial + 1
+    }
+
+    /// Whether it has stopped taking what it is sent. Under `routes.lock`, on the daemon's thread.
+    private func stoppedReading(_ waker: RouteWaker) -> Bool {
+        guard let unsent = waker.unsentBytes, unsent > Self.unsentFloor else { return false }
+        let rate = Double(bytes) / max(1, CaptureTime.now().seconds - joined)
+        return Double(unsent) > rate * Self.unsentSeconds
     }
 
     /// Skips `count` entries (frames counted once it has started).
@@ -71,6 +88,11 @@ final class MP4Client: RouteStream, @unchecked Sendable {
     func read(into buffer: UnsafeMutableRawBufferPointer, waker: RouteWaker) -> RouteStreamRead {
         routes.lock.withLock {
             if isEnded { return .end }
+            if initBytes == nil, case .none = body, stoppedReading(waker) {
+                isEnded = true
+                routes.droppedLocked()
+                return .end
+            }
             while initBytes == nil, case .none = body {
                 if silenceLeft > 0, startSilence() { break }
                 let entry: MP4Entry

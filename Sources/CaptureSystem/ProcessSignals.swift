@@ -19,6 +19,27 @@ package enum ProcessSignals {
         return .success(())
     }
 
+    /// Waits up to `timeout` seconds until each of `signals` has a handler (is neither ignored
+    /// nor at its default action); true when all have. Dispatch installs its own handler for a
+    /// signal when it registers the first signal source for it, later, on its manager thread;
+    /// until then a signal that `ignore` set aside is lost. A command that says it is ready for
+    /// its signals waits for this first.
+    package static func waitForHandlers(_ signals: [Int32], timeout: Double = 2) -> Bool {
+        var waited = 0.0
+        while true {
+            let unhandled = signals.contains { sig in
+                var action = sigaction()
+                guard sigaction(sig, nil, &action) == 0 else { return false }
+                // SIG_DFL is 0 and SIG_IGN 1.
+                return UInt(bitPattern: unsafeBitCast(action.__sigaction_handler.sa_handler, to: Int.self)) <= 1
+            }
+            if !unhandled { return true }
+            if waited >= timeout { return false }
+            usleep(1_000)
+            waited += 0.001
+        }
+    }
+
     /// Lets `signals` reach the calling thread (a parent that spawned the process from a thread
     /// blocking them, as Dispatch's threads do, would otherwise leave them pending for ever).
     package static func unblock(_ signals: [Int32]) {

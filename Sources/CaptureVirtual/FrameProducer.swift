@@ -56,7 +56,9 @@ package final class FrameProducer: @unchecked Sendable {
     package func run() {
         let s = stream, signal = s.signal, period = s.interval.duration
         signal.lock()
-        var next = StreamCondition.time(.now(), plus: period)
+        // The first frame at once, as a sensor already running gives it (a still taken right
+        // after start waits for no frame interval); the next ones on the rate's grid.
+        var next = CaptureTime.now()
         while !s.stopping {
             let now = CaptureTime.now()
             if now.nanoseconds < next.nanoseconds {

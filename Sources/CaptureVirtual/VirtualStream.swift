@@ -26,11 +26,10 @@ package final class VirtualBufferPool: BufferPool, @unchecked Sendable {
     package init(signal: StreamCondition, count: Int, capacity: Int) {
         self.signal = signal
         self.capacity = capacity
-        memory = (0..<count).map { _ in
-            let p = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 64)
-            memset(p, 0, capacity)
-            return p
-        }
+        // Not cleared: a buffer is drawn whole before it is handed out, and its pages are taken
+        // from the system only when first drawn into (as a driver's), so a stream that ends after
+        // a frame or two (a still) costs one or two buffers of memory, not all of them.
+        memory = (0..<count).map { _ in UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 64) }
         slots = Array(repeating: Slot(), count: count)
     }
 

@@ -15,9 +15,13 @@ extension CaptureStreamServer {
     /// from a page of another origin is refused unless it is the allowed origin (no
     /// `X-Requested-With` is needed: browsers preflight these requests). `/state` shows the
     /// viewers under `result.routes.whep`. The server's `stop()` stops the publisher (its viewers end).
+    /// ICE offers candidates only where the server listens (loopback for 127.0.0.1 and localhost,
+    /// every interface for 0.0.0.0), unless the publisher's `iceAddresses` were configured.
     ///
     /// Call before `start()`. Any thread.
     public func serveWebRTC(_ publisher: WebRTCPublisher) throws(CaptureServerError) {
+        // The media listens where the server does: a localhost server offers no LAN candidate.
+        publisher.keepCandidates(toServerHost: configuration.host)
         try add(WHEPRoutes(publisher))
     }
 }
@@ -97,6 +101,12 @@ final class WHEPRoutes: ServerRoutes, @unchecked Sendable {
     func serverDidStop(_ server: CaptureStreamServer) { publisher.stop() }
 
     func state() -> (name: String, value: [String: Any])? {
-        ("whep", ["path": "/whep", "viewers": publisher.viewerCount, "audio": publisher.sendsAudio])
+        (
+            "whep",
+            [
+                "path": "/whep", "viewers": publisher.viewerCount, "max_viewers": publisher.configuration.maxViewers,
+                "audio": publisher.sendsAudio,
+            ]
+        )
     }
 }

@@ -5,8 +5,11 @@ import Foundation
 
 /// Sends a session's camera (H.264) and microphone (Opus) to browsers over WebRTC: the engine of a
 /// WHEP endpoint. Each viewer comes with a browser's SDP offer (`answer(offer:)`: offer text in,
-/// answer text and the viewer's ID out) and ends with `end(id:)` (or by itself when its
-/// connection fails or closes).
+/// answer text and the viewer's ID out) and ends with `end(id:)`, or by itself: when its
+/// connection fails or its DTLS closes, when it has not connected `Configuration.connectTimeout`
+/// after its answer, or when nothing has come from it for `Configuration.silenceTimeout` (a
+/// browser sends RTCP every second or more often; a closed tab, a killed browser or a lost network
+/// sends nothing). A viewer that goes without a DELETE never keeps its place.
 ///
 /// The video is the session's shared H.264 encode (one per frame for every consumer with the same
 /// settings: another viewer, a recording), never encoded again: GStreamer only packetizes it, once
@@ -17,9 +20,9 @@ import Foundation
 /// (PLI/FIR), and a viewer that just connected, get a key frame from the shared encoder.
 /// The encoder runs only while someone watches.
 ///
-/// ICE: host candidates of this machine (a browser on the same machine connects through loopback
-/// by peer-reflexive candidates), plus a STUN server's when configured; the answer carries all of
-/// them (no trickle).
+/// ICE: host candidates on `Configuration.iceAddresses` (a server's `serveWebRTC` keeps them to
+/// the addresses it listens on: loopback only for 127.0.0.1), plus a STUN server's when
+/// configured; the answer carries all of them (no trickle).
 ///
 /// Thread-safe: every method and property may be used from any thread. `answer(offer:)` waits
 /// (off the caller's thread) for ICE gathering, at most `Configuration.gatheringTimeout`.
@@ -41,10 +44,18 @@ public final class WebRTCPublisher: @unchecked Sendable {
         public var maxViewers: Int
         /// How long an answer waits for ICE gathering to complete.
         public var gatheringTimeout: Duration
+        /// A viewer not connected (ICE and DTLS) this long after its answer ends.
+        public var connectTimeout: Duration
+        /// A connected viewer from which nothing (RTCP, DTLS) has come for this long ends.
+        public var silenceTimeout: Duration
+        /// The IP addresses ICE offers candidates on, e.g. `["127.0.0.1"]`; nil for every
+        /// interface, unless the server the publisher is served on narrows it to its own address.
+        public var iceAddresses: [String]?
 
         public init(
             bitrate: Int = 2_000_000, keyFrameInterval: Int = 60, preset: String = "ultrafast", audioBitrate: Int = 64000,
-            stunServer: String? = nil, maxViewers: Int = 16, gatheringTimeout: Duration = .seconds(3)
+            stunServer: String? = nil, maxViewers: Int = 16, gatheringTimeout: Duration = .seconds(3),
+            connectTimeout: Duration = .seconds(12), silenceTimeout: Duration = .seconds(5), iceAddresses: [String]? = nil
         ) {
             self.bitrate = bitrate
             self.keyFrameInterval = keyFrameInterval
@@ -53,6 +64,9 @@ public final class WebRTCPublisher: @unchecked Sendable {
             self.stunServer = stunServer
             self.maxViewers = maxViewers
             self.gatheringTimeout = gatheringTimeout
+            self.connectTimeout = connectTimeout
+            self.silenceTimeout = silenceTimeout
+            self.iceAddresses = iceAddresses
         }
     }
 
@@ -73,6 +87,12 @@ public final class WebRTCPublisher: @unchecked Sendable {
     /// Answers under way (they count against `maxViewers`).
     private var pending = 0
     private var stopped = false
+    /// The addresses ICE gathers on (nil: every interface).
+    private var candidateAddresses: [String]?
+    /// Ends the viewers that never connected or went silent (see `watch()`).
+    private let watchdog: DispatchSourceTimer
+    /// When each connected viewer was last heard from, and its count then. Only on the watchdog's queue.
+    private var heard: [String: (packets: UInt64, at: ContinuousClock.Instant)] = [:]
     /// Serialises freeing viewers with reading their counts (the shim's viewer is not shared-safe).
     private let viewerLock = NSLock()
     /// Packets a viewer's queue holds at most per medium (about half a second of 720p video).
@@ -82,9 +102,13 @@ public final class WebRTCPublisher: @unchecked Sendable {
     /// It joins the session as a frame consumer; nothing is encoded until a viewer comes.
     /// Throws `.missingElement` (with the Debian package to install) when GStreamer lacks a part.
     public init(session: CaptureSession, configuration: Configuration = .init()) throws(WebRTCError) {
-        guard configuration.maxViewers > 0, configuration.bitrate > 0 else {
-            throw WebRTCError(.negotiationFailed, "maxViewers and bitrate must be positive")
+        guard configuration.maxViewers > 0, configuration.bitrate > 0, configuration.connectTimeout > .zero,
+            configuration.silenceTimeout > .zero
+        else {
+            throw WebRTCError(.negotiationFailed, "maxViewers, bitrate and the time-outs must be positive")
         }
+        candidateAddresses = configuration.iceAddresses
+        watchdog = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "swift-capture.webrtc.watchdog"))
         self.configuration = configuration
         self.session = session
         sendsAudio = session.inputs.contains { $0.mediaTypes.contains(.audio) }
@@ -101,9 +125,63 @@ public final class WebRTCPublisher: @unchecked Sendable {
         feed.port = videoPort
         _ = session.addFrameConsumer(videoPort)
         if let audioPort { _ = session.addFrameConsumer(audioPort) }
+        watchdog.schedule(deadline: .now() + Self.watchInterval, repeating: Self.watchInterval, leeway: .milliseconds(100))
+        watchdog.setEventHandler { [weak self] in self?.watch() }
+        watchdog.resume()
     }
 
     deinit { stop() }
+
+    /// How often the watchdog looks at the viewers.
+    static let watchInterval = DispatchTimeInterval.milliseconds(500)
+
+    /// Keeps ICE to the address a server listens on: loopback for 127.0.0.1 or localhost, that
+    /// address for another literal address, every interface for 0.0.0.0, :: (or a host name).
+    /// Leaves `Configuration.iceAddresses` when it was given. Viewers that come later use it.
+    package func keepCandidates(toServerHost host: String) {
+        guard configuration.iceAddresses == nil else { return }
+        let addresses: [String]? =
+            switch host.lowercased() {
+            case "localhost": ["127.0.0.1"]
+            case "0.0.0.0", "::", "", "*": nil
+            default: Self.isAddress(host) ? [host] : nil
+            }
+        lock.withLock { candidateAddresses = addresses }
+    }
+
+    private static func isAddress(_ text: String) -> Bool {
+        var bytes = in6_addr()
+        return inet_pton(AF_INET, text, &bytes) == 1 || inet_pton(AF_INET6, text, &bytes) == 1
+    }
+
+    /// The addresses ICE gathers on now (nil: every interface).
+    public var iceAddresses: [String]? { lock.withLock { candidateAddresses } }
+
+    /// Ends each viewer not connected `connectTimeout` after its answer, and each connected one
+    /// silent for `silenceTimeout`. On the watchdog's queue.
+    private func watch() {
+        let now = ContinuousClock.now
+        let all = lock.withLock { viewersByID.map { ($0.key, $0.value) } }
+        heard = heard.filter { id, _ in all.contains { $0.0 == id } }
+        var ending: [String] = []
+        for (id, v) in all {
+            let received: UInt64? = viewerLock.withLock {
+                guard lock.withLock({ viewersByID[id] != nil }) else { return nil }
+                return capture_webrtc_viewer_stats(v.pointer).packets_received
+            }
+            guard let received else { continue }
+            guard v.handle.connectedAfter != nil else {
+                if now - v.handle.created > configuration.connectTimeout { ending.append(id) }
+                continue
+            }
+            if let last = heard[id], last.packets == received {
+                if now - last.at > configuration.silenceTimeout { ending.append(id) }
+            } else {
+                heard[id] = (received, now)
+            }
+        }
+        for id in ending { end(id: id) }
+    }
 
     /// Answers a browser's SDP offer (recvonly video, H.264 with packetization-mode=1; audio
     /// optional) with a new viewer: returns its ID (for `end(id:)` and a WHEP resource URL) and
@@ -166,8 +244,10 @@ public final class WebRTCPublisher: @unchecked Sendable {
                 + configuration.gatheringTimeout.components.attoseconds / 1_000_000_000_000_000)
         var answer: UnsafeMutablePointer<CChar>?
         var error: UnsafeMutablePointer<CChar>?
+        let addresses = lock.withLock { candidateAddresses }?.joined(separator: ",")
+        // (Payload types are within RTP's 0-127: `WebRTCOffer` refuses any other.)
         let pointer = capture_webrtc_viewer_new(
-            graph.pointer, sdp, Int32(offer.videoPayloadType), Int32(offer.audioPayloadType ?? -1), stun,
+            graph.pointer, sdp, Int32(offer.videoPayloadType), Int32(offer.audioPayloadType ?? -1), stun, addresses,
             Self.queuePackets, timeout,
             { ctx, state in Unmanaged<ViewerHandle>.fromOpaque(ctx!).takeUnretainedValue().stateChanged(state) }, ctx,
             &answer, &error)
@@ -201,6 +281,7 @@ public final class WebRTCPublisher: @unchecked Sendable {
 
     /// Ends every viewer and leaves the session; the publisher answers no more offers (`.stopped`).
     public func stop() {
+        watchdog.cancel()
         let all: [Viewer] = lock.withLock {
             stopped = true
             defer { viewersByID = [:] }
@@ -246,7 +327,8 @@ public final class WebRTCPublisher: @unchecked Sendable {
                     id: id, state: .init(rawValue: Int(s.connection_state)) ?? .new, framesSent: Int(s.video_frames_sent),
                     videoPacketsSent: Int(s.video_packets_sent), videoPacketsDropped: Int(s.video_packets_dropped),
                     audioPacketsSent: Int(s.audio_packets_sent), audioPacketsDropped: Int(s.audio_packets_dropped),
-                    hasAudio: v.hasAudio, connectedAfter: v.handle.connectedAfter)
+                    hasAudio: v.hasAudio, connectedAfter: v.handle.connectedAfter,
+                    videoPacketsWithPlayoutDelay: Int(s.video_packets_with_playout_delay))
             }
         }
     }
@@ -265,7 +347,7 @@ public final class WebRTCPublisher: @unchecked Sendable {
 final class ViewerHandle: @unchecked Sendable {
     let id: String
     private weak var publisher: WebRTCPublisher?
-    private let created = ContinuousClock.now
+    let created = ContinuousClock.now
     private let lock = NSLock()
     private var connected: Duration?
 
@@ -305,4 +387,8 @@ public struct WebRTCViewerStatistics: Sendable, Hashable {
     public var hasAudio: Bool
     /// From the answer to the connection, or nil while not yet connected.
     public var connectedAfter: Duration?
+    /// Of the video packets sent, those with the playout-delay header extension (minimum 0, maximum 200 ms),
+    /// sent when the viewer's offer had it: they ask the browser to show each frame as soon as it
+    /// is complete.
+    public var videoPacketsWithPlayoutDelay: Int
 }

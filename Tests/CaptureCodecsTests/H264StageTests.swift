@@ -157,6 +157,75 @@ import CaptureTestSupport
         withExtendedLifetime(p) {}
     }
 
+    /// Keeps the order in which units and loss reports came.
+    final class Ledger: H264Consumer, @unchecked Sendable {
+        enum Event {
+            case unit(UInt64)
+            case drop(first: UInt64, count: Int, reason: DropReason)
+            /// The sequence numbers it covers.
+            var range: ClosedRange<UInt64> {
+                switch self {
+                case .unit(let s): s...s
+                case .drop(let first, let count, _): first...(first + UInt64(max(1, count)) - 1)
+                }
+            }
+        }
+        let events = Locked([Event]())
+        func consume(_ unit: H264AccessUnit, from connection: CaptureConnection) {
+            events.withLock { $0.append(.unit(unit.sequenceNumber)) }
+        }
+        func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) {
+            events.withLock { $0.append(.drop(first: drop.sequenceNumber ?? 0, count: drop.count, reason: drop.reason)) }
+        }
+        func h264StageFailed(_ error: H264StageError, from connection: CaptureConnection) {}
+        var units: Int { events.withLock { $0.reduce(0) { if case .unit = $1 { $0 + 1 } else { $0 } } } }
+    }
+
+    /// A stage behind (x264's placebo, a consumer that keeps every frame) while the camera loses
+    /// frames: its consumer hears of every loss, the camera's and its own, after the units of the
+    /// frames before it and before those after it, each frame once. (Before, the camera's losses
+    /// came straight from the capture thread and the stage's as soon as it noted them, ahead of
+    /// the frames still queued: a recording not yet at its first frame left them out.)
+    @Test func lossesReachConsumersInFrameOrderWithTheUnits() async throws {
+        // (At this size placebo takes longer per frame than the camera's interval.)
+        let r = try Rig("H264 order", .init(.nv12, width: 1920, height: 1080, frameRates: [30]))
+        defer { r.rig.uninstall() }
+        let v = Ledger()
+        let port = FrameConsumerPort(encodedFor: v, keepsEveryFrame: true)
+        port.encodedProduct = H264Settings(preset: "placebo").product
+        #expect(r.session.addFrameConsumer(port))
+        try r.session.start()
+        #expect(await eventually(timeout: 60) { v.units >= 2 })
+        // The camera loses frames while the stage has a backlog: three rounds, and more until the
+        // stage has lost one late too (its backlog takes a while to fill where the camera is slow
+        // as well, as under a sanitizer), 30 at most.
+        func lateSoFar() -> Int {
+            v.events.withLock { $0.reduce(0) { if case .drop(_, let c, .frameWasLate) = $1 { $0 + c } else { $0 } } }
+        }
+        var rounds = 0
+        repeat {
+            r.rig.camera.injectDroppedFrames(2)
+            let n = r.rig.collector.count
+            #expect(await eventually(timeout: 30) { r.rig.collector.count >= n + 10 })
+            rounds += 1
+        } while rounds < 3 || (lateSoFar() == 0 && rounds < 30)
+        r.session.stopRunning()
+        let events = v.events.withLock { $0 }
+        let first = try #require(events.firstIndex { if case .unit = $0 { true } else { false } })
+        let heard = Array(events[first...])
+        // In frame order, each frame once: every event starts right after the one before.
+        var misplaced: [String] = []
+        for (a, b) in zip(heard, heard.dropFirst()) where b.range.lowerBound != a.range.upperBound + 1 {
+            misplaced.append("\(a) then \(b)")
+        }
+        #expect(misplaced.isEmpty, "\(misplaced.count) out of order: \(misplaced.prefix(5))")
+        let camera = heard.reduce(0) { if case .drop(_, let c, let reason) = $1, reason != .frameWasLate { $0 + c } else { $0 } }
+        let late = heard.reduce(0) { if case .drop(_, let c, .frameWasLate) = $1 { $0 + c } else { $0 } }
+        #expect(camera >= 2 * rounds, "the camera's losses reached the consumer: \(camera) of \(2 * rounds)")
+        #expect(late > 0, "the stage was never behind by more than its backlog (no frame lost late)")
+        print("in order: \(v.units) units, \(camera) lost by the camera, \(late) by the stage")
+    }
+
     @Test func anEncoderThisFFmpegLacksIsReportedToItsConsumers() async throws {
         let r = try Rig("H264 missing")
         defer { r.rig.uninstall() }

@@ -100,8 +100,8 @@ import Testing
         #expect(shown.audio.status == "authorized" && shown.audio.advice.isEmpty, "\(shown.audio)")
         let json = try Self.tool(["devices", "--json"], as: nil).stdout
         let list = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]], "\(json)")
-        #expect(Set(list.compactMap { $0["mediaType"] as? String }) == ["video", "audio"], "\(json)")
-        #expect(list.allSatisfy { $0["authorization"] as? String == "authorized" && $0["authorizationAdvice"] == nil }, "\(json)")
+        #expect(Set(list.compactMap { $0["media_type"] as? String }) == ["video", "audio"], "\(json)")
+        #expect(list.allSatisfy { $0["authorization"] as? String == "authorized" && $0["authorization_advice"] == nil }, "\(json)")
     }
 
     @Test func withoutTheGroupsDeniedWithAdvice() throws {
@@ -128,11 +128,11 @@ import Testing
                 let list = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]], "\(json)")
                 for media in ["video", "audio"] {
                     let text = media == "video" ? shown.video : shown.audio
-                    let entries = list.filter { $0["mediaType"] as? String == media }
+                    let entries = list.filter { $0["media_type"] as? String == media }
                     #expect(!entries.isEmpty, "no \(media) device in: \(json)")
                     for d in entries {
                         #expect(d["authorization"] as? String == "denied", "\(d)")
-                        #expect(d["authorizationAdvice"] as? String == text.advice, "\(d) against \(text)")
+                        #expect(d["authorization_advice"] as? String == text.advice, "\(d) against \(text)")
                     }
                 }
             }

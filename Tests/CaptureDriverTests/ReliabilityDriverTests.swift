@@ -445,7 +445,7 @@ enum Vivid {
         probe.standardOutput = FileHandle.nullDevice
         probe.standardError = FileHandle.nullDevice
         try probe.run()
-        probe.waitUntilExit()
+        probe.waitForExit()
         print("reliability: after reconnect, v4l2-ctl streaming 5 frames exited with \(probe.terminationStatus) (124: timed out)")
         // The device is back (vivid reconnects on last close): a new session on it streams once
         // the old session lets go of the input (as in AVFoundation, the input stays in the

@@ -15,7 +15,7 @@ import Testing
         p.executableURL = URL(fileURLWithPath: "/bin/sh")
         p.arguments = ["-c", "\(command) \(arguments)"]
         try p.run()
-        p.waitUntilExit()
+        p.waitForExit()
         return p.terminationStatus
     }
 

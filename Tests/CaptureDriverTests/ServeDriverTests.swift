@@ -48,7 +48,7 @@ import Testing
         p.standardOutput = pipe
         try p.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
+        p.waitForExit()
         return (p.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
@@ -154,7 +154,7 @@ import Testing
                 Issue.record("curl \(name): the stream did not end within 15 s of the removal")
                 p.terminate()
             }
-            p.waitUntilExit()
+            p.waitForExit()
             let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             #expect(p.terminationStatus == 0, "curl \(name) exited \(p.terminationStatus): \(message)")
             let body = try MultipartBody.parse(Array(try Data(contentsOf: file)))

@@ -47,7 +47,7 @@ import Testing
         p.standardError = FileHandle.nullDevice
         try p.run()
         let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
+        p.waitForExit()
         guard p.terminationStatus == 0, !data.isEmpty else { throw TestFailure("convert \(args) failed") }
         return data
     }

@@ -17,7 +17,7 @@ extension DisplayTests {
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
             try p.run()
-            p.waitUntilExit()
+            p.waitForExit()
             guard p.terminationStatus == 0 else {
                 throw TestFailure("xdotool \(args.joined(separator: " ")) exited \(p.terminationStatus)")
             }

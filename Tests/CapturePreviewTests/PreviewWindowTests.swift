@@ -223,7 +223,7 @@ extension DisplayTests {
             #expect(problems.isEmpty, "\(problems.prefix(8))")
         }
 
-        @Test(arguments: [PixelFormat.nv12, .yuv420, .uyvy, .mjpeg, .yuv422p, .nv16, .grey])
+        @Test(arguments: [PixelFormat.nv12, .nv21, .yuv420, .yvu420, .uyvy, .mjpeg, .yuv422p, .nv16, .nv61, .grey])
         func everyUploadPathShowsTheBars(format: PixelFormat) async throws {
             let problems = try await UIThread.run { () throws -> [String] in
                 let x = try XvfbDisplay.shared()
@@ -340,7 +340,7 @@ extension DisplayTests {
             p.standardError = FileHandle.nullDevice
             try p.run()
             let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
+            p.waitForExit()
             guard p.terminationStatus == 0, !data.isEmpty else { throw TestFailure("convert \(spec) failed") }
             return data
         }

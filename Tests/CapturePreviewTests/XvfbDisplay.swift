@@ -91,7 +91,7 @@ final class XvfbDisplay: @unchecked Sendable {
         guard let n = number, let pid else {
             if let pid { kill(pid, SIGKILL) }
             kill(p.processIdentifier, SIGKILL)
-            p.waitUntilExit()
+            p.waitForExit()
             throw TestFailure("Xvfb did not start (said '\(text)')")
         }
         serverPID = pid
@@ -120,7 +120,7 @@ final class XvfbDisplay: @unchecked Sendable {
         // SIGKILL: a child spawned from a dispatch thread may inherit a mask that blocks SIGTERM.
         kill(serverPID, SIGKILL)
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.waitForExit()
         let n = display.dropFirst()
         try? FileManager.default.removeItem(atPath: "/tmp/.X\(n)-lock")
         try? FileManager.default.removeItem(atPath: "/tmp/.X11-unix/X\(n)")
@@ -151,7 +151,7 @@ final class XvfbDisplay: @unchecked Sendable {
         try p.run()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         let said = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
+        p.waitForExit()
         guard p.terminationStatus == 0 else {
             throw TestFailure("\(tool) \(args.joined(separator: " ")) exited \(p.terminationStatus): \(said.prefix(300))")
         }

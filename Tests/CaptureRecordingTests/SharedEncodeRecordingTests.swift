@@ -22,9 +22,12 @@ import Testing
         try rig.session.start()
         let urls = [folder.file("a.mp4"), folder.file("b.mkv")]
         let events = movies.indices.map { _ in RecordingEvents() }
+        let producedBefore = rig.camera.framesProduced
         for (i, m) in movies.enumerated() { m.startRecording(to: urls[i], recordingDelegate: events[i]) }
         for e in events { #expect(e.waitForFinish(timeout: 60), "a recording never finished") }
+        // (Encodes first: every frame encoded by then was made by the camera by the second reading.)
         let encodes = rig.session.stageEncodes
+        let produced = Int(rig.camera.framesProduced - producedBefore)
         let summaries = try movies.map { try #require($0.lastRecording) }
         for (s, url) in zip(summaries, urls) {
             #expect(s.error?.code == .maximumDurationReached && s.encoder == "libx264", "\(s)")
@@ -32,11 +35,13 @@ import Testing
             #expect(probe.codec == "h264" && probe.width == 640 && probe.height == 480, "\(probe)")
             #expect(probe.frames == s.framesWritten && s.framesWritten > 30, "ffprobe \(probe.frames), written \(s.framesWritten)")
         }
-        // One encode per frame of the two recordings together (their spans overlap almost
-        // wholly): an encoder per recording would have made one per frame of each.
+        // At most one encode per frame the camera made while the recordings ran (and the few in
+        // its buffers at their start): an encoder per recording would have made one per frame of
+        // each, about twice as many. (The frames of the files alone are no bound: on a loaded
+        // machine the shared stage runs ahead of recorders still writing their backlog, and
+        // encodes frames past the limit before they end.)
         let ranges = try summaries.map { try #require($0.sequenceRange) }
-        let union = Int(ranges.map(\.upperBound).max()! - ranges.map(\.lowerBound).min()!) + 1
-        #expect(encodes <= union + 3, "\(encodes) encodes for frames \(ranges) (\(union) frames)")
+        #expect(encodes <= produced + 4, "\(encodes) encodes while the camera made \(produced) frames (files: \(ranges))")
         #expect(encodes >= summaries.map(\.framesWritten).max()!, "\(encodes) encodes")
     }
 

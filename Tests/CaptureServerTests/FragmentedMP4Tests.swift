@@ -102,6 +102,45 @@ import Testing
         _ = stalled
     }
 
+    /// Clients that stop reading cannot keep the route's places: each is ended once its socket
+    /// holds more than 3 s of its stream it has not taken and 16 KiB, so a new client gets in
+    /// within seconds of that, long before the connection time-out (5 minutes here). Before, 20
+    /// such clients kept every other at 503 for as long as they stayed. How soon a stalled
+    /// client holds 16 KiB depends on the camera's frame rate, which load lowers: the bound runs
+    /// from that moment (a key frame every 5 frames makes it come within a few seconds at 30 fps).
+    @Test func clientsThatStopReadingAreEndedAndFreeTheirPlaces() throws {
+        let served = try Self.served(width: 640, height: 360, settings: H264Settings(keyFrameInterval: 5)) {
+            $0.maxClients = 4
+            $0.connectionTimeout = 300
+        }
+        defer { served.close() }
+        let stalled = try (0..<4).map { _ in try RawClient(port: served.port, receiveBuffer: 1024) }
+        for c in stalled { c.send("GET /stream.mp4 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") }
+        #expect(waitUntil { (try? Self.mp4State(served)["clients"] as? Int) == 4 })
+        #expect(try curl(served.base + "/stream.mp4", ["--max-time", "1"]).status == 503, "the route is full")
+        // The moment every stalled client has been sent more than the floor (and what its own
+        // 1 KB buffer took), or has been ended already.
+        let floor = 16 * 1024 + 4096
+        let started = Date()
+        let overFloor = waitUntil(timeout: 120) {
+            guard let clients = try? Self.mp4Clients(served) else { return false }
+            return clients.allSatisfy { ($0["bytes"] as? Int ?? 0) > floor }
+        }
+        let filled = Date().timeIntervalSince(started)
+        #expect(overFloor, "the stalled clients were not sent 20 KiB in 120 s")
+        let since = Date()
+        var admitted = false
+        while !admitted, Date().timeIntervalSince(since) < 20 {
+            admitted = try curl(served.base + "/stream.mp4", ["--max-time", "1"]).status == 200
+        }
+        let took = Date().timeIntervalSince(since)
+        #expect(admitted && took < 10, "a new client got in \(took) s after the stalled ones held 20 KiB")
+        let dropped = try Self.mp4State(served)["clients_dropped"] as? Int
+        #expect(dropped == 4, "\(dropped ?? -1) stalled clients ended")
+        print("mp4: stalled clients held 20 KiB after \(filled) s; 4 ended, a new one in \(took) s later")
+        _ = stalled
+    }
+
     /// The route goes with the server: stop ends its streams, a new start serves it again, and
     /// once nobody watches the encoder stops.
     @Test func theStreamStopsAndStartsWithTheServerAndTheEncoderIdlesWithoutClients() throws {

@@ -91,25 +91,40 @@ import Testing
 
     /// A client that stops reading holds up neither detection nor another client, and is
     /// dropped once its socket holds 64 KiB it has not taken (the kernel would take megabytes
-    /// before the server's time-out could see it stall); the reader gets events in order all along.
+    /// before the server's time-out could see it stall); the reader gets events in order all
+    /// along, and detection runs at no less than half its rate of the seconds before the stall.
     @Test func aClientThatStopsReadingIsDroppedAndSlowsNobody() throws {
         let served = try Self.served()
         defer { served.close() }
         // A long text: events of about 700 bytes, so the stalled client passes the limit in seconds.
         served.camera.picture = try qrCodePicture(String(repeating: "slow client ", count: 30), module: 4, at: (100, 40)).picture
-        let stalled = try RawClient(port: served.port, receiveBuffer: 4096)
-        stalled.send("GET /metadata HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
         func metadataState() throws -> [String: Any] {
             let state = try JSONSerialization.jsonObject(with: try curl("\(served.base)/state").body) as? [String: Any]
             let routes = (state?["result"] as? [String: Any])?["routes"] as? [String: Any]
             return routes?["metadata"] as? [String: Any] ?? [:]
         }
+        func detected(_ state: [String: Any]) -> Int { state["frames_detected"] as? Int ?? 0 }
         let reader = try EventReader(port: served.port)
         let first = try #require(reader.next { !$0.objects.isEmpty })
-        let before = try metadataState()
         var ids = [first.id]
+        // Detection's rate with the reader alone, over 3 s of events and at least 10 frames
+        // (detection runs at nice 10: on a loaded machine it may take longer to see them).
+        let alone = (state: try metadataState(), at: Date())
+        var aloneEvents = 0
+        while Date().timeIntervalSince(alone.at) < 30, Date().timeIntervalSince(alone.at) < 3 || aloneEvents < 10,
+            let e = reader.next(where: { !$0.objects.isEmpty })
+        {
+            ids.append(e.id)
+            aloneEvents += 1
+        }
+        let aloneDetected = detected(try metadataState()) - detected(alone.state)
+        let aloneRate = Double(aloneDetected) / Date().timeIntervalSince(alone.at)
+        #expect(aloneDetected >= 10, "detection saw \(aloneDetected) frames in 30 s with one reader")
+        let stalled = try RawClient(port: served.port, receiveBuffer: 4096)
+        stalled.send("GET /metadata HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        let before = (state: try metadataState(), at: Date())
         var asked = Date()
-        var state = before
+        var state = before.state
         // Until the stalled client is dropped and the reader has had 20 events since (or 60 s).
         var droppedAt: Int?
         while let e = reader.next(where: { !$0.objects.isEmpty }) {
@@ -122,14 +137,19 @@ import Testing
             if let droppedAt, ids.count >= droppedAt + 20 { break }
             if ids.count > 60 * 30 { break }
         }
+        state = try metadataState()
         #expect(droppedAt != nil, "the stalled client was not dropped: \(state)")
         #expect(state["clients"] as? Int == 1, "\(state)")
         // In order (a reader more than 8 events behind would skip to the newest: not this one,
         // unless the machine starves the server's thread).
         #expect(zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }, "\(ids)")
-        let detected = (before["frames_detected"] as? Int ?? 0, state["frames_detected"] as? Int ?? 0)
-        #expect(detected.1 > detected.0, "detection went from \(detected.0) to \(detected.1) frames")
-        print("metadata: the stalled client was dropped after \(droppedAt ?? -1) events of the reader's")
+        let stalledRate = Double(detected(state) - detected(before.state)) / Date().timeIntervalSince(before.at)
+        #expect(
+            stalledRate >= aloneRate / 2,
+            "detection ran at \(stalledRate) frames a second with a stalled client, \(aloneRate) without")
+        print(
+            "metadata: the stalled client was dropped after \(droppedAt ?? -1) events of the reader's; detection \(stalledRate) frames/s with it, \(aloneRate) before"
+        )
         _ = stalled
     }
 }

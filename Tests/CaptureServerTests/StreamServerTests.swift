@@ -420,7 +420,7 @@ import Testing
         let curlEnded = await eventually(timeout: 20) { !curlClient.isRunning }
         #expect(curlEnded, "curl's response did not end within 20 s of the HTTP/1.0 stream's end")
         if !curlEnded { curlClient.terminate() }
-        curlClient.waitUntilExit()
+        curlClient.waitForExit()
         #expect(
             curlClient.terminationStatus == 0,
             "curl: \(String(decoding: curlErrors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")

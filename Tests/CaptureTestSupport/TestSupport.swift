@@ -117,10 +117,46 @@ public enum ColorBars {
     }
 }
 
+/// The process's descriptors and threads, counted whole (all of `/proc/self/fd` and
+/// `/proc/self/task`, not per kind): meaningful only when nothing else runs in the process (the
+/// `ProcessLeak…` suites, which scripts/test runs on their own).
+public struct ProcessCounts: CustomStringConvertible, Sendable {
+    public var descriptors: Int
+    public var threads: Int
+    public static var now: ProcessCounts {
+        let fm = FileManager.default
+        return ProcessCounts(
+            descriptors: (try? fm.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1,
+            threads: (try? fm.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1)
+    }
+    public var description: String { "\(descriptors) descriptors, \(threads) threads" }
+    /// Back to `baseline`, but for `slack` of each: the descriptor listing `/proc/self/fd` opens,
+    /// and a thread of Dispatch's or GLib's pools, which grow with work and shrink when idle on
+    /// their own schedule. A leak of the clients' would be a socket or a thread per client.
+    public func isBack(to baseline: ProcessCounts, slack: Int = 2) -> Bool {
+        descriptors <= baseline.descriptors + slack && threads <= baseline.threads + slack
+    }
+}
+
 public enum ProcessResources {
     /// Open descriptors of this process.
     public static var openDescriptors: Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+    }
+    /// What each open descriptor of this process names (`socket:[N]`, `anon_inode:[eventfd]`, a
+    /// path), by descriptor number: two listings' difference says what a leak holds.
+    public static var descriptorTargets: [Int: String] {
+        let fm = FileManager.default
+        var out: [Int: String] = [:]
+        for name in (try? fm.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+            guard let fd = Int(name), let target = try? fm.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)") else { continue }
+            out[fd] = target
+        }
+        return out
+    }
+    /// The descriptors open in `now` that were not open, or named something else, in `before`.
+    public static func added(since before: [Int: String], now: [Int: String]) -> [String] {
+        now.filter { before[$0.key] != $0.value }.sorted { $0.key < $1.key }.map { "\($0.key) -> \($0.value)" }
     }
     /// Memory mappings of this process.
     public static var mappings: Int {

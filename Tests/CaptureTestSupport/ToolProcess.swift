@@ -102,7 +102,7 @@ public final class RunningProcess: @unchecked Sendable {
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.waitForExit()
         }
         if let home { try? FileManager.default.removeItem(at: home) }
     }
@@ -160,7 +160,7 @@ public final class RunningProcess: @unchecked Sendable {
         while process.isRunning, Date() < deadline { usleep(20_000) }
         let hung = process.isRunning
         if hung { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        process.waitForExit()
         drained()
         return hung ? nil : Self.status(of: process)
     }
@@ -180,6 +180,46 @@ public final class RunningProcess: @unchecked Sendable {
     }
 }
 
+extension Process {
+    /// Blocks until the process has ended. Foundation's `waitUntilExit` gives the thread that
+    /// calls it a run loop (an epoll, an eventfd and a timerfd) for as long as the thread lives,
+    /// so the process's descriptors would rise and fall with which of Dispatch's threads waited,
+    /// and a leak count would see 3 come or go; yet it must be called, or the process and its
+    /// pipes are never freed. So this polls until the end, then one thread of its own calls it.
+    public func waitForExit() {
+        while isRunning { usleep(5_000) }
+        ExitWaiter.shared.finish(self)
+    }
+}
+
+/// The one thread that calls `waitUntilExit` (on processes that have ended: it returns at once).
+private final class ExitWaiter: @unchecked Sendable {
+    static let shared = ExitWaiter()
+    private let lock = NSLock()
+    private var queue: [(Process, DispatchSemaphore)] = []  // guarded by `lock`
+    private let ready = DispatchSemaphore(value: 0)
+
+    private init() {
+        let thread = Thread { [unowned self] in
+            while true {
+                ready.wait()
+                let (process, done) = lock.withLock { queue.removeFirst() }
+                process.waitUntilExit()
+                done.signal()
+            }
+        }
+        thread.name = "test process waiter"
+        thread.start()
+    }
+
+    func finish(_ process: Process) {
+        let done = DispatchSemaphore(value: 0)
+        lock.withLock { queue.append((process, done)) }
+        ready.signal()
+        done.wait()
+    }
+}
+
 /// Runs `executable` to its end; kills it after `timeout` s (a guard against hangs, not a speed
 /// bound): then its status says the signal.
 public func runProcess(
@@ -192,14 +232,17 @@ public func runProcess(
 }
 
 extension RunningProcess {
-    /// The URL `capture serve` prints ("... at http://HOST:PORT/ ..."), with its slash, once it
-    /// does; nil when it ends first or `timeout` s pass.
+    /// The URL `capture serve` prints ("... at http://HOST:PORT/ ...", or https), with its
+    /// slash, once it does; nil when it ends first or `timeout` s pass.
     public func servedURL(timeout: Double = 60) -> String? {
         var url: String?
         _ = waitFor(timeout: timeout) { text in
-            guard let r = text.range(of: " at http://"), let end = text[r.upperBound...].firstIndex(of: "/") else { return false }
-            url = "http://" + text[r.upperBound..<end] + "/"
-            return true
+            for scheme in ["http://", "https://"] {
+                guard let r = text.range(of: " at " + scheme), let end = text[r.upperBound...].firstIndex(of: "/") else { continue }
+                url = scheme + text[r.upperBound..<end] + "/"
+                return true
+            }
+            return false
         }
         return url
     }

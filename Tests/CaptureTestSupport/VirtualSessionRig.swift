@@ -30,6 +30,29 @@ public struct InstalledCamera: Sendable {
     public func uninstall() { VirtualCamera.uninstall(camera) }
 }
 
+/// A virtual microphone installed under a name no other test uses (the name given, plus a
+/// random tag), playing a tone of `frequency` Hz, and the device discovery hands out for it.
+/// Uninstall it when done.
+public struct InstalledMicrophone: Sendable {
+    public let microphone: VirtualMicrophone
+    public let device: CaptureDevice
+
+    public init(_ name: String, frequency: Double = 1000) throws {
+        microphone = VirtualMicrophone(name: "\(name) \(UUID().uuidString.prefix(8))", frequency: frequency)
+        VirtualMicrophone.install(microphone)
+        do {
+            device = try #require(CaptureDevice.device(withUniqueID: microphone.uniqueID))
+        } catch {
+            VirtualMicrophone.uninstall(microphone)
+            throw error
+        }
+    }
+
+    /// A new input on the device.
+    public func input() throws -> CaptureDeviceInput { try CaptureDeviceInput(device: device) }
+    public func uninstall() { VirtualMicrophone.uninstall(microphone) }
+}
+
 /// An `InstalledCamera` and a session holding its input and the outputs asked for, added in
 /// the order given: a video data output that delivers to a `FrameCollector` on its queue,
 /// and/or a still image output. Nothing is started; uninstall the camera when done (one

@@ -107,7 +107,7 @@ final class PortalBus: @unchecked Sendable {
         // hold until they see the bus go (then they exit).
         for p in [pipewire, bus, xvfb].compactMap({ $0 }) where p.process.isRunning {
             p.signal(SIGKILL)
-            p.process.waitUntilExit()
+            p.process.waitForExit()
         }
         try? FileManager.default.removeItem(at: dir)
     }

@@ -61,13 +61,13 @@ import Testing
         }
     }
 
-    @Test func helpListsEveryCommandAndUnknownOnesAreOneLine() throws {
+    @Test func helpListsEveryCommandAndUnknownOnesAreOneLineWithStatus2() throws {
         let all = try Self.capture(["help"])
         #expect(all.status == 0)
         for c in Self.commands { #expect(all.stdout.contains("usage: capture \(c)"), "\(c) missing from help") }
         for args in [["nonsense"], ["help", "nonsense"], ["snap", "--bogus"]] {
             let r = try Self.capture(args)
-            #expect(r.status != 0, "\(args)")
+            #expect(r.status == 2, "\(args): \(r.status)")
             #expect(r.errorLines.count == 1, "\(args): \(r.stderr)")
         }
     }
@@ -188,15 +188,15 @@ import Testing
             let status = String(parts[0]), advice = parts.count > 1 ? String(parts[1].dropFirst()) : nil
             #expect(status == CaptureDevice.authorizationStatus(for: media).rawValue)
             #expect(advice == CaptureDevice.authorizationAdvice(for: media))
-            for d in list where d["mediaType"] as? String == media.rawValue {
+            for d in list where d["media_type"] as? String == media.rawValue {
                 #expect(d["authorization"] as? String == status, "\(d)")
-                #expect(d["authorizationAdvice"] as? String == advice, "\(d)")
+                #expect(d["authorization_advice"] as? String == advice, "\(d)")
                 // Absent, not null, when there is nothing to do.
-                #expect((d["authorizationAdvice"] != nil) == (advice != nil), "\(d)")
+                #expect((d["authorization_advice"] != nil) == (advice != nil), "\(d)")
             }
         }
         // The host lists at least the virtual camera, so the video check above ran.
-        #expect(list.contains { $0["mediaType"] as? String == "video" && $0["authorization"] is String }, "\(json.stdout)")
+        #expect(list.contains { $0["media_type"] as? String == "video" && $0["authorization"] is String }, "\(json.stdout)")
     }
 
     /// `capture audio --seconds S` writes exactly round(S * rate) frames, whatever S and the rate.
@@ -358,9 +358,10 @@ extension CaptureToolTests {
             (["devices", "--json=yes"], "--json takes no value"),
             (["snap", "--bogus=1"], "unknown option --bogus"),
         ]
+        // Usage errors, all of them: status 2.
         for (args, words) in refusals {
             let r = try Self.capture(args)
-            #expect(r.status == 1 && r.errorLines.count == 1 && r.stderr.contains(words), "\(args): \(r.stderr)")
+            #expect(r.status == 2 && r.errorLines.count == 1 && r.stderr.contains(words), "\(args): \(r.stderr)")
         }
     }
 
@@ -377,7 +378,7 @@ extension CaptureToolTests {
             ["preview"] + both, ["serve"] + both + ["--port", "99999"],
         ] {
             let r = try Self.capture(args)
-            #expect(r.status == 1, "\(args): \(r.status) \(r.stdout)")
+            #expect(r.status == 2, "\(args): \(r.status) \(r.stdout)")
             #expect(r.errorLines.count == 1 && r.stderr.contains("give --preset or --size, not both"), "\(args): \(r.stderr)")
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)

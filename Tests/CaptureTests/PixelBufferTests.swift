@@ -89,6 +89,24 @@ import Testing
         sample.withUnsafeBytes { bytes in #expect(bytes.baseAddress == p.baseAddress) }
     }
 
+    /// The sample's own plane accessors (`planeCount`, `bytesPerRow(plane:)`,
+    /// `withUnsafeBytes(plane:)`) give the pixel buffer's planes: the same count, addresses,
+    /// lengths and row bytes for every planar format, the whole picture as one plane for a packed one.
+    @Test(arguments: [PixelFormat.nv12, .nv21, .nv16, .nv61, .yuv420, .yvu420, .yuv422p, .yuyv, .rgb24, .grey])
+    func sampleAccessorsAgreeWithThePixelBuffer(format: PixelFormat) throws {
+        let sample = try Self.firstFrame(format, 320, 240)
+        let p = try #require(sample.imageBuffer)
+        #expect(sample.planeCount == max(p.planeCount, 1))
+        for i in 0..<p.planes.count {
+            #expect(sample.bytesPerRow(plane: i) == p.bytesPerRowOfPlane(i), "plane \(i)")
+            let ours = sample.withUnsafeBytes(plane: i) { ($0.baseAddress, $0.count) }
+            let theirs = p.withUnsafeBytes(ofPlane: i) { ($0.baseAddress, $0.count) }
+            #expect(ours.0 == theirs.0 && ours.1 == theirs.1, "plane \(i): \(ours) against \(theirs)")
+        }
+        let past = p.planes.count
+        #expect(sample.bytesPerRow(plane: past) == 0 && sample.withUnsafeBytes(plane: past) { $0.count } == 0)
+    }
+
     /// MJPEG has no pixel buffer (its bytes are the JPEG); its description says MJPG.
     @Test func compressedFramesHaveNoPixelBuffer() throws {
         let sample = try Self.firstFrame(.mjpeg, 320, 240)

@@ -127,7 +127,7 @@ import Testing
         p.standardOutput = pipe
         try p.run()
         let out = pipe.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
+        p.waitForExit()
         return String(decoding: out, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 

@@ -144,9 +144,10 @@ private func greyPicture(_ f: borrowing FrameBuffer) -> [UInt8]? {
         let lost = camera.statistics.framesDroppedForLackOfBuffers
         #expect(UInt64(gaps.reduce(0, +)) <= lost, "\(sequences), \(lost) lost for lack of buffers")
         #expect(zip(stamps, stamps.dropFirst()).allSatisfy { $1 - $0 > 0 })
-        // Never faster than the mode: tick n is due (n + 1) periods after the stream started at the
-        // earliest, and a frame is stamped at or after its tick. Load only makes frames later.
-        let early = zip(sequences, stamps).filter { $1 - before < Int64($0 + 1) * period }
+        // Never faster than the mode: the first frame comes at once, tick n is due n periods after
+        // the stream started at the earliest, and a frame is stamped at or after its tick. Load
+        // only makes frames later.
+        let early = zip(sequences, stamps).filter { $1 - before < Int64($0) * period }
         #expect(early.isEmpty, "frames before their tick: \(early.map { ($0, $1 - before) })")
         // At this mode's rate, not a slower one: a late frame makes one step long and the next
         // short, so the shortest step per tick stays near a period however loaded the machine.

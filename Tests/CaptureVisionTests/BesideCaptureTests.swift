@@ -8,7 +8,8 @@ import Testing
 /// output, a JPEG stream (a frame consumer port at a JPEG quality, as `CaptureStreamServer`'s) and
 /// a metadata output looking for QR codes and faces. Detection is slower than the camera here, so
 /// the metadata output skips frames; the video data output must still get every frame the camera
-/// delivered, and the JPEG stream every frame it did not report late (see below). Compared by
+/// delivered, and the JPEG stream every frame it did not report late (see below), and no more
+/// late with detection than without, but 2 % of the frames (rounds interleaved). Compared by
 /// sequence number with what the camera made, never with the clock: a busy machine may make the
 /// camera late, which is no loss of theirs.
 @Suite(.serialized) struct BesideCaptureTests {
@@ -33,7 +34,27 @@ import Testing
         func consumeDrop(_ drop: DroppedFrames, from connection: CaptureConnection) { lock.withLock { _drops.append(drop) } }
     }
 
+    /// The JPEG stream's late frames with detection against without, in the same run, interleaved
+    /// (without, with, without, with, without): the fewer of the two rounds with detection may
+    /// have no more than the most of the rounds without, and 2 % of the frames. What detection
+    /// took from the JPEG encoder would show in every round with it; a moment of the machine's
+    /// load (seen here: 1 and 25 of 90 late in two rounds without) shows in one.
     @Test func theVideoOutputAndTheJPEGStreamLoseNoFrameToDetection() throws {
+        var with: [(frames: Int, late: Int)] = [], without: [(frames: Int, late: Int)] = []
+        for round in 0..<5 {
+            if round % 2 == 1 { with.append(try scenario(detecting: true)) } else { without.append(try scenario(detecting: false)) }
+        }
+        let least = try #require(with.min { $0.late < $1.late }), most = try #require(without.map(\.late).max())
+        let message =
+            "JPEG frames late with detection \(with.map(\.late)), without \(without.map(\.late)) (of \(least.frames) frames a round)"
+        #expect(Double(least.late) <= Double(most) + 0.02 * Double(least.frames), "\(message)")
+        print("beside detection at 1280x720: \(message)")
+    }
+
+    /// Three seconds of the camera's frames (90 sequence numbers) with the video data output and the
+    /// JPEG stream, and the metadata output looking for codes and faces when `detecting`: every
+    /// frame accounted for. Returns the frames and the JPEG stream's late ones.
+    private func scenario(detecting: Bool) throws -> (frames: Int, late: Int) {
         let camera = VirtualCamera(
             name: "Vision beside \(UUID().uuidString.prefix(6))", formats: [.init(.nv12, width: 1280, height: 720, frameRates: [30])])
         camera.picture = try VisionPictures.picture("astronaut_qr")
@@ -53,18 +74,25 @@ import Testing
         session.addInput(try CaptureDeviceInput(device: device))
         session.addOutput(video)
         session.addFrameConsumer(port)
-        session.addOutput(metadata)
+        if detecting { session.addOutput(metadata) }
         if case .rejected(let e) = session.commitConfiguration() { throw e }
-        try metadata.setMetadataObjectTypes([.qr, .face])
         let found = MetadataFound()
-        metadata.setMetadataObjectsDelegate(found, queue: found.queue)
+        if detecting {
+            try metadata.setMetadataObjectTypes([.qr, .face])
+            metadata.setMetadataObjectsDelegate(found, queue: found.queue)
+        }
         try session.start()
         // From the first detection with the face and the code on (every stage started: the JPEG
         // stage's thread is made on the first frame, the detector's cascade loaded on its first),
-        // three seconds of the camera's frames (90 sequence numbers), however long they take.
-        #expect(waitUntil(timeout: 60) { found.sawFaceAndCode }, "no detection with the face and the code")
+        // or without detection from the first JPEG, three seconds of the camera's frames (90
+        // sequence numbers), however long they take.
+        if detecting {
+            #expect(waitUntil(timeout: 60) { found.sawFaceAndCode }, "no detection with the face and the code")
+        } else {
+            #expect(waitUntil(timeout: 60) { !stream.sequences.isEmpty }, "no JPEG")
+        }
         let from = UInt64(camera.framesProduced)
-        let before = metadata.statistics
+        let before = metadata.statistics, madeBefore = camera.statistics
         let enough = waitUntil(timeout: 60) { camera.framesProduced >= from + 90 }
         session.stopRunning()
         frames.queue.sync {}
@@ -73,8 +101,11 @@ import Testing
         let made = camera.statistics
         let sequences = frames.sequences.filter { $0 >= from }
         let first = try #require(sequences.first), last = try #require(sequences.last)
-        // The camera lost nothing either (a buffer held too long by anyone would show here).
-        #expect(made.framesDroppedForLackOfBuffers == 0 && made.framesDroppedByInjection == 0, "\(made)")
+        // The camera lost nothing either in those frames (a buffer held too long by anyone would
+        // show here).
+        let lackOfBuffers = made.framesDroppedForLackOfBuffers - madeBefore.framesDroppedForLackOfBuffers
+        #expect(
+            lackOfBuffers == 0 && made.framesDroppedByInjection == 0, "\(lackOfBuffers) for lack of buffers since frame \(from): \(made)")
         // The video data output: every sequence number, in order, no drop reported.
         #expect(first == from && sequences == Array(first...last), "video: frames missing between \(from) and \(last)")
         // (A drop without a sequence number cannot be placed: it counts.)
@@ -97,11 +128,12 @@ import Testing
         }
         #expect(accounted == Set(sequences), "JPEG: \(jpegs.count) frames and \(jpegDrops) for \(sequences.count) frames")
         #expect(zip(jpegs, jpegs.dropFirst()).allSatisfy { $1 > $0 }, "JPEGs out of order")
-        print("beside detection at 1280x720: \(sequences.count) frames, \(jpegs.count) JPEGs, \(jpegDrops.map(\.count).reduce(0, +)) late")
         #expect(stream.notJPEG == 0)
         // Together they had what the camera queued, up to the frames still in its buffers at the stop.
         #expect(UInt64(frames.sequences.count) + 4 >= made.framesQueued, "video \(frames.sequences.count) of \(made.framesQueued) queued")
 
+        let result = (frames: sequences.count, late: jpegDrops.map(\.count).reduce(0, +))
+        guard detecting else { return result }
         // Meanwhile the metadata output skipped frames for itself, each counted (once its last
         // frame is done).
         _ = waitUntil(timeout: 10) {
@@ -113,6 +145,7 @@ import Testing
         #expect(s.framesDetected > before.framesDetected)
         #expect(s.framesOffered == s.framesDetected + s.framesFailed + s.framesSkipped, "\(s)")
         #expect(s.framesOffered <= frames.sequences.count)
+        return result
     }
 }
 

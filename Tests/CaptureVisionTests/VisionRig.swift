@@ -47,8 +47,11 @@ final class VisionRig: CaptureMetadataOutputObjectsDelegate, @unchecked Sendable
 
     /// Shows `picture` and forgets what was found before; frames drawn before it are ignored.
     func show(_ picture: VirtualCamera.Picture) {
-        let next = camera.framesProduced + 1
+        // The picture first: a frame numbered after the count read then is drawn with it (the
+        // camera numbers a frame, then draws it). Read the other way round, a frame numbered in
+        // between could show the last picture and be taken for the new one.
         camera.picture = picture
+        let next = camera.framesProduced + 1
         lock.withLock {
             found.removeAll()
             firstNewSequence = next
@@ -65,10 +68,12 @@ final class VisionRig: CaptureMetadataOutputObjectsDelegate, @unchecked Sendable
         }
     }
 
-    /// Waits until a frame's objects satisfy `test` (frames after `show`), or 10 s.
+    /// Waits until a frame's objects satisfy `test` (frames after `show`), or 30 s.
     func firstFrame(where test: ([MetadataObject]) -> Bool) -> [MetadataObject]? {
         var hit: [MetadataObject]?
-        _ = waitUntil(timeout: 10) {
+        // (The detector runs at nice 10: on a machine busy with other suites it may wait seconds
+        // for a core; how long it waits is not what the tests measure.)
+        _ = waitUntil(timeout: 90) {
             hit = lock.withLock { found.first(where: test) }
             return hit != nil
         }
@@ -104,7 +109,7 @@ enum VisionPictures {
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = ["python3", script.path, dir.path]
         try? p.run()
-        p.waitUntilExit()
+        p.waitForExit()
         return dir
     }()
 
@@ -140,7 +145,7 @@ func qrPicture(_ text: String, size: Double, centre: CGPoint, degrees: Double) t
     p.standardOutput = pipe
     try p.run()
     let ascii = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    p.waitUntilExit()
+    p.waitForExit()
     // Each module is two characters, '#' dark.
     let rows = ascii.split(separator: "\n").map { line in stride(from: 0, to: line.count, by: 2).map { Array(line)[$0] == "#" } }
     let n = rows.count

@@ -16,9 +16,11 @@ extension WebRTCSuites {
             let server: CaptureStreamServer
             var base: String { "http://127.0.0.1:\(server.port)" }
 
-            init(_ name: String, credentials: CaptureStreamServer.Credentials? = nil) throws {
+            init(_ name: String, credentials: CaptureStreamServer.Credentials? = nil, publishing: WebRTCPublisher.Configuration = .init())
+                throws
+            {
                 rig = try WebRTCRig(name, tone: 1000)
-                publisher = try WebRTCPublisher(session: rig.session)
+                publisher = try WebRTCPublisher(session: rig.session, configuration: publishing)
                 server = try CaptureStreamServer(
                     session: rig.session, configuration: .init(port: 0, credentials: credentials, connectionTimeout: 5))
                 try server.serveWebRTC(publisher)
@@ -64,7 +66,7 @@ extension WebRTCSuites {
         }
 
         /// A browser through the server: 201 with the answer and a Location, connected and decoding
-        /// H.264 at the camera's rate, listed in /state; its DELETE ends it (a second one is 404).
+        /// H.264 at >= 27 fps of the camera's 30 (`viewerFloor`), listed in /state; its DELETE ends it (a second one is 404).
         @Test func aBrowserWatchesThroughWHEPAndItsDeleteEndsIt() async throws {
             let s = try Served("whep browser")
             defer { s.stop() }
@@ -80,15 +82,17 @@ extension WebRTCSuites {
             // Connected and sent frames first; then the page measures, held to the rate sent meanwhile
             // (what the camera and the shared encoder gave on a machine whose load may slow both).
             _ = await eventually(timeout: 10) { s.publisher.viewers.allSatisfy { $0.framesSent >= 10 } }
-            let sent0 = s.publisher.viewers.first?.framesSent ?? 0, t0 = Date()
+            let sent0 = s.publisher.viewers.first?.framesSent ?? 0, made0 = s.rig.camera.camera.framesProduced, t0 = Date()
             try peer.send(measure: true)
             let v = try #require(try await peer.report().first)
             let sent = Double((s.publisher.viewers.first?.framesSent ?? 0) - sent0) / Date().timeIntervalSince(t0)
+            let camera = Double(s.rig.camera.camera.framesProduced - made0) / Date().timeIntervalSince(t0)
+            let floor = viewerFloor(camera: camera)
             let connect = try #require(v["connectMs"] as? Double)
             #expect(connect < 3000, "connected after \(connect) ms")
             #expect((v["codec"] as? String)?.lowercased() == "video/h264")
             #expect(
-                (v["fps"] as? Double ?? 0) >= 0.9 * sent, "decoded \(v["fps"] ?? "nothing") fps; sent \(sent) (the camera's nominal 30)")
+                (v["fps"] as? Double ?? 0) >= floor, "decoded \(v["fps"] ?? "nothing") fps; the camera made \(camera), sent \(sent)")
             #expect(wrongBars(v).isEmpty, "bars: \(wrongBars(v))")
             let state = try Self.request(s.base + "/state", [])
             #expect(state.body.contains("\"whep\""), "\(state.body.prefix(400))")
@@ -98,52 +102,12 @@ extension WebRTCSuites {
             #expect(try Self.request(s.base + location, ["-X", "DELETE"]).status == 404)
         }
 
-        /// 50 browser viewers that connect through WHEP (ICE and DTLS up, a frame decoded) and
-        /// end with their DELETE give back every UDP socket and thread they took. Chromium's offers
-        /// carry mDNS candidates, which GStreamer 1.22 would resolve in a way that keeps each ICE
-        /// agent alive (see viewer.c). One browser page serves every cycle.
-        @Test func fiftyConnectedViewersComeAndGoThroughWHEP() async throws {
-            let s = try Served("whep cycles")
-            defer { s.stop() }
-            let browser = try BrowserCycles()
-            var firstFrames: [Double] = []
-            var offeredMDNS = false
-            func cycle() async throws {
-                let offer = try await browser.offer()
-                offeredMDNS = offeredMDNS || offer.contains(".local ")
-                let r = try Self.post(s, offer)
-                #expect(r.status == 201, "\(r.status): \(r.body)")
-                let location = try #require(Self.location(r.headers), "no Location in \(r.headers)")
-                let (state, firstFrame) = try await browser.connect(answer: r.body)
-                #expect(state == "connected" && firstFrame != nil, "the browser's connection: \(state), first frame \(firstFrame ?? -1) ms")
-                if let firstFrame { firstFrames.append(firstFrame) }
-                let connected = await eventually(timeout: 5) { s.publisher.viewers.first?.state == .connected }
-                #expect(connected, "the server's side: \(s.publisher.viewers)")
-                #expect(try Self.request(s.base + location, ["-X", "DELETE"]).status == 200)
-                try await browser.close()
-            }
-            // One cycle first: GStreamer loads its plugins and starts its shared threads once.
-            try await cycle()
-            // (Its webrtcbin's threads wind down: the baseline is taken once they did.)
-            _ = await eventually(timeout: 10) { !Resources.gstreamerThreadNames.contains { $0.hasPrefix("webrtcbin") } }
-            let before = Resources.now
-            let t0 = ContinuousClock.now
-            for _ in 0..<50 { try await cycle() }
-            let elapsed = ContinuousClock.now - t0
-            let back = await eventually(timeout: 10) { Resources.now.isBack(to: before) }
-            let p = percentiles(firstFrames)
-            print("whep 50 connected cycles in \(elapsed): before \(before), after \(Resources.now); first frame p50 \(p?.p50 ?? -1) ms")
-            #expect(back, "before: \(before); after 50 connected cycles: \(Resources.now) (\(Resources.gstreamerThreadNames))")
-            #expect(s.publisher.viewerCount == 0)
-            #expect(offeredMDNS, "Chromium offered no mDNS candidate: the case this test is for did not come up")
-        }
-
         /// A browser that asks for audio from a server without a microphone (the web app always
         /// does): the answer's audio never sends, and the viewer gets the video all the same.
         @Test func aViewerAskingForAudioGetsVideoFromAServerWithoutAMicrophone() async throws {
             let rig = try WebRTCRig("whep no mic", audio: false)
             defer { rig.stop() }
-            let publisher = try WebRTCPublisher(session: rig.session)
+            let publisher = try WebRTCPublisher(session: rig.session, configuration: .loopback)
             defer { publisher.stop() }
             #expect(!publisher.sendsAudio)
             let peer = try BrowserPeer(viewers: 1, window: 2, audio: true)

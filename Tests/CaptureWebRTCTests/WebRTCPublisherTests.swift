@@ -13,7 +13,7 @@ extension WebRTCSuites {
         @Test func badOffersThrowTypedErrorsAndThePublisherKeepsServing() async throws {
             let rig = try WebRTCRig("bad offers", audio: false)
             defer { rig.stop() }
-            let publisher = try WebRTCPublisher(session: rig.session)
+            let publisher = try WebRTCPublisher(session: rig.session, configuration: .loopback)
             defer { publisher.stop() }
             let cases: [(String, WebRTCError.Code)] = [
                 ("hello, this is not SDP", .invalidOffer),
@@ -45,7 +45,7 @@ extension WebRTCSuites {
         @Test func eachViewerGetsThePayloadTypeItOffered() async throws {
             let rig = try WebRTCRig("payload types")
             defer { rig.stop() }
-            let publisher = try WebRTCPublisher(session: rig.session)
+            let publisher = try WebRTCPublisher(session: rig.session, configuration: .loopback)
             defer { publisher.stop() }
             let a = try await publisher.answer(offer: syntheticOffer(videoPayloadType: 102))
             let b = try await publisher.answer(offer: syntheticOffer(videoPayloadType: 125, profile: "42001f"))
@@ -61,7 +61,7 @@ extension WebRTCSuites {
         @Test func aFullHouseRefusesMoreViewers() async throws {
             let rig = try WebRTCRig("full house", audio: false)
             defer { rig.stop() }
-            let publisher = try WebRTCPublisher(session: rig.session, configuration: .init(maxViewers: 2))
+            let publisher = try WebRTCPublisher(session: rig.session, configuration: .init(maxViewers: 2, iceAddresses: ["127.0.0.1"]))
             defer { publisher.stop() }
             let first = try await publisher.answer(offer: syntheticOffer())
             _ = try await publisher.answer(offer: syntheticOffer())
@@ -89,7 +89,7 @@ extension WebRTCSuites {
             let rig = try WebRTCRig("stop")
             defer { rig.stop() }
             let before = Resources.now
-            let publisher = try WebRTCPublisher(session: rig.session)
+            let publisher = try WebRTCPublisher(session: rig.session, configuration: .loopback)
             for _ in 0..<3 { _ = try await publisher.answer(offer: syntheticOffer()) }
             let during = Resources.now
             #expect(during.udpSockets > before.udpSockets)
@@ -107,7 +107,7 @@ extension WebRTCSuites {
         @Test func joinAndLeaveCyclesGiveEverythingBack() async throws {
             let rig = try WebRTCRig("cycles")
             defer { rig.stop() }
-            let publisher = try WebRTCPublisher(session: rig.session)
+            let publisher = try WebRTCPublisher(session: rig.session, configuration: .loopback)
             defer { publisher.stop() }
             // One cycle first: GStreamer loads its plugins and starts its shared threads once.
             let warm = try await publisher.answer(offer: syntheticOffer())

@@ -14,11 +14,9 @@ final class WebRTCRig {
         camera = try InstalledCamera("WebRTC \(name)", modes: [mode])
         session.addInput(try camera.input())
         if audio {
-            let mic = VirtualMicrophone(name: "WebRTC mic \(UUID().uuidString.prefix(8))", frequency: tone)
-            VirtualMicrophone.install(mic)
-            microphone = mic
-            let device = try #require(CaptureDevice.device(withUniqueID: mic.uniqueID))
-            session.addInput(try CaptureDeviceInput(device: device))
+            let mic = try InstalledMicrophone("WebRTC mic", frequency: tone)
+            microphone = mic.microphone
+            session.addInput(try mic.input())
         } else {
             microphone = nil
         }
@@ -72,7 +70,7 @@ final class JSONLineProcess: @unchecked Sendable {
         // (SIGKILL: the test runner's threads block SIGTERM, and a child inherits that mask.)
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.waitForExit()
         }
     }
 
@@ -84,6 +82,33 @@ final class JSONLineProcess: @unchecked Sendable {
                 partial = Data(partial[(nl + 1)...])
             }
         }
+    }
+
+    /// Kills the script and everything it started (Playwright's driver, the browser and its
+    /// helpers) with SIGKILL, at once and without a word to anyone: a browser that crashes or is
+    /// killed. Returns how many processes were killed.
+    @discardableResult
+    func killAll() -> Int {
+        var tree: Set<Int32> = [process.processIdentifier]
+        var grew = true
+        while grew {
+            grew = false
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+                guard let pid = Int32(entry), !tree.contains(pid),
+                    let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                    let close = stat.lastIndex(of: ")")
+                else { continue }
+                // pid (comm) state ppid ...
+                let fields = stat[stat.index(after: close)...].split(separator: " ")
+                if fields.count > 1, let parent = Int32(fields[1]), tree.contains(parent) {
+                    tree.insert(pid)
+                    grew = true
+                }
+            }
+        }
+        for pid in tree { kill(pid, SIGKILL) }
+        process.waitForExit()
+        return tree.count
     }
 
     var stderr: String { lock.withLock { String(decoding: errorText, as: UTF8.self) } }
@@ -160,6 +185,10 @@ final class BrowserCycles: Sendable {
         let r = try await driver.next(with: "state", timeout: 30)
         return (r["state"] as? String ?? "?", r["firstFrameMs"] as? Double)
     }
+
+    /// Kills the browser (SIGKILL to it and every process of it): no DELETE, no DTLS close.
+    @discardableResult
+    func kill() -> Int { driver.killAll() }
 
     /// Closes the peer connection.
     func close() async throws {
@@ -277,4 +306,9 @@ func wrongBars(_ viewer: [String: Any]) -> [String] {
         let (r, g, b) = e.rgb
         return max(abs(px[0] - r), abs(px[1] - g), abs(px[2] - b)) > 40 ? "\(e.name) \(px)" : nil
     }
+}
+
+extension WebRTCPublisher.Configuration {
+    /// The defaults with ICE on loopback only: the tests' media never leaves the machine's `lo`.
+    static let loopback = Self(iceAddresses: ["127.0.0.1"])
 }

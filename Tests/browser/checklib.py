@@ -44,7 +44,7 @@ def start_serve(tool, env, args, stderr=subprocess.PIPE):
         line = server.stdout.readline()
         if not line:
             break
-        m = re.search(r"at (http://\S+/) ", line)
+        m = re.search(r"at (https?://\S+/) ", line)
         if m:
             return server, m.group(1)
     return server, None

@@ -148,6 +148,7 @@ def main():
             def mean(data):
                 return sum(data[i] for i in range(0, len(data), 4 * 97)) / (len(data) / (4 * 97))
             page.wait_for_selector("#controls input[type=range]", timeout=20000)
+            control_checks(page, lambda: mean(page.evaluate(grab)))
             before = mean(page.evaluate(grab))
             page.evaluate("""() => {
                 const s = [...document.querySelectorAll('#controls label')].find(l => l.textContent.startsWith('Brightness'));
@@ -192,6 +193,105 @@ def main():
             check("capture serve stops on SIGTERM with status 0", status == 0, f"status {status}")
         subprocess.run(["rm", "-rf", home])
     return 1 if check.failed else 0
+
+
+SCREENSHOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "webapp.png")
+
+
+def control_checks(page, picture_mean):
+    """Each camera control drawn as its V4L2 type says (the server's /api/controls): a boolean as a
+    switch, a menu as a menu of the driver's item names, an integer as a slider showing its value;
+    a menu item chosen by name and a switch flipped reach the camera. Saves the page as
+    docs/webapp.png (the README's picture) while the camera shows its defaults."""
+    controls = page.evaluate("async () => (await (await fetch('api/controls')).json()).result.controls")
+    drawn = page.evaluate("""() => [...document.querySelectorAll('#controls label')].map(l => {
+        const i = l.querySelector('input, select, button');
+        return {id: Number(l.dataset.id), type: l.dataset.type, tag: i.tagName.toLowerCase(), input: i.type || '',
+                role: i.getAttribute('role'), shown: l.querySelector('output')?.textContent ?? null,
+                items: i.tagName === 'SELECT' ? [...i.options].map(o => o.textContent) : null,
+                value: i.type === 'checkbox' ? (i.checked ? 1 : 0) : Number(i.value)};
+    })""")
+    by_id = {c["id"]: c for c in controls}
+    for c in controls:  # (a server that gives no type or items: every control an integer without a menu)
+        c.setdefault("type", None)
+        c.setdefault("menu", [])
+    kinds = {c["type"] for c in controls}
+    check("the server gives each control's type and a menu's item names (/api/controls)",
+          {"boolean", "menu", "integer"} <= kinds and all(c["menu"] for c in controls if c["type"] == "menu")
+          and any(i["name"] == "Aperture Priority Mode" for c in controls for i in c["menu"]),
+          f"types {sorted(kinds)}")
+    wrong = []
+    for d in drawn:
+        c = by_id.get(d["id"])
+        if c is None:
+            wrong.append(f"{d['id']}: not a control of the server")
+            continue
+        if c["type"] == "boolean":
+            ok = d["tag"] == "input" and d["input"] == "checkbox" and d["role"] == "switch"
+        elif c["type"] in ("menu", "integerMenu"):
+            ok = d["tag"] == "select" and d["items"] == [i["name"] for i in c["menu"]]
+        elif c["type"] == "button":
+            ok = d["tag"] == "button"
+        else:
+            ok = d["tag"] == "input" and d["input"] == "range" and d["shown"] == str(c["value"])
+        if not ok or d["value"] != c["value"] and c["type"] != "button":
+            wrong.append(f"{c['name']} ({c['type']}): drawn as {d}")
+    missing = [c["name"] for c in controls if c["id"] not in {d["id"] for d in drawn}
+               and not (c["type"] == "integer" and c["maximum"] <= c["minimum"])]
+    check("every control is drawn as its type: switches, menus by name, sliders with their value",
+          drawn and not wrong and not missing, "; ".join(wrong + [f"{m} not drawn" for m in missing]))
+    try:
+        page.screenshot(path=SCREENSHOT)
+        check("the web app's screenshot is saved as docs/webapp.png", os.path.getsize(SCREENSHOT) > 10000)
+    except Exception as e:  # noqa: BLE001 - a read-only checkout still runs the other checks
+        check("the web app's screenshot is saved as docs/webapp.png", False, str(e))
+
+    def select(name, item):
+        """Chooses the menu item by its name; False when there is no such menu or item."""
+        return page.evaluate("""([name, item]) => {
+            const l = [...document.querySelectorAll('#controls label')].find(l => l.firstChild.textContent === name);
+            const s = l && l.querySelector('select');
+            const o = s && [...s.options].find(o => o.textContent === item);
+            if (!o) return false;
+            s.value = o.value;
+            s.dispatchEvent(new Event('change'));
+            return true;
+        }""", [name, item])
+
+    def server_value(name):
+        cs = page.evaluate("async () => (await (await fetch('api/controls')).json()).result.controls")
+        return next((c for c in cs if c["name"] == name), {})
+
+    # The Test Pattern menu by its item's name: black, then the bars again.
+    bars = picture_mean()
+    chosen = select("Test Pattern", "Black")
+    dark, darker = bars, False
+    deadline = time.time() + (20 if chosen else 0)
+    while time.time() < deadline and not darker:
+        time.sleep(0.3)
+        dark = picture_mean()
+        darker = dark < bars / 3
+    check("choosing Test Pattern \"Black\" by name blackens the picture", darker,
+          f"mean {bars:.0f} -> {dark:.0f}" if chosen else "no Test Pattern menu with an item Black")
+    select("Test Pattern", "75% Colorbar")
+    # A switch: White Balance, Automatic off makes White Balance Temperature active.
+    switch = """() => {
+        const l = [...document.querySelectorAll('#controls label')].find(l => l.firstChild.textContent === 'White Balance, Automatic');
+        const i = l && l.querySelector('input[role=switch]');
+        if (i) i.click();
+        return !!i;
+    }"""
+    flipped = False
+    deadline = time.time() + (10 if page.evaluate(switch) else 0)
+    while time.time() < deadline and not flipped:
+        time.sleep(0.2)
+        flipped = server_value("White Balance, Automatic").get("value") == 0 and page.evaluate(
+            """() => document.querySelector('#controls label[data-id="%d"]')?.classList.contains('inactive') === false"""
+            % server_value("White Balance Temperature").get("id", 0))
+    check("the White Balance, Automatic switch turns it off and White Balance Temperature becomes active", flipped,
+          f"{server_value('White Balance, Automatic')}")
+    if flipped:
+        page.evaluate(switch)
 
 
 def video_checks(page, url):

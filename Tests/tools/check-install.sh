@@ -4,8 +4,10 @@
 # the bash completion loads and completes commands, flags, enumerations and devices, alone and under
 # Debian's bash-completion (words broken at ':'); the zsh one parses, completes the same (compadd
 # stubbed) and completes in a real interactive zsh (zpty, compinit); scripts/install --binary puts
-# the four files under a prefix. One PASS/FAIL line per check.
-# Usage: Tests/tools/check-install.sh BIN_DIR   (BIN_DIR holds capture)
+# the files under a prefix, names the run-time packages, installs a unit systemd-analyze verifies,
+# and the installed programs run with the toolchain hidden. One PASS/FAIL line per check.
+# Usage: Tests/tools/check-install.sh BIN_DIR   (BIN_DIR holds capture and capture-full, linked with
+# --static-swift-stdlib)
 set -uo pipefail
 bin=${1:?usage: check-install.sh BIN_DIR}
 tool=$(cd "$bin" && pwd)/capture  # absolute: the zsh check links to it
@@ -59,12 +61,14 @@ devices_ok() { # every video device path and unique ID (quoted), and virtual
     mapfile -t wants < <("$tool" devices --json 2>/dev/null | python3 -c '
 import json, sys
 for d in json.load(sys.stdin):
-    if d["mediaType"] == "video":
-        for v in (d["path"], d["uniqueID"]): print(v.replace(" ", "\\ "))')
+    if d["media_type"] == "video":
+        for v in (d["path"], d["unique_id"]): print(v.replace(" ", "\\ "))')
     ((${#wants[@]})) || { echo "  capture devices --json listed no camera" >&2; return 1; }
     for want in "${wants[@]}"; do has_line "$got" "$want" || return 1; done
 }
 check "install: bash completes --device with virtual and every camera's path and ID" devices_ok
+check "install: bash completes -d as --device" \
+    same "$(complete_bash "$tool" snap -d '' 2>&1)" "$(complete_bash "$tool" snap --device '' 2>&1)"
 
 # As in a terminal with Debian's bash-completion loaded: the word breaks at ':' (virtual:NAME).
 with_bash_completion() { # COMP_LINE, then COMP_WORDS as bash splits it
@@ -76,7 +80,7 @@ colon_ok() {
     local id
     id=$("$tool" devices --json 2>/dev/null | python3 -c '
 import json, sys
-print(next((d["uniqueID"] for d in json.load(sys.stdin) if d["mediaType"] == "video" and d["uniqueID"].count(":") == 1), ""))')
+print(next((d["unique_id"] for d in json.load(sys.stdin) if d["media_type"] == "video" and d["unique_id"].count(":") == 1), ""))')
     [[ -n $id ]] || { echo "  no camera with one ':' in its ID to complete" >&2; return 1; }
     local before=${id%%:*} after=${id#*:}
     has_line "$(with_bash_completion "$tool snap --device $before:${after:0:3}" \
@@ -129,12 +133,57 @@ fi
 status=$?
 installed() {
     local p=$work/root/usr f
-    for f in bin/capture share/man/man1/capture.1 share/bash-completion/completions/capture share/zsh/vendor-completions/_capture; do
+    for f in bin/capture libexec/capture/capture-full share/man/man1/capture.1 share/bash-completion/completions/capture \
+        share/zsh/vendor-completions/_capture lib/systemd/system/capture.service ../etc/default/capture; do
         [[ -s $p/$f ]] || { echo "  missing $p/$f" >&2; cat "$work/install.log" >&2; return 1; }
     done
-    [[ -x $p/bin/capture ]] && cmp -s "$p/share/man/man1/capture.1" "$work/capture.1"
+    [[ -x $p/bin/capture && -x $p/libexec/capture/capture-full ]] && cmp -s "$p/share/man/man1/capture.1" "$work/capture.1" &&
+        grep -qx "ExecStart=/usr/bin/capture serve \$CAPTURE_SERVE_OPTIONS" "$p/lib/systemd/system/capture.service" &&
+        grep -qx "EnvironmentFile=-/etc/default/capture" "$p/lib/systemd/system/capture.service"
 }
 check "install: scripts/install --prefix --destdir --binary installs binary, man page, completions" \
     bash -c '(($1 == 0))' x $status
-check "install: installed files in Debian's folders, man page as generated" installed
+check "install: installed files in Debian's folders, man page as generated, the unit naming them" installed
+check "install: the service's environment file, which may hold CAPTURE_PASSWORD, is mode 600" \
+    test "$(stat -c %a "$work/root/etc/default/capture" 2>&1)" = 600
+check "install: scripts/install names the run-time packages (libv4l-0, libturbojpeg0, libasound2)" \
+    bash -c 'grep -A1 "needs these Debian packages" "$1" | tail -1 | tr " " "\n" | grep -cxE "libv4l-0|libturbojpeg0|libasound2" | grep -qx 3' \
+    x "$work/install.log"
+
+# Installed for real under a prefix (BIN_DIR's programs linked with --static-swift-stdlib, as
+# scripts/test builds them for this check): the unit passes systemd-analyze verify (which also
+# finds its ExecStart and its man page), and the programs run with the toolchain out of reach
+# (bwrap puts an empty folder over /opt/swift; no LD_LIBRARY_PATH), capture-full from libexec.
+prefix=$work/prefix
+"$repo/scripts/install" --prefix "$prefix" --sysconfdir "$prefix/etc" --binary "$tool" >"$work/install2.log" 2>&1
+check "install: scripts/install into a prefix" bash -c '(($1 == 0)) || { cat "$2" >&2; false; }' x $? "$work/install2.log"
+verify_unit() { # status 0 and nothing said: an unknown key is only a warning
+    local out
+    out=$(MANPATH=$prefix/share/man systemd-analyze verify "$prefix/lib/systemd/system/capture.service" 2>&1) &&
+        [[ -z $out ]] || { echo "  $out" >&2; return 1; }
+}
+if command -v systemd-analyze >/dev/null; then
+    check "install: systemd-analyze verify passes on capture.service" verify_unit
+else
+    echo "FAIL  install: systemd-analyze not installed (apt-get install systemd)"; failed=1
+fi
+toolchain=$(dirname "$(dirname "$(dirname "$(readlink -f "$(command -v swift || echo /opt/swift/usr/bin/swift)")")")")
+hidden() { # COMMAND...: run with the toolchain's folder hidden and no LD_LIBRARY_PATH
+    env -u LD_LIBRARY_PATH bwrap --dev-bind / / --tmpfs "$toolchain" -- "$@"
+}
+if command -v bwrap >/dev/null; then
+    hidden true 2>"$work/bwrap.err" || echo "  bwrap cannot run here: $(cat "$work/bwrap.err")" >&2
+    hidden "$prefix/bin/capture" devices >"$work/hidden-devices.out" 2>&1
+    check "install: installed capture devices runs with $toolchain hidden" \
+        bash -c '(($1 == 0)) && grep -q "video authorization" "$2" || { cat "$2" >&2; false; }' x $? "$work/hidden-devices.out"
+    hidden "$prefix/bin/capture" snap --device virtual --preset low --output "$work/hidden.jpg" >"$work/hidden-snap.out" 2>&1
+    check "install: installed capture snap --device virtual writes a JPEG with $toolchain hidden" \
+        bash -c '(($1 == 0)) && [[ $(head -c 2 "$2" | od -An -tx1) == " ff d8" ]] || { cat "$3" >&2; false; }' \
+        x $? "$work/hidden.jpg" "$work/hidden-snap.out"
+    hidden "$prefix/bin/capture" record --device virtual --preset low --seconds 1 "$work/hidden.mp4" >"$work/hidden-record.out" 2>&1
+    check "install: installed capture record (capture-full from libexec) runs with $toolchain hidden" \
+        bash -c '(($1 == 0)) && [[ -s $2 ]] || { cat "$3" >&2; false; }' x $? "$work/hidden.mp4" "$work/hidden-record.out"
+else
+    echo "FAIL  install: bwrap not installed (apt-get install bubblewrap)"; failed=1
+fi
 exit $failed

@@ -1,6 +1,7 @@
 # bash completion for capture (swift-capture). Commands, flags and enumerated values come from the
 # tool's own usage texts (`capture help COMMAND`) at completion time, device paths and unique IDs
-# from `capture devices --json`, so this file never lists a flag itself and cannot drift.
+# from `capture devices --json` (a device's own keys are indented 4, its formats' deeper), so this
+# file never lists a flag itself and cannot drift. A short option (-d) completes as its long one.
 
 # Prints the devices of MEDIA-TYPE (video or audio) that --device/--audio accept: paths, unique IDs
 # and `virtual`.
@@ -8,9 +9,9 @@ _capture_devices() {
     local tool=$1 media=$2
     echo virtual
     "$tool" devices --json 2>/dev/null | awk -v media="$media" '
-        /"mediaType" *:/ { m = $0; sub(/^[^:]*: *"/, "", m); sub(/".*/, "", m) }
-        /"(path|uniqueID)" *:/ { v = $0; sub(/^[^:]*: *"/, "", v); sub(/",? *$/, "", v); vals[++n] = v }
-        /^ *}/ { if (m == media) for (i = 1; i <= n; i++) print vals[i]; m = ""; n = 0 }' | sort -u
+        /^    "media_type" *:/ { m = $0; sub(/^[^:]*: *"/, "", m); sub(/".*/, "", m) }
+        /^    "(path|unique_id)" *:/ { v = $0; sub(/^[^:]*: *"/, "", v); sub(/",? *$/, "", v); vals[++n] = v }
+        /^  }/ { if (m == media) for (i = 1; i <= n; i++) print vals[i]; m = ""; n = 0 }' | sort -u
 }
 
 # Adds to COMPREPLY (so not in a pipeline's subshell) the lines of standard input that start with $cur, quoted for the command line.
@@ -45,6 +46,12 @@ _capture() {
         ((cword == 2)) && _capture_add <<<"$commands"
         return
     fi
+    # A short option stands for the long one its usage pairs it with ("-d|--device").
+    if [[ $prev == -[a-z] ]]; then
+        local long
+        long=$(grep -oE -- "$prev\|--[a-z-]+" <<<"$usage" | head -n 1)
+        [[ -n $long ]] && prev=${long#*|}
+    fi
     # The value of the flag before the cursor, as its usage names it ("--codec h264|mjpeg").
     if [[ $prev == --* ]]; then
         local spec
@@ -54,7 +61,7 @@ _capture() {
             case $prev:$cmd in
                 --device:audio | --audio:*) _capture_add < <(_capture_devices "$tool" audio) ;;
                 --device:*) _capture_add < <(_capture_devices "$tool" video) ;;
-                --output:*) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
+                --output:* | --password-file:* | --token-file:* | --tls-cert:* | --tls-key:*) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")) ;;
                 *) # An enumeration: lower-case alternatives; a placeholder (N, WxH, FOURCC) has none.
                     [[ $spec == *'|'* ]] && _capture_add < <(tr '|' '\n' <<<"$spec" | grep -E '^[a-z][A-Za-z0-9_]*$') ;;
             esac

@@ -48,19 +48,28 @@ typedef struct {
     uint64_t audio_packets_dropped;
     /// GstWebRTCPeerConnectionState: 0 new, 1 connecting, 2 connected, 3 disconnected, 4 failed, 5 closed.
     int connection_state;
+    /// Packets that arrived from the peer (DTLS, SRTP, SRTCP): a browser sends RTCP every
+    /// second or more often while its connection lives; a count that stops says it is gone.
+    uint64_t packets_received;
+    /// Of the video packets sent, those with the playout-delay extension the answer agreed on.
+    uint64_t video_packets_with_playout_delay;
 } capture_webrtc_stats;
 
 /// Makes a viewer for a browser's offer and answers it: links its queues to the packetizers for
-/// `video_pt` (and `audio_pt` when >= 0 and the graph has audio), then set-remote-description,
-/// create-answer, set-local-description, and waits for ICE gathering to complete (at most
-/// `timeout_ms`). `stun` ("stun://host:port") may be NULL. `queue_packets` bounds each of the
+/// `video_pt` (and `audio_pt` when >= 0 and the graph has audio; when the offer's video has the
+/// playout-delay extension, the answer has it and every video packet carries min 0, max 200 ms),
+/// then set-remote-description, create-answer, set-local-description, and waits for ICE
+/// gathering to complete (at most `timeout_ms`). `stun` ("stun://host:port") may be NULL.
+/// `addresses` (comma-separated IP addresses, e.g. "127.0.0.1") are the only ones ICE gathers
+/// candidates on; NULL for every interface. `queue_packets` bounds each of the
 /// viewer's queues (a viewer that falls behind loses the oldest). `state(ctx, state)` is called
-/// on a GStreamer thread when the peer connection's state changes. On success `*answer` is the
+/// on a GStreamer thread when the peer connection's state changes (and with 5, closed, when its
+/// DTLS transport closes or fails). On success `*answer` is the
 /// local description with its candidates (free it with capture_webrtc_string_free); on failure
 /// NULL with `*error` set.
 capture_webrtc_viewer *capture_webrtc_viewer_new(capture_webrtc_pipeline *pipeline, const char *offer, int video_pt,
-                                                 int audio_pt, const char *stun, int queue_packets, int timeout_ms,
-                                                 void (*state)(void *ctx, int state), void *ctx, char **answer,
+                                                 int audio_pt, const char *stun, const char *addresses, int queue_packets,
+                                                 int timeout_ms, void (*state)(void *ctx, int state), void *ctx, char **answer,
                                                  char **error);
 /// Unlinks a viewer, stops its elements and frees them; `state` is not called after this returns.
 void capture_webrtc_viewer_free(capture_webrtc_pipeline *pipeline, capture_webrtc_viewer *viewer);

@@ -227,17 +227,19 @@ public final class SampleBuffer: @unchecked Sendable {
         case .audio: return nil
         }
     }
-    /// Number of planes (1 for packed and single-buffer formats).
+    /// Number of planes: a planar format's colour planes, as ``imageBuffer`` counts them (2 for
+    /// NV12 and NV16, 3 for I420, YV12 and 4:2:2 planar, wherever the driver put them); 1 for a
+    /// packed or compressed format (the picture); 0 for audio.
     public var planeCount: Int {
         switch kind {
-        case .video(let image, _): return image.planeCount
+        case .video(let image, _): return Self.colourPlaneCount(image)
         case .jpeg: return 1
         case .audio: return 0
         }
     }
-    /// Bytes per row of a plane (0 for compressed formats).
+    /// Bytes per row of a plane (0 for compressed formats and past the last plane).
     public func bytesPerRow(plane: Int = 0) -> Int {
-        if case .video(let image, _) = kind, plane < image.planeCount { return image.plane(plane).bytesPerLine }
+        if case .video(let image, _) = kind, let p = Self.colourPlane(image, plane) { return p.bytesPerRow }
         return 0
     }
     /// Whether the pixels use the full 0-255 range.
@@ -246,8 +248,10 @@ public final class SampleBuffer: @unchecked Sendable {
         return nil
     }
 
-    /// Calls `body` with the bytes of one plane, straight from the driver's buffer (no copy).
-    /// The pointer is valid only inside `body`.
+    /// Calls `body` with the bytes of one plane, straight from the driver's buffer (no copy):
+    /// of a planar format, one colour plane from its first row to the end of its last row's
+    /// samples (Cb before Cr, as ``imageBuffer``); otherwise the whole picture. Empty past the
+    /// last plane. The pointer is valid only inside `body`.
     public func withUnsafeBytes<R>(plane: Int = 0, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         switch kind {
         case .video(let image, _):
@@ -255,7 +259,7 @@ public final class SampleBuffer: @unchecked Sendable {
                 contents.withLock { _ in }
                 withExtendedLifetime(self) {}
             }
-            return try body(plane < image.planeCount ? image.plane(plane).bytes : UnsafeRawBufferPointer(start: nil, count: 0))
+            return try body(Self.colourPlane(image, plane)?.bytes ?? UnsafeRawBufferPointer(start: nil, count: 0))
         case .audio(let a):
             return try a.data.withUnsafeBytes(body)
         case .jpeg(let d, _):
@@ -440,5 +444,38 @@ extension Data {
         let d = self
         self = Data()
         return d
+    }
+}
+
+extension SampleBuffer {
+    /// Colour planes of `image` (see ``planeCount``): from its layout for a format the imaging
+    /// layer reads, else the driver's memory planes as they are.
+    fileprivate static func colourPlaneCount(_ image: ImageBuffer) -> Int {
+        guard !image.pixelFormat.isCompressed, let layout = try? ImageLayout(image) else { return image.planeCount }
+        switch layout.kind {
+        case .semiPlanar: return 2
+        case .planar: return 3
+        default: return 1
+        }
+    }
+
+    /// Colour plane `i` of `image`: its bytes and bytes per row; nil past the last plane.
+    fileprivate static func colourPlane(_ image: ImageBuffer, _ i: Int) -> (bytes: UnsafeRawBufferPointer, bytesPerRow: Int)? {
+        guard i >= 0 else { return nil }
+        guard !image.pixelFormat.isCompressed, let layout = try? ImageLayout(image) else {
+            return i < image.planeCount ? (image.plane(i).bytes, image.plane(i).bytesPerLine) : nil
+        }
+        let w = layout.width, h = layout.height, cw = layout.chromaWidth, ch = layout.chromaHeight
+        func plane(_ p: UnsafeRawPointer?, stride: Int, rows: Int, rowBytes: Int) -> (UnsafeRawBufferPointer, Int)? {
+            p.map { (UnsafeRawBufferPointer(start: $0, count: stride * (rows - 1) + rowBytes), stride) }
+        }
+        switch (layout.kind, i) {
+        case (.semiPlanar, 0), (.planar, 0): return plane(layout.y, stride: layout.yStride, rows: h, rowBytes: w)
+        case (.semiPlanar, 1): return plane(layout.cb, stride: layout.cbStride, rows: ch, rowBytes: 2 * cw)
+        case (.planar, 1): return plane(layout.cb, stride: layout.cbStride, rows: ch, rowBytes: cw)
+        case (.planar, 2): return plane(layout.cr, stride: layout.crStride, rows: ch, rowBytes: cw)
+        case (.semiPlanar, _), (.planar, _): return nil
+        default: return i == 0 ? (image.plane0.bytes, image.plane0.bytesPerLine) : nil
+        }
     }
 }

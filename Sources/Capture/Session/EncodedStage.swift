@@ -32,6 +32,11 @@ package protocol EncodedStage: AnyObject, Sendable {
     /// the frame past the call only with a hold (`heldFrame()`) or a copy. Frames the stage does
     /// not encode it reports through the outlet, each once.
     func submit(_ sample: SampleBuffer, keyFrame: Bool, keepsEveryFrame: Bool)
+    /// Frames the camera lost after the frames submitted so far: the stage reports it to its
+    /// consumers once, after what it delivers of those frames, so that a consumer's reports
+    /// stay in frame order (the input does not report it to them). Capture thread, under the
+    /// input's route lock: return quickly.
+    func submitDrop(_ drop: DroppedFrames)
     /// A microphone's buffer to encode, after `drop`: the samples the microphone lost just
     /// before it, which the stage reports to its consumers once, in order with what it delivers
     /// (the input does not report it to them). Reader thread, under the input's route lock:
@@ -46,6 +51,8 @@ package protocol EncodedStage: AnyObject, Sendable {
 extension EncodedStage {
     /// A stage of audio takes no frames.
     package func submit(_ sample: SampleBuffer, keyFrame: Bool, keepsEveryFrame: Bool) {}
+    /// A stage of audio takes no camera's losses.
+    package func submitDrop(_ drop: DroppedFrames) {}
     /// A stage of video takes no audio.
     package func submitAudio(_ sample: SampleBuffer, drop: DroppedFrames?, keepsEveryFrame: Bool) {}
 }

@@ -334,13 +334,16 @@ final class VideoPipeline: InputRunner, @unchecked Sendable {
         report(DroppedFrames(reason: .corrupt, count: 1, sequenceNumber: UInt64(seq)))
     }
 
-    /// A loss, to every output that takes frames. Consumers of a running JPEG stage get it from the
-    /// stage, after the frames it still encodes, so their reports stay in frame order. Capture thread.
+    /// A loss, to every output that takes frames. Consumers of a running JPEG or encoded stage get
+    /// it from the stage, after the frames it still encodes, so their reports stay in frame order.
+    /// Capture thread.
     private func report(_ drop: DroppedFrames) {
         for s in stages { s.submitDrop(drop) }
+        for e in encodedStages { e.stage.submitDrop(drop) }
         routes.withRoutes { routes in
             for r in routes where r.connection.isEnabled && !r.subscription.off {
                 if let p = r.subscription.jpeg, stages.contains(where: { $0.product == p }) { continue }
+                if let p = r.subscription.encoded, encodedStages.contains(where: { $0.product == p }) { continue }
                 r.output.handleDrop(drop, connection: r.connection)
             }
         }

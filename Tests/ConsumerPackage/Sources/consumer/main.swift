@@ -210,5 +210,6 @@ check(
     names == [CaptureSession.didStartRunningNotification, CaptureSession.didStopRunningNotification],
     "NotificationCenter saw didStartRunning then didStopRunning (\(names.map(\.rawValue)))")
 for t in tokens { NotificationCenter.default.removeObserver(t) }
+print("consumer: linked \(linkedProducts.count) products' types")
 print(failures == 0 ? "consumer: all passed" : "consumer: \(failures) failed")
 exit(failures == 0 ? 0 : 1)
