@@ -93,6 +93,9 @@ import Testing
     /// dropped once its socket holds 64 KiB it has not taken (the kernel would take megabytes
     /// before the server's time-out could see it stall); the reader gets events in order all
     /// along, and detection runs at no less than half its rate of the seconds before the stall.
+    /// Detection runs at nice 10, so other work on the machine moves its rate from one second to
+    /// the next: the two rates are measured again, with a new stalled client, up to three rounds;
+    /// a detector the stalled client held up would be slow in every round.
     @Test func aClientThatStopsReadingIsDroppedAndSlowsNobody() throws {
         let served = try Self.served()
         defer { served.close() }
@@ -107,50 +110,57 @@ import Testing
         let reader = try EventReader(port: served.port)
         let first = try #require(reader.next { !$0.objects.isEmpty })
         var ids = [first.id]
-        // Detection's rate with the reader alone, over 3 s of events and at least 10 frames
-        // (detection runs at nice 10: on a loaded machine it may take longer to see them).
-        let alone = (state: try metadataState(), at: Date())
-        var aloneEvents = 0
-        while Date().timeIntervalSince(alone.at) < 30, Date().timeIntervalSince(alone.at) < 3 || aloneEvents < 10,
-            let e = reader.next(where: { !$0.objects.isEmpty })
-        {
-            ids.append(e.id)
-            aloneEvents += 1
-        }
-        let aloneDetected = detected(try metadataState()) - detected(alone.state)
-        let aloneRate = Double(aloneDetected) / Date().timeIntervalSince(alone.at)
-        #expect(aloneDetected >= 10, "detection saw \(aloneDetected) frames in 30 s with one reader")
-        let stalled = try RawClient(port: served.port, receiveBuffer: 4096)
-        stalled.send("GET /metadata HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        let before = (state: try metadataState(), at: Date())
-        var asked = Date()
-        var state = before.state
-        // Until the stalled client is dropped and the reader has had 20 events since (or 60 s).
-        var droppedAt: Int?
-        while let e = reader.next(where: { !$0.objects.isEmpty }) {
-            ids.append(e.id)
-            if droppedAt == nil, Date().timeIntervalSince(asked) > 0.5 {
-                asked = Date()
-                state = try metadataState()
-                if state["clients_dropped"] as? Int == 1 { droppedAt = ids.count }
+        var rates: [(alone: Double, stalled: Double)] = []
+        for round in 1...3 {
+            // Detection's rate with the reader alone, over 3 s of events and at least 10 frames
+            // (on a loaded machine it may take longer to see them).
+            let alone = (state: try metadataState(), at: Date())
+            var aloneEvents = 0
+            while Date().timeIntervalSince(alone.at) < 30, Date().timeIntervalSince(alone.at) < 3 || aloneEvents < 10,
+                let e = reader.next(where: { !$0.objects.isEmpty })
+            {
+                ids.append(e.id)
+                aloneEvents += 1
             }
-            if let droppedAt, ids.count >= droppedAt + 20 { break }
-            if ids.count > 60 * 30 { break }
+            let aloneDetected = detected(try metadataState()) - detected(alone.state)
+            let aloneRate = Double(aloneDetected) / Date().timeIntervalSince(alone.at)
+            #expect(aloneDetected >= 10, "detection saw \(aloneDetected) frames in 30 s with one reader")
+            let stalled = try RawClient(port: served.port, receiveBuffer: 4096)
+            stalled.send("GET /metadata HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            let before = (state: try metadataState(), at: Date())
+            var asked = Date()
+            var state = before.state
+            // Until the stalled client is dropped and the reader has had 20 events since (or 60 s).
+            var droppedAt: Int?
+            let eventsBefore = ids.count
+            while let e = reader.next(where: { !$0.objects.isEmpty }) {
+                ids.append(e.id)
+                if droppedAt == nil, Date().timeIntervalSince(asked) > 0.5 {
+                    asked = Date()
+                    state = try metadataState()
+                    if state["clients_dropped"] as? Int == round { droppedAt = ids.count }
+                }
+                if let droppedAt, ids.count >= droppedAt + 20 { break }
+                if ids.count - eventsBefore > 60 * 30 { break }
+            }
+            state = try metadataState()
+            #expect(droppedAt != nil, "round \(round): the stalled client was not dropped: \(state)")
+            #expect(state["clients"] as? Int == 1, "round \(round): \(state)")
+            let stalledRate = Double(detected(state) - detected(before.state)) / Date().timeIntervalSince(before.at)
+            rates.append((aloneRate, stalledRate))
+            let after = droppedAt.map { $0 - eventsBefore } ?? -1
+            print(
+                "metadata round \(round): the stalled client was dropped after \(after) events of the reader's; detection \(stalledRate) frames/s with it, \(aloneRate) before"
+            )
+            withExtendedLifetime(stalled) {}
+            if droppedAt == nil || stalledRate >= aloneRate / 2 { break }
         }
-        state = try metadataState()
-        #expect(droppedAt != nil, "the stalled client was not dropped: \(state)")
-        #expect(state["clients"] as? Int == 1, "\(state)")
         // In order (a reader more than 8 events behind would skip to the newest: not this one,
         // unless the machine starves the server's thread).
         #expect(zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 }, "\(ids)")
-        let stalledRate = Double(detected(state) - detected(before.state)) / Date().timeIntervalSince(before.at)
         #expect(
-            stalledRate >= aloneRate / 2,
-            "detection ran at \(stalledRate) frames a second with a stalled client, \(aloneRate) without")
-        print(
-            "metadata: the stalled client was dropped after \(droppedAt ?? -1) events of the reader's; detection \(stalledRate) frames/s with it, \(aloneRate) before"
-        )
-        _ = stalled
+            rates.contains { $0.stalled >= $0.alone / 2 },
+            "detection ran at less than half its rate with a stalled client in every round (frames/s with, without): \(rates)")
     }
 }
 
