@@ -130,9 +130,10 @@ func recordCommand(_ args: Arguments) throws {
     // spawned us from a thread blocking them, as Dispatch's threads do, would otherwise leave
     // them pending.)
     let triggered = LockedFlag(), quitBeforeTrigger = LockedFlag()
+    // Held first: one already pending comes when they are unblocked.
+    ProcessSignals.holdForDispatch([SIGINT, SIGTERM, SIGUSR1])
     ProcessSignals.unblock([SIGINT, SIGTERM, SIGUSR1])
     let signals = [SIGINT, SIGTERM, SIGUSR1].map { sig -> DispatchSourceSignal in
-        ProcessSignals.ignore([sig])
         let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
         s.setEventHandler {
             if sig == SIGUSR1 {
@@ -148,10 +149,6 @@ func recordCommand(_ args: Arguments) throws {
         return s
     }
     defer { for s in signals { s.cancel() } }
-    // Ready once Dispatch has them (it installs its handlers later, on its own thread): a signal
-    // before that, sent as soon as the line below said to, was lost to `ignore` and the tool
-    // waited for ever.
-    _ = ProcessSignals.waitForHandlers([SIGINT, SIGTERM, SIGUSR1])
     // On a terminal, a progress line.
     var progress: DispatchSourceTimer?
     if isatty(STDERR_FILENO) != 0 {

@@ -35,16 +35,15 @@ func serveCommand(_ args: Arguments) throws {
     // Stop on SIGINT/SIGTERM through Dispatch (the default action would skip the clean stop).
     let stopRequested = DispatchSemaphore(value: 0)
     var sources: [DispatchSourceSignal] = []
+    // Held first: one already pending comes when they are unblocked.
+    ProcessSignals.holdForDispatch([SIGINT, SIGTERM])
+    ProcessSignals.unblock([SIGINT, SIGTERM])
     for sig in [SIGINT, SIGTERM] {
-        ProcessSignals.ignore([sig])
         let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
         source.setEventHandler { stopRequested.signal() }
         source.resume()
         sources.append(source)
     }
-    ProcessSignals.unblock([SIGINT, SIGTERM])
-    // (Ready once Dispatch has them: before, a signal would be lost to `ignore`.)
-    _ = ProcessSignals.waitForHandlers([SIGINT, SIGTERM])
     let device = try chooseCamera(args.values["device"])
     let still = CaptureStillImageOutput()
     still.outputSettings = .init(quality: max(quality, 90))

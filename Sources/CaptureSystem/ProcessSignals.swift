@@ -1,43 +1,28 @@
-// Signal dispositions and masks, through the funnel: a command taking its stop signals from
-// their default action, and a writer keeping a reader's going away from ending the process.
+// Signal dispositions and masks, through the funnel: a command keeping its stop signals for
+// Dispatch, and a writer keeping a reader's going away from ending the process.
 #if canImport(Glibc)
 import Glibc
 #endif
 
 package enum ProcessSignals {
-    /// Sets `signals` to be ignored by the process (a Dispatch signal source still sees them),
-    /// or the first failed call (`EINVAL` for a signal that cannot be ignored).
+    /// Keeps each of `signals` for a Dispatch signal source about to be made, or returns the first
+    /// failed call (`EINVAL` for a signal that cannot be caught, such as SIGKILL). Dispatch takes a
+    /// signal through a signalfd and installs its own handler later, on its manager thread, once
+    /// the source is registered; until then this handler blocks a signal on the thread it reached
+    /// and sends it to the process again, where it stays pending (every thread has it blocked in
+    /// the end) until Dispatch's signalfd reads it. So a signal that comes at once neither takes
+    /// its default action (the end of the process) nor is lost, as an ignored one would be.
     @discardableResult
-    package static func ignore(_ signals: [Int32]) -> Result<Void, SystemCallError> {
-        let failed = unsafeBitCast(SIG_ERR, to: Int.self)
+    package static func holdForDispatch(_ signals: [Int32]) -> Result<Void, SystemCallError> {
         for sig in signals {
-            let done = Syscall.run("signal", mock: nil, failure: Int32(-1)) {
-                signal(sig, SIG_IGN).map { unsafeBitCast($0, to: Int.self) } == failed ? -1 : 0
-            }
-            if case .failure(let e) = done { return .failure(SystemCallError(operation: "signal", errno: e)) }
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = blockAndResend
+            action.sa_flags = SA_RESTART
+            sigemptyset(&action.sa_mask)
+            let done = Syscall.run("sigaction", mock: nil, failure: Int32(-1)) { sigaction(sig, &action, nil) }
+            if case .failure(let e) = done { return .failure(SystemCallError(operation: "sigaction", errno: e)) }
         }
         return .success(())
-    }
-
-    /// Waits up to `timeout` seconds until each of `signals` has a handler (is neither ignored
-    /// nor at its default action); true when all have. Dispatch installs its own handler for a
-    /// signal when it registers the first signal source for it, later, on its manager thread;
-    /// until then a signal that `ignore` set aside is lost. A command that says it is ready for
-    /// its signals waits for this first.
-    package static func waitForHandlers(_ signals: [Int32], timeout: Double = 2) -> Bool {
-        var waited = 0.0
-        while true {
-            let unhandled = signals.contains { sig in
-                var action = sigaction()
-                guard sigaction(sig, nil, &action) == 0 else { return false }
-                // SIG_DFL is 0 and SIG_IGN 1.
-                return UInt(bitPattern: unsafeBitCast(action.__sigaction_handler.sa_handler, to: Int.self)) <= 1
-            }
-            if !unhandled { return true }
-            if waited >= timeout { return false }
-            usleep(1_000)
-            waited += 0.001
-        }
     }
 
     /// Lets `signals` reach the calling thread (a parent that spawned the process from a thread
@@ -64,6 +49,15 @@ package enum ProcessSignals {
         }
         _ = pthread_sigmask(SIG_SETMASK, &old, nil)
         return result
+    }
+
+    /// The handler of `holdForDispatch` (async-signal-safe: no allocation, three system calls).
+    private static let blockAndResend: @convention(c) (Int32) -> Void = { sig in
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, sig)
+        _ = pthread_sigmask(SIG_BLOCK, &set, nil)
+        _ = kill(getpid(), sig)
     }
 
     private static func signalSet(_ signals: [Int32]) -> sigset_t {

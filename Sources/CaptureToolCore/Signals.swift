@@ -11,9 +11,10 @@ package final class SignalStop: @unchecked Sendable {
     private var didFire = false
 
     package init(_ signals: [Int32], action: @escaping @Sendable () -> Void) {
+        // Held first: one already pending comes when they are unblocked.
+        ProcessSignals.holdForDispatch(signals)
         ProcessSignals.unblock(signals)
         sources = signals.map { sig in
-            ProcessSignals.ignore([sig])
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler { [self] in
                 let first = lock.withLock {
@@ -25,13 +26,11 @@ package final class SignalStop: @unchecked Sendable {
             source.resume()
             return source
         }
-        // (Ready once Dispatch has them: before, a signal would be lost to `ignore`.)
-        _ = ProcessSignals.waitForHandlers(signals)
     }
 
     /// Whether a signal came.
     package var fired: Bool { lock.withLock { didFire } }
 
-    /// Stops listening (the signals stay ignored: the process is ending).
+    /// Stops listening (the signals stay Dispatch's, taken by no one: the process is ending).
     package func cancel() { for s in sources { s.cancel() } }
 }

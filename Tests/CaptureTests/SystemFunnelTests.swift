@@ -70,8 +70,27 @@ import Testing
         #expect(sigismember(&pending, SIGPIPE) == 0)
     }
 
-    @Test func aSignalThatCannotBeIgnoredIsTheFailedCall() {
-        #expect(failure(ProcessSignals.ignore([SIGKILL])) == SystemCallError(operation: "signal", errno: .invalidArgument))
+    /// A signal that comes after `holdForDispatch` and before Dispatch has registered its source
+    /// neither ends the process (its default action) nor is lost: the source made afterwards
+    /// sees it. (SIGUSR2, which nothing else here uses: it ends up blocked on this process's
+    /// threads, as Dispatch wants its signals.)
+    @Test func aSignalBeforeItsDispatchSourceIsKeptForIt() async throws {
+        try ProcessSignals.holdForDispatch([SIGUSR2]).get()
+        // To the process, as a stop signal comes (Dispatch's threads, this one among them, block
+        // signals: a thread-directed one would wait on the thread): a thread that takes it
+        // blocks it and sends it again, until it is pending for the process.
+        #expect(kill(getpid(), SIGUSR2) == 0)
+        let fired = DispatchSemaphore(value: 0)
+        let source = DispatchSource.makeSignalSource(signal: SIGUSR2, queue: .global())
+        source.setEventHandler { fired.signal() }
+        source.resume()
+        defer { source.cancel() }
+        let seen = await Task.detached { fired.wait(timeout: .now() + 10) == .success }.value
+        #expect(seen, "the signal sent before the source was made never reached it")
+    }
+
+    @Test func aSignalThatCannotBeCaughtIsTheFailedCall() {
+        #expect(failure(ProcessSignals.holdForDispatch([SIGKILL])) == SystemCallError(operation: "sigaction", errno: .invalidArgument))
     }
 
     @Test func hostNameAndHomeAreTheSystemsOwn() throws {
