@@ -5,8 +5,8 @@ import Foundation
 /// origins whose pages may change its state (against cross-site requests), the credentials and
 /// the access token. Plain value, checked on the daemon's thread.
 struct RequestPolicy: Sendable {
-    /// Host names answered besides localhost names and IP literals (lowercased); "*" allows any.
-    let hosts: Set<String>
+    /// The names the server answers to (against DNS rebinding).
+    let hosts: HostNames
     /// The origin allowed besides the server's own ("*" for any); nil for none.
     let allowedOrigin: String?
     /// `user:password` as the client must send it, byte for byte; nil asks for none.
@@ -21,14 +21,7 @@ struct RequestPolicy: Sendable {
     let scheme: String
 
     init(configuration c: CaptureStreamServer.Configuration) {
-        var hosts = Set(c.allowedHosts.map { Self.normalized($0) })
-        // The address listened on, when it is a name; and this machine's own names.
-        hosts.insert(Self.normalized(c.host))
-        if case .success(let name) = SystemIdentity.hostName() {
-            let n = Self.normalized(name)
-            if !n.isEmpty { hosts.formUnion([n, n + ".local"]) }
-        }
-        self.hosts = hosts
+        hosts = HostNames(listenAddress: c.host, allowed: c.allowedHosts)
         allowedOrigin = c.allowedOrigin
         expectedAuthorization = c.credentials.map { Array("\($0.user):\($0.password)".utf8) }
         expectedToken = c.accessToken.map { Array($0.utf8) }
@@ -36,36 +29,10 @@ struct RequestPolicy: Sendable {
         scheme = c.tls == nil ? "http" : "https"
     }
 
-    private static func normalized(_ name: String) -> String {
-        var n = name.lowercased()
-        while n.hasSuffix(".") { n.removeLast() }
-        return n
-    }
-
     /// Whether a request with this `Host` header is for this server: none (HTTP/1.0), an IP
     /// literal, a localhost name, the address listened on, this machine's name or one allowed.
     /// A rebound DNS name (a page's own name pointing at this machine) is none of them.
-    func allowsHost(_ header: String?) -> Bool {
-        guard let header, !header.isEmpty else { return true }
-        if hosts.contains("*") { return true }
-        let name: Substring
-        if header.hasPrefix("[") {
-            guard let close = header.firstIndex(of: "]") else { return false }
-            name = header[header.index(after: header.startIndex)..<close]
-            var a6 = in6_addr()
-            return inet_pton(AF_INET6, String(name), &a6) == 1
-        }
-        if let colon = header.lastIndex(of: ":") {
-            guard Int(header[header.index(after: colon)...]) != nil else { return false }
-            name = header[..<colon]
-        } else {
-            name = header[...]
-        }
-        var a4 = in_addr()
-        if inet_pton(AF_INET, String(name), &a4) == 1 { return true }
-        let n = Self.normalized(String(name))
-        return n == "localhost" || n.hasSuffix(".localhost") || hosts.contains(n)
-    }
+    func allowsHost(_ header: String?) -> Bool { hosts.allowsHostHeader(header) }
 
     /// Whether a request that changes state comes from the server's own page or the allowed
     /// origin: it carries `X-Requested-With` (a cross-site form cannot set a header, and a

@@ -89,6 +89,23 @@ import Testing
         #expect(seen, "the signal sent before the source was made never reached it")
     }
 
+    /// A server's host names: IP literals, localhost names, the listened-on name and the
+    /// allowed ones pass, with or without a port (a `Host` header) or brackets (a parsed URL's
+    /// IPv6 address has none); any other name, or a header with a port that is not a number, fails.
+    @Test func hostNamesAreTheServersOwn() {
+        let names = HostNames(listenAddress: "cam.lan", allowed: ["Camera.Example."])
+        for header in ["127.0.0.1", "127.0.0.1:8080", "[::1]", "[::1]:80", "localhost", "a.localhost:1", "cam.lan", "camera.example:8554"] {
+            #expect(names.allowsHostHeader(header), "\(header)")
+        }
+        #expect(names.allowsHostHeader(nil) && names.allowsHostHeader(""))
+        for header in ["rebound.test", "rebound.test:80", "localhost.rebound.test", "127.0.0.1:http", "[::1", "[::1]x", "::1"] {
+            #expect(!names.allowsHostHeader(header), "\(header)")
+        }
+        for name in ["::1", "fe80::1", "10.0.0.1", "LOCALHOST", "camera.example"] { #expect(names.allowsName(name), "\(name)") }
+        for name in ["rebound.test", "10.0.0.1.rebound.test", ""] { #expect(!names.allowsName(name), "\(name)") }
+        #expect(HostNames(listenAddress: "127.0.0.1", allowed: ["*"]).allowsHostHeader("anything.test:1"))
+    }
+
     @Test func aSignalThatCannotBeCaughtIsTheFailedCall() {
         #expect(failure(ProcessSignals.holdForDispatch([SIGKILL])) == SystemCallError(operation: "sigaction", errno: .invalidArgument))
     }
