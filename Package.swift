@@ -166,7 +166,7 @@ let package = Package(
             name: "CCaptureRTSPShim", dependencies: ["CGStreamerRTSP"],
             cSettings: [.headerSearchPath("../CSystem/gstreamer-rtsp/include")],
             linkerSettings: [
-                "gstrtspserver-1.0", "gstapp-1.0", "gstbase-1.0", "gstreamer-1.0", "gobject-2.0", "glib-2.0",
+                "gstrtspserver-1.0", "gstrtsp-1.0", "gstapp-1.0", "gstbase-1.0", "gstreamer-1.0", "gio-2.0", "gobject-2.0", "glib-2.0",
             ].map { .linkedLibrary($0) }),
         // RTSP: the shared H.264 stage's units to every RTSP client through one shared media.
         .target(name: "CaptureRTSP", dependencies: ["Capture", "CaptureCodecs", "CaptureSystem", "CCaptureRTSPShim"]),

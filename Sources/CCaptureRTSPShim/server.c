@@ -4,7 +4,8 @@
 //   appsrc (AAC packets, leaky) -> rtpmp4gpay -> ...   (with the microphone)
 // A TCP client's packets go through its connection's send backlog (100 messages), which drops
 // rather than blocks when the client does not read ("drop-backlog"), so it costs the other
-// clients nothing; UDP clients are sent to without waiting.
+// clients nothing; a connection that stays full for STALLED_SECONDS is closed. UDP clients are
+// sent to without waiting.
 // What callbacks reach (the appsrc, the owner's event function) lives in a reference-counted
 // link that outlives the server while a signal handler may still run.
 #include <gst/app/gstappsrc.h>
@@ -39,9 +40,12 @@ struct link {
     GstCaps *audio_caps;
     gboolean alive;
     gint clients;
+    /// Clients closed because they stopped reading.
+    gint clients_dropped;
     /// Seconds a session lives without a word from its client (RTCP, a request).
     guint session_timeout;
     void (*event)(void *, int);
+    int (*allows_host)(void *, const char *);
     void (*release)(void *);
     void *ctx;
 };
@@ -148,6 +152,11 @@ static void on_play_request(GstRTSPClient *client, GstRTSPContext *ctx, gpointer
 
 /// Marks a client that had a session (so that one left without any is closed).
 static const char *const had_session = "capture-rtsp-had-session";
+/// The seconds in a row a client's connection was found full (no room to write).
+static const char *const full_seconds = "capture-rtsp-full-seconds";
+/// A connection found full this many times in a row, a second apart, is one whose client stopped
+/// reading (a reading client, even a slow one, frees a third of its socket's buffer between looks).
+#define STALLED_SECONDS 3
 
 static void on_new_session(GstRTSPClient *client, GstRTSPSession *session, gpointer data) {
     struct link *l = data;
@@ -166,16 +175,51 @@ static GstRTSPFilterResult close_if_sessionless(GstRTSPServer *server, GstRTSPCl
     return result;
 }
 
+/// Closes a client whose connection had no room to write at STALLED_SECONDS looks in a row: it
+/// stopped reading (its packets were being dropped from its backlog meanwhile).
+static GstRTSPFilterResult close_if_stalled(GstRTSPServer *server, GstRTSPClient *client, gpointer data) {
+    (void)server;
+    struct link *l = data;
+    GstRTSPConnection *connection = gst_rtsp_client_get_connection(client);
+    GSocket *socket = connection ? gst_rtsp_connection_get_write_socket(connection) : NULL;
+    gboolean full = socket && !(g_socket_condition_check(socket, G_IO_OUT) & G_IO_OUT);
+    gint seconds = full ? GPOINTER_TO_INT(g_object_get_data(G_OBJECT(client), full_seconds)) + 1 : 0;
+    g_object_set_data(G_OBJECT(client), full_seconds, GINT_TO_POINTER(seconds));
+    if (seconds < STALLED_SECONDS) return GST_RTSP_FILTER_KEEP;
+    g_atomic_int_inc(&l->clients_dropped);
+    return GST_RTSP_FILTER_REMOVE;
+}
+
 /// Removes the sessions whose client has gone silent (a vanished UDP client, a stuck TCP one),
-/// and closes the connections left without one; on the server's loop, every second.
+/// closes the connections left without one and those whose client stopped reading; on the
+/// server's loop, every second.
 static gboolean clean_sessions(gpointer data) {
-    GstRTSPServer *server = data;
-    GstRTSPSessionPool *pool = gst_rtsp_server_get_session_pool(server);
+    capture_rtsp_server *s = data;
+    GstRTSPSessionPool *pool = gst_rtsp_server_get_session_pool(s->server);
     guint removed = gst_rtsp_session_pool_cleanup(pool);
     g_object_unref(pool);
-    if (removed > 0) gst_rtsp_server_client_filter(server, close_if_sessionless, NULL);
+    if (removed > 0) gst_rtsp_server_client_filter(s->server, close_if_sessionless, NULL);
+    gst_rtsp_server_client_filter(s->server, close_if_stalled, s->link);
     return G_SOURCE_CONTINUE;
 }
+
+/// Answers 403 to a request whose URL names a host the owner does not answer to (a rebound DNS
+/// name), as the HTTP server does for its Host header; a request without a URL host passes.
+static GstRTSPStatusCode check_host(GstRTSPClient *client, GstRTSPContext *ctx, gpointer data) {
+    (void)client;
+    struct link *l = data;
+    const char *host = ctx && ctx->uri ? ctx->uri->host : NULL;
+    if (!host || !*host) return GST_RTSP_STS_OK;
+    g_mutex_lock(&l->lock);
+    gboolean alive = l->alive;
+    g_mutex_unlock(&l->lock);
+    if (!alive) return GST_RTSP_STS_SERVICE_UNAVAILABLE;
+    return l->allows_host(l->ctx, host) ? GST_RTSP_STS_OK : GST_RTSP_STS_FORBIDDEN;
+}
+
+/// The requests that reach the camera, for check_host. (OPTIONS tells only the methods; and
+/// gst-rtsp-server 1.22 crashed on an invalid free when its pre-signal refused an OPTIONS.)
+static const char *const request_signals[] = {"pre-describe-request", "pre-setup-request", "pre-play-request", NULL};
 
 static void on_client_connected(GstRTSPServer *server, GstRTSPClient *client, gpointer data) {
     (void)server;
@@ -186,6 +230,8 @@ static void on_client_connected(GstRTSPServer *server, GstRTSPClient *client, gp
     g_signal_connect_data(client, "closed", G_CALLBACK(on_client_closed), link_ref(l), link_unref, 0);
     g_signal_connect_data(client, "play-request", G_CALLBACK(on_play_request), link_ref(l), link_unref, 0);
     g_signal_connect_data(client, "new-session", G_CALLBACK(on_new_session), link_ref(l), link_unref, 0);
+    for (int i = 0; request_signals[i]; i++)
+        g_signal_connect_data(client, request_signals[i], G_CALLBACK(check_host), link_ref(l), link_unref, 0);
 }
 
 static gpointer run_loop(gpointer data) {
@@ -198,7 +244,7 @@ static gpointer run_loop(gpointer data) {
 
 capture_rtsp_server *capture_rtsp_server_new(const char *address, int port, const char *path, const char *user,
                                              const char *password, int audio, int session_timeout,
-                                             void (*event)(void *, int),
+                                             void (*event)(void *, int), int (*allows_host)(void *, const char *),
                                              void (*release)(void *), void *ctx, char **error) {
     *error = NULL;
     struct link *l = g_atomic_rc_box_new0(struct link);
@@ -206,6 +252,7 @@ capture_rtsp_server *capture_rtsp_server_new(const char *address, int port, cons
     l->alive = TRUE;
     l->session_timeout = session_timeout > 0 ? (guint)session_timeout : 60;
     l->event = event;
+    l->allows_host = allows_host;
     l->release = release;
     l->ctx = ctx;
     capture_rtsp_server *s = g_new0(capture_rtsp_server, 1);
@@ -267,7 +314,7 @@ capture_rtsp_server *capture_rtsp_server_new(const char *address, int port, cons
     }
     g_source_attach(s->source, s->context);
     s->cleanup = g_timeout_source_new_seconds(1);
-    g_source_set_callback(s->cleanup, clean_sessions, s->server, NULL);
+    g_source_set_callback(s->cleanup, clean_sessions, s, NULL);
     g_source_attach(s->cleanup, s->context);
     s->port = gst_rtsp_server_get_bound_port(s->server);
     s->thread = g_thread_new("cap rtsp", run_loop, s);
@@ -277,6 +324,8 @@ capture_rtsp_server *capture_rtsp_server_new(const char *address, int port, cons
 int capture_rtsp_server_port(capture_rtsp_server *s) { return s->port; }
 
 int capture_rtsp_server_clients(capture_rtsp_server *s) { return g_atomic_int_get(&s->link->clients); }
+
+int capture_rtsp_server_clients_dropped(capture_rtsp_server *s) { return g_atomic_int_get(&s->link->clients_dropped); }
 
 int capture_rtsp_server_push_video(capture_rtsp_server *s, const void *bytes, size_t count, const void *prefix,
                                    size_t prefix_count, void (*release)(void *), void *release_ctx) {

@@ -89,13 +89,15 @@ func serveCommand(_ args: Arguments) throws {
         try metadata.setMetadataObjectTypes(metadataTypes(list, option: "metadata", available: metadata.availableMetadataObjectTypes))
         try server.serveMetadata(metadata)
     }
-    // RTSP from the same encode as WebRTC's (its defaults are the publisher's), with the same credentials.
+    // RTSP from the same encode as WebRTC's (its defaults are the publisher's), with the same
+    // credentials and host names.
     var rtsp: RTSPServer?
     if args.flags.contains("rtsp") {
         rtsp = try RTSPServer(
             session: session,
             configuration: .init(
-                host: config.host, port: rtspPort, credentials: credentials.map { .init(user: $0.user, password: $0.password) }))
+                host: config.host, port: rtspPort, credentials: credentials.map { .init(user: $0.user, password: $0.password) },
+                allowedHosts: config.allowedHosts))
     }
     defer { rtsp?.stop() }
     // (Its clients in /state, under result.routes.rtsp.)

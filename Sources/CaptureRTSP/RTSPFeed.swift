@@ -1,6 +1,7 @@
 import CCaptureRTSPShim
 import Capture
 import CaptureCodecs
+import CaptureSystem
 import Foundation
 
 /// The session's side of the shim's server: the shared H.264 stage's units and the shared AAC
@@ -19,14 +20,17 @@ final class RTSPFeed: H264Consumer, AudioPacketConsumer, @unchecked Sendable {
     private let audioProduct: EncodedProduct
     // Guarded by `lock`.
     private var pushed = 0
-    private var pushedBytes = 0
     private var failure: String?
     private var audioFormat: AudioStreamFormat?
     private var packetsPushed = 0
 
-    init(product: EncodedProduct, audioProduct: EncodedProduct) {
+    /// The names a request's URL may give (the server's thread asks, for every request).
+    let hostNames: HostNames
+
+    init(product: EncodedProduct, audioProduct: EncodedProduct, hostNames: HostNames) {
         self.product = product
         self.audioProduct = audioProduct
+        self.hostNames = hostNames
     }
 
     /// Takes the shim's server (once, right after it is made).
@@ -48,8 +52,6 @@ final class RTSPFeed: H264Consumer, AudioPacketConsumer, @unchecked Sendable {
     var unitsPushed: Int { lock.withLock { pushed } }
     /// AAC packets the shared media took.
     var audioPacketsPushed: Int { lock.withLock { packetsPushed } }
-    /// Their bytes (with the parameter sets before key frames).
-    var bytesPushed: Int { lock.withLock { pushedBytes } }
 
     /// A server event (`capture_rtsp_event`), on a GStreamer thread holding no lock of ours.
     func event(_ kind: Int32) {
@@ -70,7 +72,6 @@ final class RTSPFeed: H264Consumer, AudioPacketConsumer, @unchecked Sendable {
     func consume(_ unit: H264AccessUnit, from connection: CaptureConnection) {
         lock.withLock {
             guard let server else { return }
-            let size = unit.count + (unit.isKeyFrame ? unit.parameterSets.count : 0)
             unit.hold()
             let ctx = Unmanaged.passRetained(unit).toOpaque()
             let release: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
@@ -85,10 +86,7 @@ final class RTSPFeed: H264Consumer, AudioPacketConsumer, @unchecked Sendable {
                 }
                 return capture_rtsp_server_push_video(server, bytes.baseAddress, bytes.count, nil, 0, release, ctx)
             }
-            if status == 0 {
-                pushed += 1
-                pushedBytes += size
-            }
+            if status == 0 { pushed += 1 }
         }
     }
 

@@ -1,6 +1,7 @@
 import CCaptureRTSPShim
 import Capture
 import CaptureCodecs
+import CaptureSystem
 import Foundation
 
 /// Serves a session's camera over RTSP (gst-rtsp-server), for what reads `rtsp://host:8554/camera`:
@@ -12,12 +13,16 @@ import Foundation
 /// packetizes it (RTP, payload type 96). The encoder runs only while a client reads; a client that
 /// starts to play gets a key frame from the shared encoder. Clients choose TCP (interleaved on the
 /// RTSP connection) or UDP. A TCP client that stops reading loses its own packets once its send
-/// backlog (gst-rtsp-server's, bounded) is full and costs the other clients nothing; UDP is sent without waiting.
+/// backlog (gst-rtsp-server's, bounded) is full and costs the other clients nothing; once its
+/// connection has had no room for 3 s it is closed (`clientsDropped`). UDP is sent without waiting.
 /// The microphone, when the session has one, is served as AAC (RTP payload type 97,
 /// `mpeg4-generic`) from the session's shared AAC stage, the one `/stream.mp4` uses.
 ///
 /// With `Configuration.credentials` every request needs them (HTTP Basic, as RTSP has it: 401
-/// without them). The server listens on 127.0.0.1 unless told otherwise.
+/// without them). The server listens on 127.0.0.1 unless told otherwise, and answers 403 to a
+/// DESCRIBE, SETUP or PLAY whose URL names a host it does not answer to, as the HTTP server does
+/// for its `Host` header: IP literals, localhost names, the address listened on, this machine's names and
+/// `Configuration.allowedHosts` pass.
 ///
 /// Thread-safe: every method and property may be used from any thread.
 public final class RTSPServer: @unchecked Sendable {
@@ -32,6 +37,9 @@ public final class RTSPServer: @unchecked Sendable {
         public var path: String
         /// Basic credentials every request needs; nil serves everyone.
         public var credentials: Credentials?
+        /// Host names a request's URL may name besides IP literals, localhost names, `host` and
+        /// this machine's names (`"*"`: any), as `CaptureStreamServer.Configuration.allowedHosts`.
+        public var allowedHosts: [String]
         /// The H.264 bitrate in bits per second (the camera's size and rate are the session's).
         public var bitrate: Int
         /// Frames from one key frame to the next; a client that starts to play gets one sooner.
@@ -44,17 +52,19 @@ public final class RTSPServer: @unchecked Sendable {
         /// A UDP client that says nothing this long (no RTCP report, no request: a player sends
         /// one every few seconds) loses its session and is no longer sent to. A TCP client's
         /// session lasts as long as its connection (gst-rtsp-server's): one that stops reading
-        /// loses its own packets, not the others'. Whole seconds, at least 1; RTSP's usual 60 s
-        /// by default.
+        /// loses its own packets, not the others', and is closed once its connection has had no
+        /// room for 3 s. Whole seconds, at least 1; RTSP's usual 60 s by default.
         public var sessionTimeout: Duration
 
         /// A configuration; each default is the one its property names (127.0.0.1:8554/camera,
-        /// no credentials, 2 Mbit/s, a key frame every 60 frames, `ultrafast`, the microphone, 60 s).
+        /// no credentials, no other host names, 2 Mbit/s, a key frame every 60 frames,
+        /// `ultrafast`, the microphone, 60 s).
         public init(
             host: String = "127.0.0.1", port: Int = 8554, path: String = "/camera", credentials: Credentials? = nil,
-            bitrate: Int = 2_000_000, keyFrameInterval: Int = 60, preset: String = "ultrafast", audio: Bool = true,
-            sessionTimeout: Duration = .seconds(60)
+            allowedHosts: [String] = [], bitrate: Int = 2_000_000, keyFrameInterval: Int = 60, preset: String = "ultrafast",
+            audio: Bool = true, sessionTimeout: Duration = .seconds(60)
         ) {
+            self.allowedHosts = allowedHosts
             self.sessionTimeout = sessionTimeout
             self.audio = audio
             self.host = host
@@ -128,7 +138,9 @@ public final class RTSPServer: @unchecked Sendable {
             encoder: "libx264", preset: configuration.preset, rateControl: .bitrate(configuration.bitrate),
             keyFrameInterval: configuration.keyFrameInterval)
         sendsAudio = configuration.audio && session.inputs.contains { $0.mediaTypes.contains(.audio) }
-        feed = RTSPFeed(product: h264Settings.product, audioProduct: AudioEncoderSettings(codec: .aac).product)
+        feed = RTSPFeed(
+            product: h264Settings.product, audioProduct: AudioEncoderSettings(codec: .aac).product,
+            hostNames: HostNames(listenAddress: configuration.host, allowed: configuration.allowedHosts))
         videoPort = FrameConsumerPort(encodedFor: feed)
         audioPort = sendsAudio ? FrameConsumerPort(audioEncodedFor: feed) : nil
         feed.port = videoPort
@@ -141,6 +153,10 @@ public final class RTSPServer: @unchecked Sendable {
             configuration.credentials?.password, sendsAudio ? 1 : 0,
             Int32(clamping: configuration.sessionTimeout.components.seconds),
             { ctx, kind in Unmanaged<RTSPFeed>.fromOpaque(ctx!).takeUnretainedValue().event(kind) },
+            { ctx, host in
+                let names = Unmanaged<RTSPFeed>.fromOpaque(ctx!).takeUnretainedValue().hostNames
+                return names.allowsName(String(cString: host!)) ? 1 : 0
+            },
             { ctx in Unmanaged<RTSPFeed>.fromOpaque(ctx!).release() }, ctx, &error)
         guard let made else {
             var text = "no reason given"
@@ -170,6 +186,12 @@ public final class RTSPServer: @unchecked Sendable {
         lock.withLock { stopped ? 0 : Int(capture_rtsp_server_clients(pointer)) }
     }
 
+    /// Clients closed so far because they stopped reading: over TCP, a connection that had no
+    /// room to write for 3 s (its packets were being dropped meanwhile, not waited for).
+    public var clientsDropped: Int {
+        lock.withLock { stopped ? 0 : Int(capture_rtsp_server_clients_dropped(pointer)) }
+    }
+
     /// H.264 access units the shared media has taken (each is sent to every client).
     public var unitsSent: Int { feed.unitsPushed }
     /// Whether the shared media exists (a client reads) and the encoder runs for it.
@@ -177,8 +199,6 @@ public final class RTSPServer: @unchecked Sendable {
 
     /// AAC packets the shared media has taken (0 without the microphone).
     public var audioPacketsSent: Int { feed.audioPacketsPushed }
-    /// Their bytes (H.264, before RTP's headers), for tests and benchmarks.
-    package var bytesSent: Int { feed.bytesPushed }
 
     /// Closes every client and stops listening; the session's encoder stops once no one else
     /// reads it. Blocks until the server is down. Not from a GStreamer thread.

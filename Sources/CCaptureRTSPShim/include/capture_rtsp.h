@@ -28,17 +28,22 @@ const char *capture_rtsp_missing_element(void);
 /// TCP (interleaved) and UDP, with Basic credentials when `user` is not NULL; `audio` (not 0)
 /// adds an AAC stream (rtpmp4gpay) beside the H.264 one. A session whose client says nothing
 /// (no RTCP, no request) for `session_timeout` seconds is removed, its client closed. `event(ctx, kind)`
-/// reports `capture_rtsp_event`s; `release(ctx)` is called once nothing can call `event` any more
+/// reports `capture_rtsp_event`s; `allows_host(ctx, host)` says (not 0) whether a request whose URL
+/// names `host` is answered (else 403), on the server's thread; `release(ctx)` is called once
+/// nothing can call `event` or `allows_host` any more
 /// (after capture_rtsp_server_free, possibly later). NULL on failure, with `*error` set (free it
 /// with capture_rtsp_string_free); `release` is then called before it returns.
 capture_rtsp_server *capture_rtsp_server_new(const char *address, int port, const char *path, const char *user,
                                              const char *password, int audio, int session_timeout,
                                              void (*event)(void *ctx, int kind),
+                                             int (*allows_host)(void *ctx, const char *host),
                                              void (*release)(void *ctx), void *ctx, char **error);
 /// The port the server listens on.
 int capture_rtsp_server_port(capture_rtsp_server *server);
 /// RTSP connections open now.
 int capture_rtsp_server_clients(capture_rtsp_server *server);
+/// Clients closed so far because they stopped reading (their connection stayed full for seconds).
+int capture_rtsp_server_clients_dropped(capture_rtsp_server *server);
 /// Pushes one H.264 access unit (Annex B) into the shared media without copying it:
 /// `release(release_ctx)` is called, on any thread, once GStreamer is done with `bytes` (at once
 /// when no media wants units). `prefix` (the SPS and PPS before a key frame), when not NULL, is
