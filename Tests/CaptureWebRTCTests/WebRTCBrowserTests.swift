@@ -34,15 +34,17 @@ extension WebRTCSuites {
     @Suite struct WebRTCBrowserTests {
         /// One viewer: connected within 3 s, H.264 decoded at >= 27 fps of the camera's 30 (or 90 %
         /// of what a busy machine's camera made, 20 fps at least: `viewerFloor`), the bars on its picture and the microphone's tone in its audio; its end
-        /// gives back its sockets and threads.
+        /// and the publisher's stop give back every UDP socket and GStreamer thread they took.
         @Test func oneViewerSeesTheCameraAndHearsTheMicrophone() async throws {
             let rig = try WebRTCRig("one", tone: 1000)
             defer { rig.stop() }
+            // The browser first: the first child process gives Foundation's process monitor its
+            // two UDP sockets (a pair on loopback, for the process's life), not the publisher.
+            let peer = try BrowserPeer(viewers: 1, window: 3)
             let before = Resources.now
             let publisher = try WebRTCPublisher(session: rig.session, configuration: .loopback)
             defer { publisher.stop() }
             #expect(publisher.sendsAudio)
-            let peer = try BrowserPeer(viewers: 1, window: 3)
             let offers = try await peer.offers()
             let (id, answer) = try await publisher.answer(offer: offers[0])
             #expect(answer.contains("H264/90000"))
@@ -67,8 +69,13 @@ extension WebRTCSuites {
             #expect(publisher.end(id: id))
             #expect(publisher.viewerCount == 0)
             #expect(!publisher.end(id: id))
+            let ended = Resources.now
+            publisher.stop()
             let back = await eventually(timeout: 10) { Resources.now.isBack(to: before) }
-            #expect(back, "before: \(before); after the viewer ended: \(Resources.now)")
+            #expect(
+                back,
+                "before the publisher: \(before); after its viewer ended: \(ended); after it stopped: \(Resources.now) \(Resources.gstreamerThreadNames)"
+            )
         }
 
         /// Ten viewers at once: the first watches, nine join later (each starts within 0.5 s, from
