@@ -29,9 +29,13 @@ class Reporter:
         return self(f"chromium is installed ({CHROMIUM})", os.access(CHROMIUM, os.X_OK))
 
 
-def launch(playwright, *args):
-    """Headless chromium with `args` besides --no-sandbox (the checks run as root)."""
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", *args])
+def launch(playwright, *args, resolve=()):
+    """Headless chromium with `args` besides --no-sandbox (the checks run as root). It resolves no
+    name but localhost and the `resolve` pairs (name, address): the checks' pages are on loopback,
+    and Chromium's own lookups (its services, WebRTC's default route) must not leave the machine."""
+    rules = [f"MAP {name} {address}" for name, address in resolve] + ["MAP * ~NOTFOUND", "EXCLUDE localhost", "EXCLUDE 127.0.0.1", "EXCLUDE [::1]"]
+    return playwright.chromium.launch(
+        executable_path=CHROMIUM, args=["--no-sandbox", "--host-resolver-rules=" + ", ".join(rules), *args])
 
 
 def start_serve(tool, env, args, stderr=subprocess.PIPE):

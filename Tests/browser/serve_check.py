@@ -70,7 +70,7 @@ def main():
 
         with sync_playwright() as p:
             # rebound.test resolves to this machine, as a DNS rebinding attack makes a site's name do.
-            browser = launch(p, "--host-resolver-rules=MAP rebound.test 127.0.0.1")
+            browser = launch(p, resolve=[("rebound.test", "127.0.0.1")])
             page = browser.new_page(viewport={"width": 900, "height": 700})
             # What the browser's console would show while the page loads: errors, and failed requests
             # (a missing /favicon.ico was one).
