@@ -6,9 +6,10 @@ import Foundation
 /// Records the session's camera to a movie file, as `AVCaptureMovieFileOutput`: H.264 (libx264)
 /// or Motion JPEG, in fragmented MP4 (`.mp4`, `.m4v`, `.mov`) or Matroska (`.mkv`).
 ///
-/// Add it to a session with `session.addOutput(_:)` (this module's overload for movie outputs):
-/// it joins the session as one of the package's frame consumers, beside the app's outputs, so it
-/// is not listed in `session.outputs`, and the session's one-output-per-kind rule leaves it out.
+/// Add it to a session with `session.addOutput(_:)`, as any output (`canAddOutput` first): it is
+/// listed in `session.outputs` and takes the camera's frames and the microphone's packets
+/// through frame consumer ports of its own, beside the app's outputs; the session's
+/// one-output-per-kind rule leaves it out (any number of movie outputs may record).
 /// H.264 is encoded once per frame by the session's H.264 stage for every consumer with the same
 /// settings (another movie output, an RTSP publish), on the stage's thread; the output writes
 /// the encoded frames on its recording queue (MJPEG: the camera's bytes as they came). While the
@@ -28,7 +29,7 @@ import Foundation
 ///
 /// Thread-safe: every method and property may be used from any thread. Delegate calls come on
 /// the output's recording queue, in order.
-public final class CaptureMovieFileOutput: @unchecked Sendable {
+public final class CaptureMovieFileOutput: CaptureOutput, @unchecked Sendable {
     /// The output's port in the session's graph (a connection per camera): it takes the shared
     /// H.264 stage's units or JPEG frames, as the recording (or pre-record) asks, or nothing.
     let port: FrameConsumerPort
@@ -107,11 +108,17 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
         // `heldFrameLimit` of the camera's buffers (so does the H.264 stage, for a port that
         // keeps every frame): a slow encoder costs the other outputs nothing, and what the
         // recorder cannot keep it loses alone, counted. Idle, the port takes nothing.
-        feed = RecordingFeed(heldLimit: Self.heldFrameLimit)
-        port = FrameConsumerPort(encodedFor: feed, keepsEveryFrame: true)
-        audioPort = FrameConsumerPort(audioEncodedFor: feed, keepsEveryFrame: true)
+        let feed = RecordingFeed(heldLimit: Self.heldFrameLimit)
+        let port = FrameConsumerPort(encodedFor: feed, keepsEveryFrame: true)
+        let audioPort = FrameConsumerPort(audioEncodedFor: feed, keepsEveryFrame: true)
+        self.feed = feed
+        self.port = port
+        self.audioPort = audioPort
+        super.init(hosting: [port, audioPort])
         feed.port = port
         feed.setDrain(on: queue) { [weak self] in self?.drainFeed() }
+        hosting = OutputHosting(
+            joined: { [weak self] session in self?.joined(session) }, left: { [weak self] session in self?.left(session) })
     }
 
     deinit {
@@ -129,14 +136,8 @@ public final class CaptureMovieFileOutput: @unchecked Sendable {
 
     // MARK: Configuration
 
-    /// The session the output is in.
-    public var session: CaptureSession? { port.session }
-    /// The output's connections: one per camera and one per microphone of its session.
-    public var connections: [CaptureConnection] { port.connections + audioPort.connections }
-    /// The connection carrying `mediaType` (`.video`, or `.audio` from a microphone), or nil.
-    public func connection(with mediaType: MediaType) -> CaptureConnection? {
-        mediaType == .audio ? audioPort.connection(with: .audio) : port.connection(with: mediaType)
-    }
+    // (`session`, `connections` (one per camera and one per microphone of its session) and
+    // `connection(with:)` are CaptureOutput's, through its two ports.)
 
     /// How much of an MP4 recording is written at a time (one fragment): at most this much is
     /// lost when the process dies. One second by default; read at the start.

@@ -37,36 +37,24 @@ extension CaptureMovieFileOutput {
     }
 }
 
-extension CaptureSession {
-    /// Whether `output` can be added: it is in no other session (movie outputs are frame
-    /// consumers, so any number may be added beside the app's outputs).
-    public func canAddOutput(_ output: CaptureMovieFileOutput) -> Bool {
-        output.port.session == nil || output.port.session === self
-    }
-
-    /// Adds a movie file output, as `addOutput` does for AVFoundation's: it joins the session as
-    /// a frame consumer (not listed in `outputs`), gets a connection to the camera, and ends a
-    /// recording when the session stops or its camera goes away. Does nothing if
-    /// `canAddOutput(output)` is false.
-    public func addOutput(_ output: CaptureMovieFileOutput) {
-        guard output.port.session == nil, addFrameConsumer(output.port) else { return }
-        addFrameConsumer(output.audioPort)
-        let watch = SessionWatch(output)
-        output.sessionWatch = watch
-        output.eventToken = addEventHandler { [weak output] event in
-            withExtendedLifetime(watch) { output?.sessionEvent(event) }
+// Added and removed as any output (`CaptureSession.addOutput`, through its ports); then:
+extension CaptureMovieFileOutput {
+    /// In a session: it ends a recording when the session stops or its camera goes away, or
+    /// when the session is released while recording.
+    func joined(_ session: CaptureSession) {
+        let watch = SessionWatch(self)
+        sessionWatch = watch
+        eventToken = session.addEventHandler { [weak self] event in
+            withExtendedLifetime(watch) { self?.sessionEvent(event) }
         }
     }
 
-    /// Removes a movie file output; a recording under way ends as if the session stopped.
-    public func removeOutput(_ output: CaptureMovieFileOutput) {
-        guard output.port.session === self else { return }
-        output.sessionWatch?.disarm()
-        if let token = output.eventToken { removeEventHandler(token) }
-        output.eventToken = nil
-        removeFrameConsumer(output.port)
-        removeFrameConsumer(output.audioPort)
-        output.queue.async { output.finish(error: RecordingError(.sessionStopped, "the movie output was removed from its session")) }
+    /// Out of its session: a recording under way ends as if the session stopped.
+    func left(_ session: CaptureSession) {
+        sessionWatch?.disarm()
+        if let token = eventToken { session.removeEventHandler(token) }
+        eventToken = nil
+        queue.async { [self] in finish(error: RecordingError(.sessionStopped, "the movie output was removed from its session")) }
     }
 }
 

@@ -33,7 +33,7 @@ public protocol CaptureMetadataOutputObjectsDelegate: AnyObject, Sendable {
 /// buffer, before a connection's or preview's rotation and mirroring), origin top left.
 ///
 /// Thread-safe: every property and method may be used from any thread.
-public final class CaptureMetadataOutput: @unchecked Sendable {
+public final class CaptureMetadataOutput: CaptureOutput, @unchecked Sendable {
     /// The output's port in the session's graph: raw frames, newest wins.
     let port: FrameConsumerPort
     let detector: MetadataDetector
@@ -56,7 +56,9 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
     public init() {
         let detector = MetadataDetector()
         self.detector = detector
-        port = FrameConsumerPort(detector)
+        let port = FrameConsumerPort(detector)
+        self.port = port
+        super.init(hosting: [port])
         detector.output = self
     }
 
@@ -66,12 +68,8 @@ public final class CaptureMetadataOutput: @unchecked Sendable {
         for c in state.withLock({ $0.streams.values }) { c.finish() }
     }
 
-    /// The session the output is in.
-    public var session: CaptureSession? { port.session }
-    /// Its connections: one per camera of its session.
-    public var connections: [CaptureConnection] { port.connections }
-    /// The first connection carrying `mediaType`, or nil.
-    public func connection(with mediaType: MediaType) -> CaptureConnection? { port.connection(with: mediaType) }
+    // (`session`, `connections` (one per camera of its session) and `connection(with:)` are
+    // CaptureOutput's, through its port.)
 
     // MARK: Types
 
@@ -232,26 +230,4 @@ package struct MetadataBatch: Sendable {
     package var objects: [MetadataObject]
     package var time: CaptureTime
     package var sequenceNumber: UInt64
-}
-
-extension CaptureSession {
-    /// Whether `output` can be added: it is in no other session (metadata outputs are frame
-    /// consumers, so they go beside the app's outputs).
-    public func canAddOutput(_ output: CaptureMetadataOutput) -> Bool {
-        output.port.session == nil || output.port.session === self
-    }
-
-    /// Adds a metadata output, as `addOutput` does for AVFoundation's: it joins the session as a
-    /// frame consumer (not listed in `outputs`) and gets a connection to each camera. Does nothing
-    /// if `canAddOutput(output)` is false.
-    public func addOutput(_ output: CaptureMetadataOutput) {
-        guard output.port.session == nil else { return }
-        addFrameConsumer(output.port)
-    }
-
-    /// Removes a metadata output; when this returns it gets no more frames.
-    public func removeOutput(_ output: CaptureMetadataOutput) {
-        guard output.port.session === self else { return }
-        removeFrameConsumer(output.port)
-    }
 }

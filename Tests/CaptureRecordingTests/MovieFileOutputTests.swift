@@ -32,7 +32,7 @@ import Testing
         let movie = CaptureMovieFileOutput()
         #expect(rig.session.canAddOutput(movie))
         rig.session.addOutput(movie)
-        #expect(rig.session.outputs.isEmpty, "a movie output is a frame consumer, not one of the app's outputs")
+        #expect(rig.session.outputs.count == 1 && rig.session.outputs.first === movie, "a movie output is one of the session's outputs")
         #expect(movie.connection(with: .video) != nil)
         movie.maxRecordedDuration = .seconds(2)
         movie.setOutputSettings(.init(codec: .h264, rateControl: .quality(28)), for: movie.connection(with: .video))

@@ -14,6 +14,18 @@ public enum DropReason: String, Sendable, Hashable, CaseIterable {
     case corrupt
 }
 
+/// A hosting output's part in joining and leaving a session (`CaptureOutput.hosting`).
+package struct OutputHosting: Sendable {
+    /// After the session added the output's ports.
+    package var joined: @Sendable (CaptureSession) -> Void
+    /// After the session removed them.
+    package var left: @Sendable (CaptureSession) -> Void
+    package init(joined: @escaping @Sendable (CaptureSession) -> Void, left: @escaping @Sendable (CaptureSession) -> Void) {
+        self.joined = joined
+        self.left = left
+    }
+}
+
 /// Frames that were not delivered, as `captureOutput(_:didDrop:from:)` reports them.
 public struct DroppedFrames: Sendable, Hashable, CustomStringConvertible {
     public var reason: DropReason
@@ -32,26 +44,53 @@ public struct DroppedFrames: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(count) dropped (\(reason.rawValue))" }
 }
 
-/// A destination for captured media, as `AVCaptureOutput`. Use one of its subclasses.
+/// A destination for captured media, as `AVCaptureOutput`. Use one of its subclasses: the core's
+/// photo, still image, video data and audio data outputs, and the products' movie file
+/// (`CaptureRecording`) and metadata (`CaptureVision`) outputs. (Open so that those products'
+/// outputs can be outputs too; it has no initializer outside this package.)
 ///
 /// Thread-safe. Connections are made by the session when a matching input is present.
-public class CaptureOutput: @unchecked Sendable {
+open class CaptureOutput: @unchecked Sendable {
     private let outputState = Locked(OutputState())
     struct OutputState {
         weak var session: CaptureSession?
         var connections: [CaptureConnection] = []
+        var hosting: OutputHosting?
     }
 
-    init() {}
+    /// For an output of another product of this package (movie file, metadata): the consumer
+    /// ports it takes frames through, which the session adds and removes with it; empty for the
+    /// core's outputs and for a port itself.
+    package let hostedPorts: [FrameConsumerPort]
+
+    init() { hostedPorts = [] }
+
+    /// An output that takes its frames through `ports` (at least one); see `hosting`.
+    package init(hosting ports: [FrameConsumerPort]) {
+        precondition(!ports.isEmpty, "a hosting output needs a port")
+        hostedPorts = ports
+    }
+
+    /// What a hosting output does when a session takes it in or lets it go, once its ports are
+    /// added or removed (outside the session's lock).
+    package var hosting: OutputHosting? {
+        get { outputState.withLock { $0.hosting } }
+        set { outputState.withLock { $0.hosting = newValue } }
+    }
+
+    /// Whether the output takes its frames through ports of its own (`init(hosting:)`).
+    var isHosting: Bool { !hostedPorts.isEmpty }
 
     /// A consumer's port inside the package (preview, server, recorder; `FrameConsumerPort`):
     /// not in the session's `outputs`, and exempt from the one-output-per-kind rule.
     var isConsumerPort: Bool { self is FrameConsumerPort }
 
     /// The session the output belongs to.
-    public var session: CaptureSession? { outputState.withLock { $0.session } }
+    public var session: CaptureSession? { isHosting ? hostedPorts[0].session : outputState.withLock { $0.session } }
     /// The output's connections, one per connected input.
-    public var connections: [CaptureConnection] { outputState.withLock { $0.connections } }
+    public var connections: [CaptureConnection] {
+        isHosting ? hostedPorts.flatMap(\.connections) : outputState.withLock { $0.connections }
+    }
     /// The first connection carrying `mediaType`, or nil (e.g. before an input is added).
     public func connection(with mediaType: MediaType) -> CaptureConnection? {
         connections.first { $0.mediaType == mediaType }

@@ -8,8 +8,9 @@ extension CaptureSession {
 
     /// The inputs, including changes not yet committed.
     public var inputs: [CaptureInput] { lock.withLock { stagedInputs } }
-    /// The outputs, including changes not yet committed.
-    public var outputs: [CaptureOutput] { lock.withLock { stagedOutputs.filter { !$0.isConsumerPort } } }
+    /// The outputs, including changes not yet committed: the core's, then the movie file and
+    /// metadata outputs, each in the order it was added.
+    public var outputs: [CaptureOutput] { lock.withLock { stagedOutputs.filter { !$0.isConsumerPort } + hostedOutputs } }
     /// Every connection between the session's inputs and outputs.
     public var connections: [CaptureConnection] { lock.withLock { allConnections } }
 
@@ -109,9 +110,11 @@ extension CaptureSession {
         }
     }
 
-    /// Whether `output` can be added: not in a session yet, and no output of its kind present.
+    /// Whether `output` can be added: not in a session yet, and no output of its kind present
+    /// (movie file and metadata outputs: in no other session; any number of them).
     public func canAddOutput(_ output: CaptureOutput) -> Bool {
-        lock.withLock {
+        if output.isHosting { return lock.withLock { !hostedOutputs.contains { $0 === output } } && output.session == nil }
+        return lock.withLock {
             if output.session != nil && output.session !== self { return false }
             // A multi-camera session takes an output of each kind per camera.
             if isMultiCam { return !stagedOutputs.contains { $0 === output } }
@@ -124,6 +127,7 @@ extension CaptureSession {
 
     /// Adds `output`; does nothing if `canAddOutput` says no.
     public func addOutput(_ output: CaptureOutput) {
+        if output.isHosting { return addHosted(output) }
         change {
             guard canAddOutput(output) else { return }
             stagedOutputs.append(output)
@@ -136,6 +140,7 @@ extension CaptureSession {
     /// the session's capture threads no longer call into the output; a frame already queued for
     /// its delegate may still be delivered.
     public func removeOutput(_ output: CaptureOutput) {
+        if output.isHosting { return removeHosted(output) }
         change {
             stagedOutputs.removeAll { $0 === output }
             automaticOutputs.remove(ObjectIdentifier(output))
@@ -145,6 +150,36 @@ extension CaptureSession {
                 output.attach(to: nil)
             }
         }
+    }
+
+    /// A movie file or metadata output joins through its ports; then it is told.
+    private func addHosted(_ output: CaptureOutput) {
+        var added = false
+        change {
+            guard canAddOutput(output) else { return }
+            var ports: [FrameConsumerPort] = []
+            for port in output.hostedPorts {
+                guard addFrameConsumer(port) else {
+                    for p in ports { removeOutput(p) }
+                    return
+                }
+                ports.append(port)
+            }
+            hostedOutputs.append(output)
+            added = true
+        }
+        if added { output.hosting?.joined(self) }
+    }
+
+    private func removeHosted(_ output: CaptureOutput) {
+        var removed = false
+        change {
+            guard hostedOutputs.contains(where: { $0 === output }) else { return }
+            hostedOutputs.removeAll { $0 === output }
+            for port in output.hostedPorts { removeOutput(port) }
+            removed = true
+        }
+        if removed { output.hosting?.left(self) }
     }
 
     // MARK: Frame consumers (the extension point of the preview, server and recorder products)

@@ -31,6 +31,9 @@ public class CaptureSession: @unchecked Sendable {
     // Guarded by `lock`:
     var stagedInputs: [CaptureInput] = []
     var stagedOutputs: [CaptureOutput] = []
+    /// Outputs of the other products (movie file, metadata) that take frames through consumer
+    /// ports in `stagedOutputs`: listed in `outputs`, held as AVFoundation's session holds its outputs.
+    var hostedOutputs: [CaptureOutput] = []
     var stagedPreset: Preset = .high
     var appliedInputs: [CaptureInput] = []
     var appliedOutputs: [CaptureOutput] = []

@@ -18,3 +18,19 @@ let linkedProducts: [Any.Type] = [
     CaptureStreamServer.self, MetadataObject.self, MetadataOutlines.self, WebRTCPublisher.self,
     RTSPServer.self,
 ]
+
+/// The products' outputs join a session as AVFoundation's do (`canAddOutput`, then
+/// `addOutput`), are listed in its `outputs` beside the core's, and leave it with `removeOutput`.
+func productOutputsAreOutputs(of session: CaptureSession) -> Bool {
+    let movie = CaptureMovieFileOutput()
+    let metadata = CaptureMetadataOutput()
+    session.beginConfiguration()
+    if session.canAddOutput(movie) { session.addOutput(movie) }
+    if session.canAddOutput(metadata) { session.addOutput(metadata) }
+    session.commitConfiguration()
+    let listed = session.outputs.contains { $0 === movie } && session.outputs.contains { $0 === metadata }
+    let connected = movie.connection(with: .video) != nil && metadata.connection(with: .video) != nil
+    session.removeOutput(movie)
+    session.removeOutput(metadata)
+    return listed && connected && !session.outputs.contains { $0 === movie || $0 === metadata }
+}

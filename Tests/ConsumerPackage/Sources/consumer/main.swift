@@ -210,6 +210,9 @@ check(
     names == [CaptureSession.didStartRunningNotification, CaptureSession.didStopRunningNotification],
     "NotificationCenter saw didStartRunning then didStopRunning (\(names.map(\.rawValue)))")
 for t in tokens { NotificationCenter.default.removeObserver(t) }
+check(
+    productOutputsAreOutputs(of: session),
+    "a movie file output and a metadata output are in session.outputs once added, connected to the camera, and gone once removed")
 print("consumer: linked \(linkedProducts.count) products' types")
 print(failures == 0 ? "consumer: all passed" : "consumer: \(failures) failed")
 exit(failures == 0 ? 0 : 1)
