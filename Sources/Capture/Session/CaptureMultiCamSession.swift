@@ -28,8 +28,13 @@ public final class CaptureMultiCamSession: CaptureSession, @unchecked Sendable {
     /// `addInput` refuses (a `.configurationRejected` event, and the commit says `.rejected`).
     public func addInputWithNoConnections(_ input: CaptureInput) { addInputWithoutLinks(input) }
 
-    /// Adds `output` without connecting it to any input (`addOutputWithNoConnections`).
-    public func addOutputWithNoConnections(_ output: CaptureOutput) { addOutputWithoutLinks(output) }
+    /// Adds `output` without connecting it to any input (`addOutputWithNoConnections`). A movie
+    /// file or metadata output, which takes its frames through ports of its own, is added as
+    /// `addOutput` adds it, connected to every camera (and microphone).
+    public func addOutputWithNoConnections(_ output: CaptureOutput) {
+        if output.isHosting { return addOutput(output) }
+        addOutputWithoutLinks(output)
+    }
 
     /// Whether `connection` can be added: its input and output are in the session, both carry
     /// its media type, and the output has no other connection for that media type.
