@@ -21,11 +21,17 @@ extension CaptureMovieFileOutput {
         /// Frames the camera lost meanwhile, as far back as kept.
         var drops: [DroppedFrames] = []
         var failed = false
+        /// How much longer than `window` the writer keeps: a start waits for the microphone's
+        /// format up to 1 s after it was asked (`startFromStandby`), and frames come meanwhile;
+        /// kept for `window` alone, the frame of `window` before the start was gone by then (a
+        /// second file began 1.9666 s in the past of 2 under load).
+        static let startWait = Duration.seconds(1)
+
         init(window: Duration, settings: MovieOutputSettings, fragment: Duration) {
             self.window = window
             self.settings = settings
             self.fragment = fragment
-            writer = MovieWriter(preRecord: window, fragmentInterval: fragment)
+            writer = MovieWriter(preRecord: window + Self.startWait, fragmentInterval: fragment)
             frames.reserveCapacity(1024)
         }
         var isReady: Bool { origin != nil && !failed && writer.keptRange != nil }
@@ -42,7 +48,8 @@ extension CaptureMovieFileOutput {
     /// from a keyframe on; `startRecording` then begins the file with the newest keyframe at or
     /// before `preRecordDuration` before the call (so up to one keyframe interval more), and
     /// the microphone's audio from the same time. Memory: the encoded video of this duration
-    /// plus one keyframe interval, and its audio as captured. `.zero` (the default) keeps
+    /// and one second more (a start may wait that long for the microphone) plus one keyframe
+    /// interval, and its audio as captured. `.zero` (the default) keeps
     /// nothing, and the output takes frames only while recording. Takes effect at once; changing the
     /// settings or the fragment interval starts the kept past over.
     public var preRecordDuration: Duration {
@@ -140,7 +147,9 @@ extension CaptureMovieFileOutput {
         }
         let wantsAudio = rec.settings.recordsAudio && audioPort.connection(with: .audio) != nil
         let audio = rec.earlyAudio.first?.format
-        if wantsAudio, audio == nil, frame.presentationTimeStamp - rec.requested < 1_000_000_000 { return }
+        if wantsAudio, audio == nil, frame.presentationTimeStamp - rec.requested < Standby.startWait.components.seconds * 1_000_000_000 {
+            return
+        }
         let window = sb.window.components
         let windowNanoseconds = window.seconds * 1_000_000_000 + window.attoseconds / 1_000_000_000
         let attached: (origin: Int64, frames: Int)
