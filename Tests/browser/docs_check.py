@@ -42,8 +42,8 @@ TYPES = [
     ("capturepreview/previewwindow", "PreviewWindow"),
     ("captureserver/capturestreamserver", "CaptureStreamServer"),
     ("capturerecording/capturemoviefileoutput", "CaptureMovieFileOutput"),
-    # CaptureRecording's extension of Capture's session (session.addOutput(movie)).
-    ("capturerecording/capture/capturesession", "CaptureSession"),
+    # CaptureVision's metadata output, a CaptureOutput of Capture's (added as any output).
+    ("capturevision/capturemetadataoutput", "CaptureMetadataOutput"),
     # CaptureServerMP4's extension of the server (server.addFragmentedMP4Stream()).
     ("captureservermp4/captureserver/capturestreamserver", "CaptureStreamServer"),
     ("capturewebrtc/webrtcpublisher", "WebRTCPublisher"),
