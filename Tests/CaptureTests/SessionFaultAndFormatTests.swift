@@ -287,8 +287,10 @@ import Testing
             let still = CaptureStillImageOutput()
             released = still
             session.addOutput(still)
-            try session.start()
+            // Stalled before it starts: no frame can answer the still (stalled after the start, a
+            // first frame could, under TSan's slowness once).
             cam.stall(for: nil)
+            try session.start()
             let connection = try #require(still.connection(with: .video))
             still.captureStillImageAsynchronously(from: connection) { sample, error in
                 outcome.set(sample != nil, error?.code)
