@@ -42,6 +42,12 @@ package final class StreamCondition: @unchecked Sendable {
     /// Wakes every waiter. Call with or without the lock held.
     package func broadcast() { pthread_cond_broadcast(cond) }
 
+    /// Wakes every waiter after a change made under another lock, one a waiter reads while it
+    /// holds this one (the camera's stall or connection, read at the producer's tick): taken
+    /// first, this lock keeps the wake-up from falling between that read and the wait, where it
+    /// was lost (a resumed camera then stayed silent for ever). Not with this lock held.
+    package func broadcastAfterChange() { withLock { _ = pthread_cond_broadcast(cond) } }
+
     /// Waits (lock held) until signalled or until the monotonic `deadline`; spurious wake-ups
     /// are possible, so callers re-check their condition. Returns false once the deadline passed.
     @discardableResult

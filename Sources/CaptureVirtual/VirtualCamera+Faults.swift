@@ -74,7 +74,7 @@ extension VirtualCamera {
             }
             return (s.streamSignal, changed)
         }
-        signal?.broadcast()
+        signal?.broadcastAfterChange()
         if changed { VirtualCameraRegistry.shared.connectionChanged(self, connected: false) }
     }
 
@@ -105,7 +105,7 @@ extension VirtualCamera {
             }
             return s.streamSignal
         }
-        signal?.broadcast()
+        signal?.broadcastAfterChange()
     }
 
     /// Ends a stall at once.
@@ -114,7 +114,7 @@ extension VirtualCamera {
             s.stall = .none
             return s.streamSignal
         }
-        signal?.broadcast()
+        signal?.broadcastAfterChange()
     }
 
     /// Sequence numbers used so far (see `Statistics.framesProduced`).
